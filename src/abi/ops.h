@@ -1,0 +1,7 @@
+/* Filling a new context's ibv_context_ops and verbs_context function
+ * pointers, through which verbs.h's inline functions reach softrdma. */
+#ifndef SR_ABI_OPS_H
+#define SR_ABI_OPS_H
+struct sr_context;
+void sr_fill_ops(struct sr_context *ctx);
+#endif

@@ -1,0 +1,508 @@
+/* The exported libibverbs API (rdma-core 44 ABI): argument checks that
+ * rdma-core itself does, then a call into core/.  No logic of its own.
+ * Verbs that rdma-core marks as returning errno values return them;
+ * those returning pointers set errno. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+
+#include "abi/export.h"
+#include "abi/ops.h"
+#include "core/sr.h"
+
+/* ---- devices ---- */
+
+SR_EXPORT struct ibv_device **ibv_get_device_list(int *num)
+{
+	int n;
+	struct sr_device **devs = sr_devices(&n);
+	struct ibv_device **list = calloc((size_t)n + 1, sizeof(*list));
+
+	if (!list) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	for (int i = 0; i < n; i++)
+		list[i] = &devs[i]->ibdev;
+	if (num)
+		*num = n;
+	return list;
+}
+
+SR_EXPORT void ibv_free_device_list(struct ibv_device **list)
+{
+	free(list);
+}
+
+SR_EXPORT const char *ibv_get_device_name(struct ibv_device *dev)
+{
+	return dev ? dev->name : NULL;
+}
+
+SR_EXPORT __be64 ibv_get_device_guid(struct ibv_device *dev)
+{
+	struct ibv_context *c = sr_open_device(dev);
+	__be64 g = 0;
+	if (c) {
+		g = htobe64(to_sctx(c)->node_guid);
+		sr_close_device(c);
+	}
+	return g;
+}
+
+SR_EXPORT int ibv_get_device_index(struct ibv_device *dev)
+{
+	int n;
+	struct sr_device **devs = sr_devices(&n);
+	for (int i = 0; i < n; i++)
+		if (&devs[i]->ibdev == dev)
+			return i;
+	return -1;
+}
+
+SR_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *dev)
+{
+	if (!dev) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return sr_open_device(dev);
+}
+
+SR_EXPORT int ibv_close_device(struct ibv_context *c)
+{
+	return sr_close_device(c);
+}
+
+SR_EXPORT struct ibv_context *ibv_import_device(int cmd_fd)
+{
+	(void)cmd_fd;
+	errno = EOPNOTSUPP; /* no kernel uverbs file to share */
+	return NULL;
+}
+
+SR_EXPORT struct ibv_pd *ibv_import_pd(struct ibv_context *c, uint32_t h)
+{
+	(void)c;
+	(void)h;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+SR_EXPORT void ibv_unimport_pd(struct ibv_pd *pd) { (void)pd; }
+
+SR_EXPORT struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t h)
+{
+	(void)pd;
+	(void)h;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+SR_EXPORT void ibv_unimport_mr(struct ibv_mr *mr) { (void)mr; }
+
+SR_EXPORT struct ibv_dm *ibv_import_dm(struct ibv_context *c, uint32_t h)
+{
+	(void)c;
+	(void)h;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+SR_EXPORT void ibv_unimport_dm(struct ibv_dm *dm) { (void)dm; }
+
+SR_EXPORT int ibv_get_async_event(struct ibv_context *c, struct ibv_async_event *ev)
+{
+	return sr_get_async_event(c, ev);
+}
+
+SR_EXPORT void ibv_ack_async_event(struct ibv_async_event *ev)
+{
+	sr_ack_async_event(ev);
+}
+
+/* ---- queries ---- */
+
+SR_EXPORT int ibv_query_device(struct ibv_context *c, struct ibv_device_attr *a)
+{
+	return sr_query_device(c, a);
+}
+
+static int op_query_port(struct ibv_context *c, uint8_t port, struct ibv_port_attr *a, size_t len)
+{
+	struct ibv_port_attr full;
+	int err = sr_query_port(c, port, &full);
+	if (!err)
+		memcpy(a, &full, len < sizeof(full) ? len : sizeof(full));
+	return err;
+}
+
+#undef ibv_query_port
+/* reached only by binaries built without the verbs_context query_port op */
+SR_EXPORT int ibv_query_port(struct ibv_context *c, uint8_t port, struct _compat_ibv_port_attr *a)
+{
+	/* as rdma-core: the caller's buffer is a full struct ibv_port_attr */
+	return sr_query_port(c, port, (struct ibv_port_attr *)a);
+}
+
+SR_EXPORT int ibv_query_gid(struct ibv_context *c, uint8_t port, int index, union ibv_gid *gid)
+{
+	return sr_query_gid(c, port, index, gid) ? -1 : 0;
+}
+
+SR_EXPORT int _ibv_query_gid_ex(struct ibv_context *c, uint32_t port, uint32_t index, struct ibv_gid_entry *e,
+				uint32_t flags, size_t entry_size)
+{
+	struct ibv_gid_entry full;
+	int err;
+	if (flags || entry_size < sizeof(full))
+		return EINVAL;
+	err = sr_query_gid_ex(c, port, index, &full);
+	if (!err)
+		memcpy(e, &full, sizeof(full));
+	return err;
+}
+
+SR_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *c, struct ibv_gid_entry *entries, size_t max,
+				       uint32_t flags, size_t entry_size)
+{
+	size_t n = 0;
+	if (flags || entry_size < sizeof(struct ibv_gid_entry))
+		return -EINVAL;
+	for (uint32_t i = 0; i < SR_MAX_ADDRS; i++) {
+		struct ibv_gid_entry e;
+		if (sr_query_gid_ex(c, 1, i, &e))
+			continue;
+		if (n >= max)
+			return -EINVAL;
+		memcpy((char *)entries + n * entry_size, &e, sizeof(e));
+		n++;
+	}
+	return (ssize_t)n;
+}
+
+/* rdma-core's private enum ibv_gid_type_sysfs: 0 = IB/RoCE v1, 1 = RoCE v2 */
+SR_EXPORT int ibv_query_gid_type(struct ibv_context *c, uint8_t port, unsigned int index, int *type)
+{
+	struct ibv_gid_entry e;
+	if (sr_query_gid_ex(c, port, index, &e)) {
+		errno = EINVAL;
+		return -1;
+	}
+	*type = e.gid_type == IBV_GID_TYPE_ROCE_V2 ? 1 : 0;
+	return 0;
+}
+
+SR_EXPORT int ibv_query_pkey(struct ibv_context *c, uint8_t port, int index, __be16 *pkey)
+{
+	return sr_query_pkey(c, port, index, pkey) ? -1 : 0;
+}
+
+SR_EXPORT int ibv_get_pkey_index(struct ibv_context *c, uint8_t port, __be16 pkey)
+{
+	__be16 p;
+	if (sr_query_pkey(c, port, 0, &p) == 0 && p == pkey)
+		return 0;
+	return -1;
+}
+
+/* ---- PD, MR ---- */
+
+SR_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *c)
+{
+	return sr_alloc_pd(c);
+}
+
+SR_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
+{
+	return sr_dealloc_pd(pd);
+}
+
+SR_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
+					  unsigned int access)
+{
+	if (!pd) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return sr_reg_mr(pd, addr, len, iova, access & ~IBV_ACCESS_OPTIONAL_RANGE);
+}
+
+#undef ibv_reg_mr
+SR_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access)
+{
+	return ibv_reg_mr_iova2(pd, addr, len, (uintptr_t)addr, (unsigned int)access);
+}
+
+#undef ibv_reg_mr_iova
+SR_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova, int access)
+{
+	return ibv_reg_mr_iova2(pd, addr, len, iova, (unsigned int)access);
+}
+
+SR_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t len, uint64_t iova, int fd,
+					   int access)
+{
+	(void)pd;
+	(void)offset;
+	(void)len;
+	(void)iova;
+	(void)fd;
+	(void)access;
+	errno = EOPNOTSUPP; /* no device memory behind a dma-buf here */
+	return NULL;
+}
+
+SR_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t len, int access)
+{
+	return sr_rereg_mr(mr, flags, pd, addr, len, access);
+}
+
+SR_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
+{
+	return sr_dereg_mr(mr);
+}
+
+/* ---- CQ and channels ---- */
+
+SR_EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *c)
+{
+	return sr_create_comp_channel(c);
+}
+
+SR_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *ch)
+{
+	return sr_destroy_comp_channel(ch);
+}
+
+SR_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *c, int cqe, void *cq_context, struct ibv_comp_channel *ch,
+				       int vec)
+{
+	return sr_create_cq(c, cqe, cq_context, ch, vec);
+}
+
+SR_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
+{
+	return sr_resize_cq(cq, cqe);
+}
+
+SR_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
+{
+	return sr_destroy_cq(cq);
+}
+
+SR_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq, void **cq_context)
+{
+	return sr_get_cq_event(ch, cq, cq_context);
+}
+
+SR_EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int n)
+{
+	sr_ack_cq_events(cq, n);
+}
+
+/* ---- SRQ ---- */
+
+SR_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
+{
+	return sr_create_srq(pd, attr);
+}
+
+SR_EXPORT int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask)
+{
+	return sr_modify_srq(srq, attr, mask);
+}
+
+SR_EXPORT int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr)
+{
+	return sr_query_srq(srq, attr);
+}
+
+SR_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
+{
+	return sr_destroy_srq(srq);
+}
+
+/* ---- QP ---- */
+
+SR_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	if (!pd || !attr) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return sr_create_qp(pd, attr);
+}
+
+SR_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
+{
+	return sr_modify_qp(qp, attr, mask);
+}
+
+SR_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask, struct ibv_qp_init_attr *init)
+{
+	return sr_query_qp(qp, attr, mask, init);
+}
+
+SR_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
+{
+	return sr_destroy_qp(qp);
+}
+
+SR_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
+{
+	struct sr_qp *q = to_sqp(qp);
+	return q->has_qp_ex ? &q->ibqp : NULL;
+}
+
+SR_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t flags)
+{
+	(void)qp;
+	(void)op;
+	/* payload is placed in packet (PSN) order, so data lands in order */
+	return flags ? 0 : 1;
+}
+
+SR_EXPORT int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	(void)qp;
+	(void)ece;
+	return EOPNOTSUPP;
+}
+
+SR_EXPORT int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	(void)qp;
+	(void)ece;
+	return EOPNOTSUPP;
+}
+
+/* ---- AH ---- */
+
+SR_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
+{
+	if (!pd || !attr) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return sr_create_ah(pd, attr);
+}
+
+SR_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
+{
+	return sr_destroy_ah(ah);
+}
+
+SR_EXPORT int ibv_init_ah_from_wc(struct ibv_context *c, uint8_t port, struct ibv_wc *wc, struct ibv_grh *grh,
+				  struct ibv_ah_attr *ah)
+{
+	struct sr_context *ctx = to_sctx(c);
+	union ibv_gid remote, local;
+	const uint8_t *g = (const uint8_t *)grh;
+
+	if (!(wc->wc_flags & IBV_WC_GRH) || !grh)
+		return -1; /* RoCE needs the GRH to know where a datagram came from */
+	memset(&remote, 0, sizeof(remote));
+	memset(&local, 0, sizeof(local));
+	if ((g[20] >> 4) == 4) {
+		/* RoCEv2 over IPv4: the IPv4 header is in the GRH's last 20 bytes */
+		remote.raw[10] = remote.raw[11] = 0xff;
+		local.raw[10] = local.raw[11] = 0xff;
+		memcpy(&remote.raw[12], g + 20 + 12, 4);
+		memcpy(&local.raw[12], g + 20 + 16, 4);
+	} else {
+		remote = grh->sgid;
+		local = grh->dgid;
+	}
+	memset(ah, 0, sizeof(*ah));
+	ah->is_global = 1;
+	ah->port_num = port;
+	ah->sl = wc->sl;
+	ah->grh.dgid = remote;
+	ah->grh.hop_limit = 0xff;
+	ah->grh.sgid_index = 0;
+	for (int i = 0; i < ctx->ngid; i++)
+		if (!memcmp(&ctx->gid[i].gid, &local, sizeof(local))) {
+			ah->grh.sgid_index = (uint8_t)i;
+			break;
+		}
+	return 0;
+}
+
+SR_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc, struct ibv_grh *grh,
+					       uint8_t port)
+{
+	struct ibv_ah_attr a;
+	if (ibv_init_ah_from_wc(pd->context, port, wc, grh, &a)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return sr_create_ah(pd, &a);
+}
+
+SR_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+{
+	return sr_attach_mcast(qp, gid, lid);
+}
+
+SR_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+{
+	return sr_detach_mcast(qp, gid, lid);
+}
+
+SR_EXPORT int ibv_resolve_eth_l2_from_gid(struct ibv_context *c, struct ibv_ah_attr *attr, uint8_t mac[6],
+					  uint16_t *vid)
+{
+	/* L2 addressing is the kernel's business on a UDP socket */
+	(void)c;
+	(void)attr;
+	memset(mac, 0, 6);
+	if (vid)
+		*vid = 0xffff;
+	return 0;
+}
+
+/* ---- the ops tables ---- */
+
+static int op_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) { return sr_poll_cq(cq, n, wc); }
+static int op_req_notify(struct ibv_cq *cq, int s) { return sr_req_notify_cq(cq, s); }
+static int op_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	return sr_post_send(qp, wr, bad);
+}
+static int op_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	return sr_post_recv(qp, wr, bad);
+}
+static int op_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	return sr_post_srq_recv(srq, wr, bad);
+}
+static int op_query_device_ex(struct ibv_context *c, const struct ibv_query_device_ex_input *in,
+			      struct ibv_device_attr_ex *a, size_t size)
+{
+	return sr_query_device_ex(c, in, a, size);
+}
+static struct ibv_cq_ex *op_create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr_ex *a)
+{
+	return sr_create_cq_ex(c, a);
+}
+static struct ibv_qp *op_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *a)
+{
+	return sr_create_qp_ex(c, a);
+}
+
+void sr_fill_ops(struct sr_context *ctx)
+{
+	struct ibv_context_ops *o = &ctx->vctx.context.ops;
+	o->poll_cq = op_poll_cq;
+	o->req_notify_cq = op_req_notify;
+	o->post_send = op_post_send;
+	o->post_recv = op_post_recv;
+	o->post_srq_recv = op_post_srq_recv;
+	ctx->vctx.query_port = op_query_port;
+	ctx->vctx.query_device_ex = op_query_device_ex;
+	ctx->vctx.create_cq_ex = op_create_cq_ex;
+	ctx->vctx.create_qp_ex = op_create_qp_ex;
+}

@@ -1,0 +1,531 @@
+/* softrdma configuration file.
+ *
+ * Format (softrdma-cfg writes it; hand edits must follow the same rules):
+ *
+ *     # softrdma configuration (written by softrdma-cfg)
+ *     crc = on
+ *     [rxe0]
+ *     type = roce
+ *     netdev = lo
+ *     mtu = 4096     # optional cap
+ *
+ *   - One setting per line, "key = value".  '#' starts a comment anywhere on
+ *     a line; blank lines are ignored; spaces around keys and values too.
+ *   - Global settings come before the first section:
+ *       crc = on|off        ICRC (RoCE) and MPA CRC (iWARP) generated and
+ *                           checked (default on); also yes/no, true/false, 1/0.
+ *   - Each "[NAME]" section is one device.  NAME is 1-63 characters of
+ *     A-Z a-z 0-9 _ . - and unique in the file.
+ *       type = roce|iwarp   Soft-RoCE (RoCEv2/UDP, like rxe) or Soft-iWARP
+ *                           (TCP, like siw); default roce.
+ *       netdev = IFNAME     network interface the device is bound to (required).
+ *       mtu = 256|512|1024|2048|4096
+ *                           upper bound on the port's active MTU; default:
+ *                           follow the interface MTU.
+ *   - At most 16 devices.  A file with no section is valid and has no devices.
+ *   - Anything else (unknown key or section, bad value, a key given twice,
+ *     a duplicate device name) is an error reported as "FILE:LINE: message";
+ *     nothing falls back to defaults silently.
+ *
+ * Where the file is: $SOFTRDMA_CONF, else $XDG_CONFIG_HOME/softrdma/softrdma.conf
+ * (~/.config/softrdma/softrdma.conf), else /etc/softrdma.conf.  Without a file
+ * the built-in default is one RoCE device "rxe0" on the first UP non-loopback
+ * interface with an IPv4 address (else "lo"), crc on.
+ */
+#include "common/conf.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int sr_mtu_bytes_to_enum(int bytes)
+{
+	switch (bytes) {
+	case 256: return 1;
+	case 512: return 2;
+	case 1024: return 3;
+	case 2048: return 4;
+	case 4096: return 5;
+	default: return 0;
+	}
+}
+
+int sr_mtu_enum_to_bytes(int mtu_enum)
+{
+	if (mtu_enum < 1 || mtu_enum > 5)
+		return 0;
+	return 128 << mtu_enum;
+}
+
+int sr_mtu_active(int netdev_mtu, int cap_bytes)
+{
+	int room = netdev_mtu - SR_ROCE_IPV4_OVERHEAD;
+	int mtu = 4096;
+
+	/* rxe falls back to 256 rather than refusing a tiny link MTU. */
+	while (mtu > 256 && mtu > room)
+		mtu >>= 1;
+	if (cap_bytes > 0 && cap_bytes < mtu)
+		mtu = cap_bytes;
+	return mtu;
+}
+
+const char *sr_dev_type_name(enum sr_dev_type type)
+{
+	return type == SR_DEV_IWARP ? "iwarp" : "roce";
+}
+
+int sr_dev_type_parse(const char *s, enum sr_dev_type *type)
+{
+	if (!strcmp(s, "roce")) {
+		*type = SR_DEV_ROCE;
+		return 0;
+	}
+	if (!strcmp(s, "iwarp")) {
+		*type = SR_DEV_IWARP;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+struct sr_conf_device *sr_conf_find(struct sr_conf *conf, const char *name)
+{
+	for (int i = 0; i < conf->ndev; i++)
+		if (!strcmp(conf->dev[i].name, name))
+			return &conf->dev[i];
+	return NULL;
+}
+
+bool sr_conf_valid_name(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n == 0 || n >= SR_DEVNAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)name[i];
+		if (!isalnum(ch) && ch != '_' && ch != '.' && ch != '-')
+			return false;
+	}
+	return true;
+}
+
+/* The kernel accepts almost anything in an interface name except '/', ':'
+ * and whitespace; ':' would name an IPv4 alias label, not a device. */
+static bool valid_netdev(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n >= IFNAMSIZ || !strcmp(s, ".") || !strcmp(s, ".."))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if (ch <= ' ' || ch == '/' || ch == ':' || ch >= 0x7f)
+			return false;
+	}
+	return true;
+}
+
+static int copy_path(char *buf, size_t len, const char *a, const char *b)
+{
+	int n = snprintf(buf, len, "%s%s", a, b);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static const char *home_dir(void)
+{
+	const char *h = getenv("HOME");
+	struct passwd *pw;
+
+	if (h && h[0] == '/')
+		return h;
+	pw = getpwuid(getuid());
+	if (pw && pw->pw_dir && pw->pw_dir[0] == '/')
+		return pw->pw_dir;
+	return "/";
+}
+
+static int user_path(char *buf, size_t len)
+{
+	const char *xdg = getenv("XDG_CONFIG_HOME");
+
+	/* The XDG spec says to ignore a relative XDG_CONFIG_HOME. */
+	if (xdg && xdg[0] == '/')
+		return copy_path(buf, len, xdg, "/softrdma/softrdma.conf");
+	return copy_path(buf, len, home_dir(), "/.config/softrdma/softrdma.conf");
+}
+
+const char *sr_conf_path(char *buf, size_t len)
+{
+	const char *env = getenv("SOFTRDMA_CONF");
+	static const char etc[] = "/etc/softrdma.conf";
+
+	if (!len)
+		return NULL;
+	if (env && env[0]) {
+		if (copy_path(buf, len, env, ""))
+			return NULL;
+		return buf;
+	}
+	if (!user_path(buf, len) && access(buf, F_OK) == 0)
+		return buf;
+	if (access(etc, F_OK) == 0) {
+		if (copy_path(buf, len, etc, ""))
+			return NULL;
+		return buf;
+	}
+	if (user_path(buf, len))
+		return NULL;
+	return buf;
+}
+
+void sr_conf_default(struct sr_conf *conf)
+{
+	char path[PATH_MAX];
+	const char *p = sr_conf_path(path, sizeof(path));
+
+	memset(conf, 0, sizeof(*conf));
+	conf->crc = true;
+	conf->is_default = true;
+	conf->ndev = 1;
+	snprintf(conf->dev[0].name, sizeof(conf->dev[0].name), "rxe0");
+	conf->dev[0].type = SR_DEV_ROCE;
+	sr_netdev_default(conf->dev[0].netdev, sizeof(conf->dev[0].netdev));
+	if (p)
+		snprintf(conf->path, sizeof(conf->path), "%s", p);
+}
+
+/* ---- parser ---- */
+
+struct parser {
+	const char *path;
+	unsigned line;
+	struct sr_conf *conf;
+	struct sr_conf_device *dev;  /* section being filled, NULL before the first */
+	unsigned dev_line;
+	unsigned seen;               /* keys given in the current section (bits) */
+};
+
+enum { SEEN_CRC = 1, SEEN_TYPE = 2, SEEN_NETDEV = 4, SEEN_MTU = 8 };
+
+static int perr(struct parser *p, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static int perr(struct parser *p, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s:%u: ", p->path, p->line);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return -EINVAL;
+}
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	e = s + strlen(s);
+	while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == '\n'))
+		e--;
+	*e = 0;
+	return s;
+}
+
+static int parse_bool(const char *v, bool *out)
+{
+	static const char *const yes[] = { "on", "yes", "true", "1" };
+	static const char *const no[] = { "off", "no", "false", "0" };
+
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		if (!strcmp(v, yes[i])) {
+			*out = true;
+			return 0;
+		}
+		if (!strcmp(v, no[i])) {
+			*out = false;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int end_section(struct parser *p)
+{
+	if (p->dev && !(p->seen & SEEN_NETDEV)) {
+		p->line = p->dev_line;
+		return perr(p, "device [%s] has no 'netdev = ...'", p->dev->name);
+	}
+	return 0;
+}
+
+static int parse_section(struct parser *p, char *s)
+{
+	char *end = strchr(s, ']');
+	char *name;
+	int rc;
+
+	if (!end || trim(end + 1)[0])
+		return perr(p, "expected '[NAME]'");
+	*end = 0;
+	name = trim(s + 1);
+	rc = end_section(p);
+	if (rc)
+		return rc;
+	if (!sr_conf_valid_name(name))
+		return perr(p, "bad device name '%s' (1-%d characters of A-Z a-z 0-9 _ . -)",
+			    name, SR_DEVNAME_MAX - 1);
+	if (sr_conf_find(p->conf, name))
+		return perr(p, "duplicate device name '%s'", name);
+	if (p->conf->ndev >= SR_MAX_DEVICES)
+		return perr(p, "too many devices (at most %d)", SR_MAX_DEVICES);
+	p->dev = &p->conf->dev[p->conf->ndev++];
+	memset(p->dev, 0, sizeof(*p->dev));
+	snprintf(p->dev->name, sizeof(p->dev->name), "%s", name);
+	p->dev->type = SR_DEV_ROCE;
+	p->dev_line = p->line;
+	p->seen = 0;
+	return 0;
+}
+
+static int parse_setting(struct parser *p, char *s)
+{
+	char *eq = strchr(s, '=');
+	char *key, *val;
+	unsigned bit;
+
+	if (!eq)
+		return perr(p, "expected 'key = value' or '[NAME]'");
+	*eq = 0;
+	key = trim(s);
+	val = trim(eq + 1);
+	if (!key[0])
+		return perr(p, "missing key before '='");
+	if (!val[0])
+		return perr(p, "missing value for '%s'", key);
+
+	if (!p->dev) {
+		if (strcmp(key, "crc"))
+			return perr(p, "unknown key '%s' (before the first [device] only 'crc' is allowed)", key);
+		if (p->seen & SEEN_CRC)
+			return perr(p, "'crc' given twice");
+		if (parse_bool(val, &p->conf->crc))
+			return perr(p, "bad value '%s' for crc (on or off)", val);
+		p->seen |= SEEN_CRC;
+		return 0;
+	}
+
+	if (!strcmp(key, "type")) {
+		bit = SEEN_TYPE;
+		if (sr_dev_type_parse(val, &p->dev->type))
+			return perr(p, "bad type '%s' (roce or iwarp)", val);
+	} else if (!strcmp(key, "netdev")) {
+		bit = SEEN_NETDEV;
+		if (!valid_netdev(val))
+			return perr(p, "bad netdev name '%s'", val);
+		snprintf(p->dev->netdev, sizeof(p->dev->netdev), "%s", val);
+	} else if (!strcmp(key, "mtu")) {
+		char *end;
+		long v;
+
+		bit = SEEN_MTU;
+		errno = 0;
+		v = strtol(val, &end, 10);
+		if (errno || *end || v > 4096 || !sr_mtu_bytes_to_enum((int)v))
+			return perr(p, "bad mtu '%s' (256, 512, 1024, 2048 or 4096)", val);
+		p->dev->mtu = (int)v;
+	} else if (!strcmp(key, "crc")) {
+		return perr(p, "'crc' is a global setting: put it before the first [device]");
+	} else {
+		return perr(p, "unknown key '%s' in [%s] (type, netdev, mtu)", key, p->dev->name);
+	}
+	if (p->seen & bit)
+		return perr(p, "'%s' given twice in [%s]", key, p->dev->name);
+	p->seen |= bit;
+	return 0;
+}
+
+static int parse_line(struct parser *p, char *line)
+{
+	char *hash = strchr(line, '#');
+	char *s;
+
+	if (hash)
+		*hash = 0;
+	s = trim(line);
+	if (!s[0])
+		return 0;
+	if (s[0] == '[')
+		return parse_section(p, s);
+	return parse_setting(p, s);
+}
+
+int sr_conf_load(struct sr_conf *conf)
+{
+	struct parser p = { .conf = conf };
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	FILE *f;
+	int rc = 0;
+
+	memset(conf, 0, sizeof(*conf));
+	if (!sr_conf_path(conf->path, sizeof(conf->path))) {
+		fprintf(stderr, "softrdma: configuration file path too long\n");
+		return -ENAMETOOLONG;
+	}
+	f = fopen(conf->path, "re");
+	if (!f) {
+		rc = -errno;
+		if (rc == -ENOENT) {
+			char path[PATH_MAX];
+
+			memcpy(path, conf->path, sizeof(path));
+			sr_conf_default(conf);
+			memcpy(conf->path, path, sizeof(path));
+			return 0;
+		}
+		fprintf(stderr, "softrdma: cannot read %s: %s\n", conf->path, strerror(-rc));
+		return rc;
+	}
+	conf->crc = true;
+	p.path = conf->path;
+	while ((n = getline(&line, &cap, f)) >= 0) {
+		p.line++;
+		/* A NUL inside the line would hide the rest of it from the parser. */
+		if ((size_t)n != strlen(line)) {
+			rc = perr(&p, "NUL byte in line");
+			break;
+		}
+		rc = parse_line(&p, line);
+		if (rc)
+			break;
+	}
+	if (!rc && ferror(f)) {
+		rc = -errno ? -errno : -EIO;
+		fprintf(stderr, "softrdma: cannot read %s: %s\n", conf->path, strerror(-rc));
+	}
+	if (!rc) {
+		p.line++;
+		rc = end_section(&p);
+	}
+	free(line);
+	fclose(f);
+	if (rc) {
+		char path[PATH_MAX];
+
+		/* Don't hand back half a configuration. */
+		memcpy(path, conf->path, sizeof(path));
+		memset(conf, 0, sizeof(*conf));
+		memcpy(conf->path, path, sizeof(path));
+	}
+	return rc;
+}
+
+/* ---- saving ---- */
+
+static int mkdirs(const char *path)
+{
+	char tmp[PATH_MAX];
+	size_t n = strlen(path);
+
+	if (n >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	memcpy(tmp, path, n + 1);
+	for (char *s = tmp + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = 0;
+		if (mkdir(tmp, 0755) && errno != EEXIST)
+			return -errno;
+		*s = '/';
+	}
+	if (mkdir(tmp, 0755) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int validate(const struct sr_conf *conf)
+{
+	if (conf->ndev < 0 || conf->ndev > SR_MAX_DEVICES)
+		return -EINVAL;
+	for (int i = 0; i < conf->ndev; i++) {
+		const struct sr_conf_device *d = &conf->dev[i];
+
+		if (!memchr(d->name, 0, sizeof(d->name)) || !sr_conf_valid_name(d->name) ||
+		    !memchr(d->netdev, 0, sizeof(d->netdev)) || !valid_netdev(d->netdev) ||
+		    (d->type != SR_DEV_ROCE && d->type != SR_DEV_IWARP) ||
+		    (d->mtu && !sr_mtu_bytes_to_enum(d->mtu)))
+			return -EINVAL;
+		for (int j = 0; j < i; j++)
+			if (!strcmp(conf->dev[j].name, d->name))
+				return -EINVAL;
+	}
+	return 0;
+}
+
+int sr_conf_save(const struct sr_conf *conf)
+{
+	char dir[PATH_MAX], tmp[PATH_MAX + 32];
+	const char *slash;
+	FILE *f;
+	int fd, rc;
+
+	if (!conf->path[0] || !memchr(conf->path, 0, sizeof(conf->path)))
+		return -EINVAL;
+	rc = validate(conf);
+	if (rc)
+		return rc;
+	slash = strrchr(conf->path, '/');
+	if (slash && slash != conf->path) {
+		memcpy(dir, conf->path, (size_t)(slash - conf->path));
+		dir[slash - conf->path] = 0;
+		rc = mkdirs(dir);
+		if (rc)
+			return rc;
+	}
+	/* Same directory as the target so that rename() is atomic. */
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", conf->path, (long)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	f = fdopen(fd, "w");
+	if (!f) {
+		rc = -errno;
+		close(fd);
+		unlink(tmp);
+		return rc;
+	}
+	fprintf(f, "# softrdma configuration (written by softrdma-cfg)\n");
+	fprintf(f, "crc = %s\n", conf->crc ? "on" : "off");
+	for (int i = 0; i < conf->ndev; i++) {
+		const struct sr_conf_device *d = &conf->dev[i];
+
+		fprintf(f, "\n[%s]\ntype = %s\nnetdev = %s\n", d->name,
+			sr_dev_type_name(d->type), d->netdev);
+		if (d->mtu)
+			fprintf(f, "mtu = %d\n", d->mtu);
+	}
+	rc = 0;
+	if (fflush(f) || ferror(f) || fsync(fileno(f)))
+		rc = errno ? -errno : -EIO;
+	if (fclose(f) && !rc)
+		rc = -errno;
+	if (!rc && rename(tmp, conf->path))
+		rc = -errno;
+	if (rc)
+		unlink(tmp);
+	return rc;
+}

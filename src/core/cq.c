@@ -1,0 +1,333 @@
+/* Completion queues, completion channels and CQ events.
+ *
+ * A completion channel is a pipe: when an armed CQ gets a completion the
+ * CQ's address is written to it, so channel->fd is pollable and
+ * ibv_get_cq_event() is a read, as with rdma-core's uverbs event file. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/sr.h"
+
+struct ibv_comp_channel *sr_create_comp_channel(struct ibv_context *c)
+{
+	struct sr_comp_channel *ch = calloc(1, sizeof(*ch));
+	int p[2];
+
+	if (!ch) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (pipe2(p, O_CLOEXEC)) {
+		free(ch);
+		return NULL;
+	}
+	fcntl(p[1], F_SETFL, O_NONBLOCK);
+	ch->ibch.context = c;
+	ch->ibch.fd = p[0];
+	ch->ibch.refcnt = 0;
+	ch->wr_fd = p[1];
+	return &ch->ibch;
+}
+
+int sr_destroy_comp_channel(struct ibv_comp_channel *ibch)
+{
+	struct sr_comp_channel *ch = (struct sr_comp_channel *)ibch;
+	if (ibch->refcnt)
+		return EBUSY;
+	close(ibch->fd);
+	close(ch->wr_fd);
+	free(ch);
+	return 0;
+}
+
+static uint32_t roundup_pow2(uint32_t v)
+{
+	uint32_t r = 1;
+	while (r < v)
+		r <<= 1;
+	return r;
+}
+
+/* ---- the extended polling API (ibv_cq_ex) ---- */
+static struct sr_cq *ex_cq(struct ibv_cq_ex *c) { return (struct sr_cq *)c; }
+
+static int ex_start_poll(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
+{
+	struct sr_cq *cq = ex_cq(c);
+	if (attr && attr->comp_mask)
+		return EINVAL;
+	pthread_mutex_lock(&cq->lock);
+	if (cq->head == cq->tail) {
+		pthread_mutex_unlock(&cq->lock);
+		return ENOENT;
+	}
+	cq->cur = cq->ring[cq->tail & (cq->size - 1)];
+	cq->tail++;
+	c->wr_id = cq->cur.wr_id;
+	c->status = cq->cur.status;
+	return 0; /* lock held until end_poll, as rdma-core providers do */
+}
+
+static int ex_next_poll(struct ibv_cq_ex *c)
+{
+	struct sr_cq *cq = ex_cq(c);
+	if (cq->head == cq->tail)
+		return ENOENT;
+	cq->cur = cq->ring[cq->tail & (cq->size - 1)];
+	cq->tail++;
+	c->wr_id = cq->cur.wr_id;
+	c->status = cq->cur.status;
+	return 0;
+}
+
+static void ex_end_poll(struct ibv_cq_ex *c)
+{
+	pthread_mutex_unlock(&ex_cq(c)->lock);
+}
+
+static enum ibv_wc_opcode ex_read_opcode(struct ibv_cq_ex *c) { return ex_cq(c)->cur.opcode; }
+static uint32_t ex_read_vendor_err(struct ibv_cq_ex *c) { return ex_cq(c)->cur.vendor_err; }
+static uint32_t ex_read_byte_len(struct ibv_cq_ex *c) { return ex_cq(c)->cur.byte_len; }
+static __be32 ex_read_imm_data(struct ibv_cq_ex *c) { return ex_cq(c)->cur.imm_data; }
+static uint32_t ex_read_qp_num(struct ibv_cq_ex *c) { return ex_cq(c)->cur.qp_num; }
+static uint32_t ex_read_src_qp(struct ibv_cq_ex *c) { return ex_cq(c)->cur.src_qp; }
+static unsigned int ex_read_wc_flags(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc_flags; }
+static uint32_t ex_read_slid(struct ibv_cq_ex *c) { return ex_cq(c)->cur.slid; }
+static uint8_t ex_read_sl(struct ibv_cq_ex *c) { return ex_cq(c)->cur.sl; }
+static uint8_t ex_read_dlid_path_bits(struct ibv_cq_ex *c) { return ex_cq(c)->cur.dlid_path_bits; }
+
+static struct sr_cq *cq_alloc(struct ibv_context *c, int cqe, void *cq_context, struct ibv_comp_channel *ch)
+{
+	struct sr_cq *cq;
+
+	if (cqe < 1 || cqe >= SR_MAX_CQE) {
+		errno = EINVAL;
+		return NULL;
+	}
+	cq = calloc(1, sizeof(*cq));
+	if (!cq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	cq->size = roundup_pow2((uint32_t)cqe + 1);
+	cq->ring = calloc(cq->size, sizeof(*cq->ring));
+	if (!cq->ring) {
+		free(cq);
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_init(&cq->lock, NULL);
+	struct ibv_cq_ex *x = &cq->ibcq;
+	x->context = c;
+	x->channel = ch;
+	x->cq_context = cq_context;
+	x->cqe = cqe;
+	pthread_mutex_init(&x->mutex, NULL);
+	pthread_cond_init(&x->cond, NULL);
+	if (ch) {
+		pthread_mutex_lock(&c->mutex);
+		ch->refcnt++;
+		pthread_mutex_unlock(&c->mutex);
+	}
+	return cq;
+}
+
+struct ibv_cq *sr_create_cq(struct ibv_context *c, int cqe, void *cq_context, struct ibv_comp_channel *ch, int vec)
+{
+	if (vec < 0 || vec >= c->num_comp_vectors) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct sr_cq *cq = cq_alloc(c, cqe, cq_context, ch);
+	return cq ? (struct ibv_cq *)&cq->ibcq : NULL;
+}
+
+struct ibv_cq_ex *sr_create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr_ex *attr)
+{
+	uint64_t known = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
+			 IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
+			 IBV_WC_EX_WITH_DLID_PATH_BITS;
+
+	if (attr->comp_mask & ~(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (attr->wc_flags & ~known) {
+		errno = EOPNOTSUPP; /* timestamps, flow tags, tag matching */
+		return NULL;
+	}
+	if (attr->comp_vector >= (uint32_t)c->num_comp_vectors) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct sr_cq *cq = cq_alloc(c, (int)attr->cqe, attr->cq_context, attr->channel);
+	if (!cq)
+		return NULL;
+	cq->is_ex = true;
+	cq->wc_flags_ex = attr->wc_flags;
+	struct ibv_cq_ex *x = &cq->ibcq;
+	x->start_poll = ex_start_poll;
+	x->next_poll = ex_next_poll;
+	x->end_poll = ex_end_poll;
+	x->read_opcode = ex_read_opcode;
+	x->read_vendor_err = ex_read_vendor_err;
+	x->read_byte_len = ex_read_byte_len;
+	x->read_imm_data = ex_read_imm_data;
+	x->read_qp_num = ex_read_qp_num;
+	x->read_src_qp = ex_read_src_qp;
+	x->read_wc_flags = ex_read_wc_flags;
+	x->read_slid = ex_read_slid;
+	x->read_sl = ex_read_sl;
+	x->read_dlid_path_bits = ex_read_dlid_path_bits;
+	return x;
+}
+
+int sr_destroy_cq(struct ibv_cq *ibcq)
+{
+	struct sr_cq *cq = to_scq(ibcq);
+	struct sr_context *ctx = to_sctx(ibcq->context);
+
+	pthread_mutex_lock(&ctx->lock);
+	for (struct sr_qp *qp = ctx->qp_list; qp; qp = qp->next)
+		if (qp->scq == cq || qp->rcq == cq) {
+			pthread_mutex_unlock(&ctx->lock);
+			return EBUSY;
+		}
+	pthread_mutex_unlock(&ctx->lock);
+	if (ibcq->channel) {
+		pthread_mutex_lock(&ibcq->context->mutex);
+		ibcq->channel->refcnt--;
+		pthread_mutex_unlock(&ibcq->context->mutex);
+	}
+	/* let any in-flight progress-thread access finish */
+	pthread_mutex_lock(&ctx->progress_lock);
+	pthread_mutex_unlock(&ctx->progress_lock);
+	free(cq->ring);
+	free(cq);
+	return 0;
+}
+
+int sr_resize_cq(struct ibv_cq *ibcq, int cqe)
+{
+	struct sr_cq *cq = to_scq(ibcq);
+	uint32_t nsize, count;
+	struct ibv_wc *nring;
+
+	if (cqe < 1 || cqe >= SR_MAX_CQE)
+		return EINVAL;
+	pthread_mutex_lock(&cq->lock);
+	count = cq->head - cq->tail;
+	if ((uint32_t)cqe < count) {
+		pthread_mutex_unlock(&cq->lock);
+		return EINVAL;
+	}
+	nsize = roundup_pow2((uint32_t)cqe + 1);
+	nring = calloc(nsize, sizeof(*nring));
+	if (!nring) {
+		pthread_mutex_unlock(&cq->lock);
+		return ENOMEM;
+	}
+	for (uint32_t i = 0; i < count; i++)
+		nring[i] = cq->ring[(cq->tail + i) & (cq->size - 1)];
+	free(cq->ring);
+	cq->ring = nring;
+	cq->size = nsize;
+	cq->tail = 0;
+	cq->head = count;
+	ibcq->cqe = cqe;
+	pthread_mutex_unlock(&cq->lock);
+	return 0;
+}
+
+int sr_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
+{
+	struct sr_cq *cq = to_scq(ibcq);
+	int i = 0;
+
+	if (n < 0)
+		return -EINVAL;
+	pthread_mutex_lock(&cq->lock);
+	while (i < n && cq->tail != cq->head) {
+		wc[i++] = cq->ring[cq->tail & (cq->size - 1)];
+		cq->tail++;
+	}
+	pthread_mutex_unlock(&cq->lock);
+	return i;
+}
+
+static void cq_signal(struct sr_cq *cq)
+{
+	struct sr_comp_channel *ch = (struct sr_comp_channel *)cq->ibcq.channel;
+	struct sr_cq *p = cq;
+	ssize_t r;
+
+	if (!ch)
+		return;
+	do {
+		r = write(ch->wr_fd, &p, sizeof(p));
+	} while (r < 0 && errno == EINTR);
+}
+
+int sr_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
+{
+	struct sr_cq *cq = to_scq(ibcq);
+	if (!ibcq->channel)
+		return EINVAL;
+	pthread_mutex_lock(&cq->lock);
+	/* "any" beats "solicited" when both are requested before an event */
+	if (!solicited_only || !cq->armed)
+		cq->armed = solicited_only ? 2 : 1;
+	pthread_mutex_unlock(&cq->lock);
+	return 0;
+}
+
+bool sr_cq_push(struct sr_cq *cq, const struct ibv_wc *wc, bool solicited)
+{
+	bool fire = false, ok = true;
+
+	pthread_mutex_lock(&cq->lock);
+	if (cq->head - cq->tail >= (uint32_t)cq->ibcq.cqe) {
+		ok = false;
+		if (!cq->overflow) {
+			cq->overflow = true;
+			sr_post_async_event(to_sctx(cq->ibcq.context), IBV_EVENT_CQ_ERR, cq);
+		}
+	} else {
+		cq->ring[cq->head & (cq->size - 1)] = *wc;
+		cq->head++;
+		if (cq->armed == 1 || (cq->armed == 2 && (solicited || wc->status != IBV_WC_SUCCESS))) {
+			cq->armed = 0;
+			fire = true;
+		}
+	}
+	pthread_mutex_unlock(&cq->lock);
+	if (fire)
+		cq_signal(cq);
+	return ok;
+}
+
+int sr_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **ibcq, void **cq_context)
+{
+	struct sr_cq *cq;
+	ssize_t r;
+
+	do {
+		r = read(ch->fd, &cq, sizeof(cq));
+	} while (r < 0 && errno == EINTR);
+	if (r != sizeof(cq))
+		return -1;
+	*ibcq = (struct ibv_cq *)&cq->ibcq;
+	*cq_context = cq->ibcq.cq_context;
+	return 0;
+}
+
+void sr_ack_cq_events(struct ibv_cq *ibcq, unsigned int n)
+{
+	pthread_mutex_lock(&ibcq->mutex);
+	ibcq->comp_events_completed += n;
+	pthread_cond_signal(&ibcq->cond);
+	pthread_mutex_unlock(&ibcq->mutex);
+}

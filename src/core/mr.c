@@ -1,0 +1,220 @@
+/* Protection domains, memory regions and the key table.
+ *
+ * A key is (table index << 8) | 8-bit generation, as rxe builds its keys:
+ * a stale key of a deregistered region fails the generation check even
+ * when its slot has been reused. lkey == rkey. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/sr.h"
+
+struct ibv_pd *sr_alloc_pd(struct ibv_context *c)
+{
+	struct sr_pd *pd = calloc(1, sizeof(*pd));
+	if (!pd) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	pd->ibpd.context = c;
+	pd->ibpd.handle = 0;
+	return &pd->ibpd;
+}
+
+int sr_dealloc_pd(struct ibv_pd *pd)
+{
+	free(to_spd(pd));
+	return 0;
+}
+
+static int key_slot_alloc(struct sr_context *ctx, struct sr_mr *mr)
+{
+	/* caller holds mr_lock for writing; mr_next is the lowest slot that
+	 * may be free; slot 0 stays unused so that key 0 is never valid */
+	uint32_t idx = ctx->mr_next ? ctx->mr_next : 1;
+
+	while (idx < ctx->mr_tab_size && ctx->mr_tab[idx])
+		idx++;
+	if (idx >= ctx->mr_tab_size) {
+		uint32_t n = ctx->mr_tab_size, nn = n ? n * 2 : 256;
+		if (nn > SR_MAX_MR)
+			return -ENOMEM;
+		struct sr_mr **t = realloc(ctx->mr_tab, nn * sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		memset(t + n, 0, (nn - n) * sizeof(*t));
+		ctx->mr_tab = t;
+		ctx->mr_tab_size = nn;
+		idx = n ? n : 1;
+	}
+	ctx->mr_tab[idx] = mr;
+	ctx->mr_next = idx + 1;
+	mr->index = idx;
+	ctx->mr_gen++;
+	mr->ibmr.lkey = mr->ibmr.rkey = (idx << 8) | ctx->mr_gen;
+	return 0;
+}
+
+static int check_access(unsigned int access)
+{
+	unsigned int known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			     IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
+			     IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING |
+			     IBV_ACCESS_OPTIONAL_RANGE;
+	if (access & ~known)
+		return EINVAL;
+	/* IB spec: remote write or atomic needs local write */
+	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
+		return EINVAL;
+	if (access & IBV_ACCESS_MW_BIND)
+		return EOPNOTSUPP; /* memory windows not implemented */
+	return 0;
+}
+
+struct ibv_mr *sr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova, unsigned int access)
+{
+	struct sr_context *ctx = to_sctx(pd->context);
+	struct sr_mr *mr;
+	int err;
+
+	err = check_access(access);
+	if (err) {
+		errno = err;
+		return NULL;
+	}
+	if (len > SR_MAX_MR_SIZE || (!addr && len)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	mr = calloc(1, sizeof(*mr));
+	if (!mr) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	mr->pd = to_spd(pd);
+	mr->host = addr;
+	mr->length = len;
+	mr->iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : iova;
+	mr->access = access;
+	mr->ibmr.context = pd->context;
+	mr->ibmr.pd = pd;
+	mr->ibmr.addr = addr;
+	mr->ibmr.length = len;
+
+	pthread_rwlock_wrlock(&ctx->mr_lock);
+	err = key_slot_alloc(ctx, mr);
+	pthread_rwlock_unlock(&ctx->mr_lock);
+	if (err) {
+		free(mr);
+		errno = -err;
+		return NULL;
+	}
+	return &mr->ibmr;
+}
+
+int sr_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, size_t len, int access)
+{
+	struct sr_mr *mr = to_smr(ibmr);
+	struct sr_context *ctx = to_sctx(ibmr->context);
+	int err = 0;
+
+	if (flags & ~(IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS))
+		return EINVAL;
+	if (!flags)
+		return EINVAL;
+	if ((flags & IBV_REREG_MR_CHANGE_ACCESS) && (err = check_access(access)))
+		return err;
+	if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !len || len > SR_MAX_MR_SIZE))
+		return EINVAL;
+	if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)
+		return EINVAL;
+
+	pthread_rwlock_wrlock(&ctx->mr_lock);
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+		mr->host = addr;
+		mr->length = len;
+		mr->iova = (mr->access & IBV_ACCESS_ZERO_BASED) ? 0 : (uint64_t)(uintptr_t)addr;
+		ibmr->addr = addr;
+		ibmr->length = len;
+	}
+	if (flags & IBV_REREG_MR_CHANGE_PD) {
+		mr->pd = to_spd(pd);
+		ibmr->pd = pd;
+	}
+	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
+		mr->access = access;
+	/* new keys: the old ones stop working, as after a re-registration in rxe */
+	ctx->mr_gen++;
+	ibmr->lkey = ibmr->rkey = (mr->index << 8) | ctx->mr_gen;
+	pthread_rwlock_unlock(&ctx->mr_lock);
+	return 0;
+}
+
+int sr_dereg_mr(struct ibv_mr *ibmr)
+{
+	struct sr_mr *mr = to_smr(ibmr);
+	struct sr_context *ctx = to_sctx(ibmr->context);
+
+	/* the write lock waits for any in-progress placement into this region */
+	pthread_rwlock_wrlock(&ctx->mr_lock);
+	if (mr->index < ctx->mr_tab_size && ctx->mr_tab[mr->index] == mr) {
+		ctx->mr_tab[mr->index] = NULL;
+		if (mr->index < ctx->mr_next)
+			ctx->mr_next = mr->index;
+	}
+	pthread_rwlock_unlock(&ctx->mr_lock);
+	free(mr);
+	return 0;
+}
+
+uint8_t *sr_mr_lookup(struct sr_context *ctx, uint32_t key, bool remote, struct sr_pd *pd, uint64_t va,
+		      uint64_t len, unsigned int need_access)
+{
+	uint32_t idx = key >> 8;
+	struct sr_mr *mr;
+
+	if (idx == 0 || idx >= ctx->mr_tab_size)
+		return NULL;
+	mr = ctx->mr_tab[idx];
+	if (!mr || (remote ? mr->ibmr.rkey : mr->ibmr.lkey) != key)
+		return NULL;
+	if (pd && mr->pd != pd)
+		return NULL;
+	if ((mr->access & need_access) != need_access)
+		return NULL;
+	if (va < mr->iova || len > mr->length || va - mr->iova > mr->length - len)
+		return NULL;
+	return mr->host + (va - mr->iova);
+}
+
+int sr_sge_copy(struct sr_context *ctx, struct sr_pd *pd, const struct ibv_sge *sge, uint32_t num_sge,
+		uint64_t offset, void *buf, uint64_t len, bool to_sge)
+{
+	uint8_t *p = buf;
+	uint32_t i = 0;
+
+	while (i < num_sge && offset >= sge[i].length) {
+		offset -= sge[i].length;
+		i++;
+	}
+	while (len) {
+		if (i >= num_sge)
+			return -EFAULT;
+		uint64_t n = sge[i].length - offset;
+		if (n > len)
+			n = len;
+		uint8_t *host = sr_mr_lookup(ctx, sge[i].lkey, false, pd, sge[i].addr + offset, n,
+					     to_sge ? IBV_ACCESS_LOCAL_WRITE : 0);
+		if (!host)
+			return -EFAULT;
+		if (to_sge)
+			memcpy(host, p, n);
+		else
+			memcpy(p, host, n);
+		p += n;
+		len -= n;
+		offset = 0;
+		i++;
+	}
+	return 0;
+}

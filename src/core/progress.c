@@ -1,0 +1,281 @@
+/* The per-context progress engine: one thread running epoll over the QPs'
+ * sockets, the daemon connection and a doorbell eventfd, firing the
+ * transport's timers (retransmission, RNR, ACK coalescing).  It is what
+ * serves one-sided READ/WRITE while the application sleeps. */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+
+#include "core/sr.h"
+#include "common/daemon_client.h"
+
+#define SR_EP_DOORBELL ((void *)1)
+#define SR_EP_DAEMON ((void *)2)
+
+struct sr_ep_tag {
+	struct sr_qp *qp;
+	int fd;
+};
+
+/* ---- QPN table (ctx->lock held) ---- */
+
+static uint32_t qpn_slot(uint32_t qpn, uint32_t size) { return (qpn * 0x9E3779B1u) & (size - 1); }
+
+struct sr_qp *sr_ctx_find_qp(struct sr_context *ctx, uint32_t qpn)
+{
+	if (!ctx->qpn_tab_size)
+		return NULL;
+	for (uint32_t i = qpn_slot(qpn, ctx->qpn_tab_size), n = 0; n < ctx->qpn_tab_size;
+	     i = (i + 1) & (ctx->qpn_tab_size - 1), n++) {
+		struct sr_qp *qp = ctx->qpn_tab[i];
+		if (!qp)
+			return NULL;
+		if (qp != (struct sr_qp *)-1 && qp->ibqp.qp_base.qp_num == qpn)
+			return qp;
+	}
+	return NULL;
+}
+
+static void qpn_tab_insert(struct sr_context *ctx, struct sr_qp *qp)
+{
+	uint32_t i = qpn_slot(qp->ibqp.qp_base.qp_num, ctx->qpn_tab_size);
+	while (ctx->qpn_tab[i] && ctx->qpn_tab[i] != (struct sr_qp *)-1)
+		i = (i + 1) & (ctx->qpn_tab_size - 1);
+	ctx->qpn_tab[i] = qp;
+}
+
+void sr_ctx_add_qp(struct sr_context *ctx, struct sr_qp *qp)
+{
+	pthread_mutex_lock(&ctx->lock);
+	uint32_t n = 0;
+	for (struct sr_qp *q = ctx->qp_list; q; q = q->next)
+		n++;
+	if ((n + 1) * 2 > ctx->qpn_tab_size) {
+		/* grow and rehash, dropping tombstones */
+		uint32_t ns = ctx->qpn_tab_size ? ctx->qpn_tab_size * 2 : 64;
+		struct sr_qp **t = calloc(ns, sizeof(*t));
+		if (t) {
+			free(ctx->qpn_tab);
+			ctx->qpn_tab = t;
+			ctx->qpn_tab_size = ns;
+			for (struct sr_qp *q = ctx->qp_list; q; q = q->next)
+				qpn_tab_insert(ctx, q);
+		}
+	}
+	qp->next = ctx->qp_list;
+	ctx->qp_list = qp;
+	if (ctx->qpn_tab_size)
+		qpn_tab_insert(ctx, qp);
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+void sr_ctx_remove_qp(struct sr_context *ctx, struct sr_qp *qp)
+{
+	pthread_mutex_lock(&ctx->lock);
+	for (struct sr_qp **pp = &ctx->qp_list; *pp; pp = &(*pp)->next)
+		if (*pp == qp) {
+			*pp = qp->next;
+			break;
+		}
+	for (uint32_t i = 0; i < ctx->qpn_tab_size; i++)
+		if (ctx->qpn_tab[i] == qp)
+			ctx->qpn_tab[i] = (struct sr_qp *)-1; /* tombstone keeps probe chains */
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+/* ---- daemon connection ---- */
+
+static void daemon_pkt(void *arg, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len)
+{
+	struct sr_context *ctx = arg;
+	uint32_t qpn;
+	struct sr_qp *qp;
+	extern void sr_roce_deliver(struct sr_qp * qp, const struct sr_ipc_pkt *meta, const uint8_t *data,
+				    uint32_t len);
+
+	if (len < 12)
+		return;
+	qpn = ((uint32_t)data[5] << 16) | ((uint32_t)data[6] << 8) | data[7];
+	/* ctx->lock is held across delivery so the QP can't be freed under us */
+	pthread_mutex_lock(&ctx->lock);
+	qp = sr_ctx_find_qp(ctx, qpn);
+	if (qp) {
+		pthread_mutex_lock(&qp->lock);
+		if (!qp->dead)
+			sr_roce_deliver(qp, meta, data, len);
+		pthread_mutex_unlock(&qp->lock);
+	}
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+struct sr_daemon_conn *sr_ctx_daemon(struct sr_context *ctx, int *err)
+{
+	struct sr_daemon_conn *d;
+
+	pthread_mutex_lock(&ctx->lock);
+	d = ctx->daemon;
+	if (!d) {
+		d = sr_daemon_open(daemon_pkt, ctx, err);
+		if (d) {
+			struct epoll_event ev = { .events = EPOLLIN, .data.ptr = SR_EP_DAEMON };
+			ctx->daemon = d;
+			epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, sr_daemon_fd(d), &ev);
+		}
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	return d;
+}
+
+/* ---- fds ---- */
+
+int sr_progress_add_fd(struct sr_context *ctx, int fd, struct sr_qp *qp)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = qp };
+	return epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
+}
+
+void sr_progress_del_fd(struct sr_context *ctx, int fd)
+{
+	epoll_ctl(ctx->epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+void sr_progress_wake(struct sr_context *ctx)
+{
+	uint64_t one = 1;
+	ssize_t r = write(ctx->doorbell, &one, sizeof(one));
+	(void)r;
+}
+
+/* ---- the loop ---- */
+
+static void free_zombies(struct sr_context *ctx)
+{
+	struct sr_qp *z;
+
+	pthread_mutex_lock(&ctx->lock);
+	z = ctx->zombies;
+	ctx->zombies = NULL;
+	pthread_mutex_unlock(&ctx->lock);
+	while (z) {
+		struct sr_qp *n = z->zombie_next;
+		free(z->sq.buf);
+		free(z->rq.buf);
+		free(z);
+		z = n;
+	}
+}
+
+static uint64_t run_timers(struct sr_context *ctx)
+{
+	uint64_t now = sr_now_ns(), next = 0;
+	const struct sr_transport_ops *t = ctx->dev->tops;
+
+	pthread_mutex_lock(&ctx->lock);
+	for (struct sr_qp *qp = ctx->qp_list; qp; qp = qp->next) {
+		pthread_mutex_lock(&qp->lock);
+		uint64_t d = t->next_deadline(qp);
+		if (d && d <= now) {
+			t->on_timer(qp, now);
+			d = t->next_deadline(qp);
+		}
+		pthread_mutex_unlock(&qp->lock);
+		if (d && (!next || d < next))
+			next = d;
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	return next;
+}
+
+static void *progress_main(void *arg)
+{
+	struct sr_context *ctx = arg;
+	struct epoll_event evs[64];
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+
+	while (!atomic_load(&ctx->stop)) {
+		free_zombies(ctx);
+		uint64_t next = run_timers(ctx);
+		struct timespec ts, *tsp = NULL;
+		if (next) {
+			uint64_t now = sr_now_ns();
+			uint64_t d = next > now ? next - now : 0;
+			ts.tv_sec = (time_t)(d / 1000000000ull);
+			ts.tv_nsec = (long)(d % 1000000000ull);
+			tsp = &ts;
+		}
+		int n = epoll_pwait2(ctx->epfd, evs, 64, tsp, NULL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			sr_log("epoll_pwait2: %s", strerror(errno));
+			break;
+		}
+		pthread_mutex_lock(&ctx->progress_lock);
+		for (int i = 0; i < n; i++) {
+			void *p = evs[i].data.ptr;
+			if (p == SR_EP_DOORBELL) {
+				uint64_t v;
+				ssize_t r = read(ctx->doorbell, &v, sizeof(v));
+				(void)r;
+			} else if (p == SR_EP_DAEMON) {
+				sr_daemon_on_readable(ctx->daemon);
+			} else {
+				struct sr_qp *qp = p;
+				pthread_mutex_lock(&qp->lock);
+				if (!qp->dead)
+					ctx->dev->tops->on_readable(qp, -1);
+				pthread_mutex_unlock(&qp->lock);
+			}
+		}
+		pthread_mutex_unlock(&ctx->progress_lock);
+	}
+	return NULL;
+}
+
+int sr_progress_start(struct sr_context *ctx)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = SR_EP_DOORBELL };
+	int err;
+
+	ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (ctx->epfd < 0)
+		return -1;
+	ctx->doorbell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (ctx->doorbell < 0) {
+		close(ctx->epfd);
+		return -1;
+	}
+	epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->doorbell, &ev);
+	err = pthread_create(&ctx->thread, NULL, progress_main, ctx);
+	if (err) {
+		close(ctx->epfd);
+		close(ctx->doorbell);
+		errno = err;
+		return -1;
+	}
+	ctx->thread_started = true;
+	return 0;
+}
+
+void sr_progress_stop(struct sr_context *ctx)
+{
+	if (ctx->thread_started) {
+		atomic_store(&ctx->stop, true);
+		sr_progress_wake(ctx);
+		pthread_join(ctx->thread, NULL);
+		ctx->thread_started = false;
+	}
+	free_zombies(ctx);
+	if (ctx->daemon)
+		sr_daemon_close(ctx->daemon);
+	ctx->daemon = NULL;
+	close(ctx->epfd);
+	close(ctx->doorbell);
+}

@@ -1,0 +1,1205 @@
+/* Queue pairs: creation, the RESET-INIT-RTR-RTS-SQD-SQE-ERR state machine
+ * with attribute masks checked as the kernel's ib_modify_qp_is_ok() and
+ * rxe do, posting of work requests, the ibv_wr_* API, flushing; shared
+ * receive queues and address handles. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/sr.h"
+
+/* ---------------- the state machine ---------------- */
+
+#define M(x) IBV_QP_##x
+struct qp_trans {
+	bool valid;
+	int req[3], opt[3]; /* indexed by RC, UC, UD */
+};
+
+enum { T_RC, T_UC, T_UD };
+
+static int qpt_index(enum ibv_qp_type t)
+{
+	return t == IBV_QPT_RC ? T_RC : t == IBV_QPT_UC ? T_UC : T_UD;
+}
+
+/* [cur][next], as in IBTA 10.3 / the kernel's qp_state_table */
+static const struct qp_trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
+	[IBV_QPS_RESET] = {
+		[IBV_QPS_RESET] = { .valid = true },
+		[IBV_QPS_INIT] = { .valid = true,
+			.req = { [T_RC] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),
+				 [T_UC] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),
+				 [T_UD] = M(PKEY_INDEX) | M(PORT) | M(QKEY) } },
+		[IBV_QPS_ERR] = { .valid = true },
+	},
+	[IBV_QPS_INIT] = {
+		[IBV_QPS_RESET] = { .valid = true },
+		[IBV_QPS_ERR] = { .valid = true },
+		[IBV_QPS_INIT] = { .valid = true,
+			.opt = { [T_RC] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),
+				 [T_UC] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),
+				 [T_UD] = M(PKEY_INDEX) | M(PORT) | M(QKEY) } },
+		[IBV_QPS_RTR] = { .valid = true,
+			.req = { [T_RC] = M(AV) | M(PATH_MTU) | M(DEST_QPN) | M(RQ_PSN) | M(MAX_DEST_RD_ATOMIC) |
+					  M(MIN_RNR_TIMER),
+				 [T_UC] = M(AV) | M(PATH_MTU) | M(DEST_QPN) | M(RQ_PSN) },
+			.opt = { [T_RC] = M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX),
+				 [T_UC] = M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX),
+				 [T_UD] = M(PKEY_INDEX) | M(QKEY) } },
+	},
+	[IBV_QPS_RTR] = {
+		[IBV_QPS_RESET] = { .valid = true },
+		[IBV_QPS_ERR] = { .valid = true },
+		[IBV_QPS_RTS] = { .valid = true,
+			.req = { [T_RC] = M(SQ_PSN) | M(TIMEOUT) | M(RETRY_CNT) | M(RNR_RETRY) | M(MAX_QP_RD_ATOMIC),
+				 [T_UC] = M(SQ_PSN),
+				 [T_UD] = M(SQ_PSN) },
+			.opt = { [T_RC] = M(CUR_STATE) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(MIN_RNR_TIMER) |
+					  M(PATH_MIG_STATE),
+				 [T_UC] = M(CUR_STATE) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(PATH_MIG_STATE),
+				 [T_UD] = M(CUR_STATE) | M(QKEY) } },
+	},
+	[IBV_QPS_RTS] = {
+		[IBV_QPS_RESET] = { .valid = true },
+		[IBV_QPS_ERR] = { .valid = true },
+		[IBV_QPS_RTS] = { .valid = true,
+			.opt = { [T_RC] = M(CUR_STATE) | M(ACCESS_FLAGS) | M(ALT_PATH) | M(PATH_MIG_STATE) |
+					  M(MIN_RNR_TIMER),
+				 [T_UC] = M(CUR_STATE) | M(ACCESS_FLAGS) | M(ALT_PATH) | M(PATH_MIG_STATE),
+				 [T_UD] = M(CUR_STATE) | M(QKEY) } },
+		[IBV_QPS_SQD] = { .valid = true,
+			.opt = { [T_RC] = M(EN_SQD_ASYNC_NOTIFY), [T_UC] = M(EN_SQD_ASYNC_NOTIFY),
+				 [T_UD] = M(EN_SQD_ASYNC_NOTIFY) } },
+	},
+	[IBV_QPS_SQD] = {
+		[IBV_QPS_RESET] = { .valid = true },
+		[IBV_QPS_ERR] = { .valid = true },
+		[IBV_QPS_RTS] = { .valid = true,
+			.opt = { [T_RC] = M(CUR_STATE) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(MIN_RNR_TIMER) |
+					  M(PATH_MIG_STATE),
+				 [T_UC] = M(CUR_STATE) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(PATH_MIG_STATE),
+				 [T_UD] = M(CUR_STATE) | M(QKEY) } },
+		[IBV_QPS_SQD] = { .valid = true,
+			.opt = { [T_RC] = M(CUR_STATE) | M(AV) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX) |
+					  M(MIN_RNR_TIMER) | M(PATH_MIG_STATE) | M(TIMEOUT) | M(RETRY_CNT) |
+					  M(RNR_RETRY) | M(MAX_QP_RD_ATOMIC) | M(MAX_DEST_RD_ATOMIC),
+				 [T_UC] = M(CUR_STATE) | M(AV) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX) |
+					  M(PATH_MIG_STATE),
+				 [T_UD] = M(PKEY_INDEX) | M(QKEY) } },
+	},
+	[IBV_QPS_SQE] = {
+		[IBV_QPS_RESET] = { .valid = true },
+		[IBV_QPS_ERR] = { .valid = true },
+		[IBV_QPS_RTS] = { .valid = true,
+			.opt = { [T_UC] = M(CUR_STATE) | M(ACCESS_FLAGS), [T_UD] = M(CUR_STATE) | M(QKEY) } },
+	},
+	[IBV_QPS_ERR] = {
+		[IBV_QPS_RESET] = { .valid = true },
+		[IBV_QPS_ERR] = { .valid = true },
+	},
+};
+#undef M
+
+static bool modify_is_ok(enum ibv_qp_state cur, enum ibv_qp_state next, enum ibv_qp_type type, int mask)
+{
+	if (cur > IBV_QPS_ERR || next > IBV_QPS_ERR)
+		return false;
+	if ((mask & IBV_QP_CUR_STATE) && cur != IBV_QPS_RTS && cur != IBV_QPS_SQD && cur != IBV_QPS_SQE)
+		return false;
+	const struct qp_trans *t = &qp_table[cur][next];
+	if (!t->valid)
+		return false;
+	/* an RC QP never enters SQE */
+	if (type == IBV_QPT_RC && cur == IBV_QPS_SQE)
+		return false;
+	int q = qpt_index(type);
+	int req = t->req[q], opt = t->opt[q];
+	if ((mask & req) != req)
+		return false;
+	if (mask & ~(req | opt | IBV_QP_STATE))
+		return false;
+	return true;
+}
+
+static int check_attr(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask)
+{
+	struct sr_context *ctx = qp->ctx;
+
+	if ((mask & IBV_QP_PORT) && attr->port_num != 1)
+		return EINVAL;
+	if ((mask & IBV_QP_PKEY_INDEX) && attr->pkey_index >= SR_MAX_PKEYS)
+		return EINVAL;
+	if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && attr->max_rd_atomic > SR_MAX_RD_ATOMIC)
+		return EINVAL;
+	if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && attr->max_dest_rd_atomic > SR_MAX_RD_ATOMIC)
+		return EINVAL;
+	if ((mask & IBV_QP_PATH_MTU) && (attr->path_mtu < IBV_MTU_256 || attr->path_mtu > IBV_MTU_4096))
+		return EINVAL;
+	if ((mask & IBV_QP_RETRY_CNT) && attr->retry_cnt > 7)
+		return EINVAL;
+	if ((mask & IBV_QP_RNR_RETRY) && attr->rnr_retry > 7)
+		return EINVAL;
+	if ((mask & IBV_QP_MIN_RNR_TIMER) && attr->min_rnr_timer > 31)
+		return EINVAL;
+	if ((mask & IBV_QP_TIMEOUT) && attr->timeout > 31)
+		return EINVAL;
+	if ((mask & IBV_QP_ACCESS_FLAGS) &&
+	    (attr->qp_access_flags & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+				       IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND)))
+		return EINVAL;
+	if ((mask & IBV_QP_DEST_QPN) && attr->dest_qp_num > 0xffffff)
+		return EINVAL;
+	if (mask & IBV_QP_AV) {
+		struct sr_av av;
+		int err = sr_av_from_ah_attr(ctx, &attr->ah_attr, &av);
+		if (err)
+			return err;
+	}
+	if ((mask & IBV_QP_PATH_MIG_STATE) && attr->path_mig_state != IBV_MIG_MIGRATED &&
+	    attr->path_mig_state != IBV_MIG_REARM && attr->path_mig_state != IBV_MIG_ARMED)
+		return EINVAL;
+	return 0;
+}
+
+int sr_av_from_ah_attr(struct sr_context *ctx, const struct ibv_ah_attr *a, struct sr_av *av)
+{
+	/* RoCE carries every packet in IP: the GRH (global routing) is mandatory */
+	if (!a->is_global)
+		return EINVAL;
+	if (a->port_num != 1 && a->port_num != 0)
+		return EINVAL;
+	if (a->grh.sgid_index >= ctx->ngid)
+		return EINVAL;
+	memset(av, 0, sizeof(*av));
+	av->sgid_index = a->grh.sgid_index;
+	av->dgid = a->grh.dgid;
+	av->hop_limit = a->grh.hop_limit;
+	av->traffic_class = a->grh.traffic_class;
+	av->flow_label = a->grh.flow_label;
+	av->sl = a->sl;
+	sr_gid_to_sockaddr(ctx, &a->grh.dgid, &av->dst);
+	sr_gid_to_sockaddr(ctx, &ctx->gid[a->grh.sgid_index].gid, &av->src);
+	if (IN6_IS_ADDR_UNSPECIFIED(&av->dst.sin6_addr))
+		return EINVAL;
+	/* IPv4 and IPv6 do not mix on one path */
+	if (IN6_IS_ADDR_V4MAPPED(&av->dst.sin6_addr) != IN6_IS_ADDR_V4MAPPED(&av->src.sin6_addr))
+		return EINVAL;
+	return 0;
+}
+
+/* ---------------- creation ---------------- */
+
+static void sq_set_stride(struct sr_sq *sq)
+{
+	size_t s = sizeof(struct sr_send_wqe) + sq->max_sge * sizeof(struct ibv_sge) + sq->max_inline;
+	sq->stride = (uint32_t)((s + 63) & ~(size_t)63);
+}
+
+static void rq_set_stride(struct sr_rq *rq)
+{
+	size_t s = sizeof(struct sr_recv_wqe) + rq->max_sge * sizeof(struct ibv_sge);
+	rq->stride = (uint32_t)((s + 15) & ~(size_t)15);
+}
+
+static int rq_init(struct sr_rq *rq, uint32_t max_wr, uint32_t max_sge)
+{
+	rq->max_wr = max_wr ? max_wr : 1;
+	rq->max_sge = max_sge ? max_sge : 1;
+	rq_set_stride(rq);
+	rq->buf = calloc(rq->max_wr, rq->stride);
+	return rq->buf ? 0 : ENOMEM;
+}
+
+void sr_qp_ex_init(struct sr_qp *qp); /* below */
+
+struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *ia)
+{
+	struct sr_context *ctx = to_sctx(c);
+	struct sr_qp *qp;
+	int err;
+
+	if (!(ia->comp_mask & IBV_QP_INIT_ATTR_PD) || !ia->pd) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (ia->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (ia->qp_type != IBV_QPT_RC && ia->qp_type != IBV_QPT_UC && ia->qp_type != IBV_QPT_UD) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (ctx->dev->conf.type == SR_DEV_IWARP && ia->qp_type != IBV_QPT_RC) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (!ia->send_cq || !ia->recv_cq) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct ibv_qp_cap *cap = &ia->cap;
+	if (cap->max_send_wr > SR_MAX_QP_WR || cap->max_send_sge > SR_MAX_SGE ||
+	    cap->max_inline_data > SR_MAX_INLINE ||
+	    (!ia->srq && (cap->max_recv_wr > SR_MAX_QP_WR || cap->max_recv_sge > SR_MAX_SGE))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (ia->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+		uint64_t ok = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
+			      IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
+			      IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+			      IBV_QP_EX_WITH_SEND_WITH_INV;
+		if (ia->send_ops_flags & ~ok) {
+			errno = EOPNOTSUPP;
+			return NULL;
+		}
+	}
+
+	qp = calloc(1, sizeof(*qp));
+	if (!qp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	qp->ctx = ctx;
+	pthread_mutex_init(&qp->lock, NULL);
+	qp->sq.max_wr = cap->max_send_wr ? cap->max_send_wr : 1;
+	qp->sq.max_sge = cap->max_send_sge ? cap->max_send_sge : 1;
+	/* room for at least one SGE worth of inline, rounded like rxe */
+	qp->sq.max_inline = cap->max_inline_data;
+	if (qp->sq.max_inline < qp->sq.max_sge * sizeof(struct ibv_sge))
+		qp->sq.max_inline = qp->sq.max_sge * sizeof(struct ibv_sge);
+	if (qp->sq.max_inline > SR_MAX_INLINE)
+		qp->sq.max_inline = SR_MAX_INLINE;
+	sq_set_stride(&qp->sq);
+	qp->sq.buf = calloc(qp->sq.max_wr, qp->sq.stride);
+	if (!qp->sq.buf)
+		goto nomem;
+	if (!ia->srq) {
+		if (rq_init(&qp->rq, cap->max_recv_wr, cap->max_recv_sge))
+			goto nomem;
+	}
+	qp->scq = to_scq(ia->send_cq);
+	qp->rcq = to_scq(ia->recv_cq);
+	qp->srq = ia->srq ? to_ssrq(ia->srq) : NULL;
+	qp->sq_sig_all = ia->sq_sig_all;
+	qp->cap.max_send_wr = qp->sq.max_wr;
+	qp->cap.max_send_sge = qp->sq.max_sge;
+	qp->cap.max_inline_data = qp->sq.max_inline;
+	qp->cap.max_recv_wr = ia->srq ? 0 : qp->rq.max_wr;
+	qp->cap.max_recv_sge = ia->srq ? 0 : qp->rq.max_sge;
+	*cap = qp->cap;
+	qp->attr.qp_state = IBV_QPS_RESET;
+	qp->attr.cur_qp_state = IBV_QPS_RESET;
+	qp->attr.path_mtu = IBV_MTU_1024;
+	qp->attr.port_num = 1;
+	qp->attr.timeout = 14;
+	qp->attr.retry_cnt = 7;
+	qp->attr.rnr_retry = 7;
+	qp->attr.path_mig_state = IBV_MIG_MIGRATED;
+
+	struct ibv_qp *q = &qp->ibqp.qp_base;
+	q->context = c;
+	q->qp_context = ia->qp_context;
+	q->pd = ia->pd;
+	q->send_cq = ia->send_cq;
+	q->recv_cq = ia->recv_cq;
+	q->srq = ia->srq;
+	q->qp_type = ia->qp_type;
+	q->state = IBV_QPS_RESET;
+	pthread_mutex_init(&q->mutex, NULL);
+	pthread_cond_init(&q->cond, NULL);
+
+	if (ia->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+		qp->has_qp_ex = true;
+		qp->send_ops_flags = ia->send_ops_flags;
+		sr_qp_ex_init(qp);
+	}
+
+	err = ctx->dev->tops->qp_create(qp);
+	if (err) {
+		free(qp->sq.buf);
+		free(qp->rq.buf);
+		free(qp);
+		errno = err;
+		return NULL;
+	}
+	sr_ctx_add_qp(ctx, qp);
+	return q;
+nomem:
+	free(qp->sq.buf);
+	free(qp->rq.buf);
+	free(qp);
+	errno = ENOMEM;
+	return NULL;
+}
+
+struct ibv_qp *sr_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	struct ibv_qp_init_attr_ex ia;
+	struct ibv_qp *qp;
+
+	memset(&ia, 0, sizeof(ia));
+	ia.qp_context = attr->qp_context;
+	ia.send_cq = attr->send_cq;
+	ia.recv_cq = attr->recv_cq;
+	ia.srq = attr->srq;
+	ia.cap = attr->cap;
+	ia.qp_type = attr->qp_type;
+	ia.sq_sig_all = attr->sq_sig_all;
+	ia.comp_mask = IBV_QP_INIT_ATTR_PD;
+	ia.pd = pd;
+	qp = sr_create_qp_ex(pd->context, &ia);
+	if (qp)
+		attr->cap = ia.cap;
+	return qp;
+}
+
+/* ---------------- flushing and errors ---------------- */
+
+static void flush_rq(struct sr_qp *qp)
+{
+	struct ibv_wc wc;
+	if (qp->srq)
+		return;
+	while (qp->rq.head != qp->rq.tail) {
+		struct sr_recv_wqe *w = sr_rq_wqe(&qp->rq, qp->rq.tail);
+		memset(&wc, 0, sizeof(wc));
+		wc.wr_id = w->wr_id;
+		wc.status = IBV_WC_WR_FLUSH_ERR;
+		wc.opcode = IBV_WC_RECV;
+		wc.qp_num = qp->ibqp.qp_base.qp_num;
+		qp->rq.tail++;
+		sr_cq_push(qp->rcq, &wc, false);
+	}
+}
+
+static enum ibv_wc_opcode wc_opcode_for(enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return IBV_WC_RDMA_WRITE;
+	case IBV_WR_RDMA_READ:
+		return IBV_WC_RDMA_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return IBV_WC_COMP_SWAP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return IBV_WC_FETCH_ADD;
+	case IBV_WR_LOCAL_INV:
+		return IBV_WC_LOCAL_INV;
+	case IBV_WR_BIND_MW:
+		return IBV_WC_BIND_MW;
+	default:
+		return IBV_WC_SEND;
+	}
+}
+
+void sr_sq_complete(struct sr_qp *qp)
+{
+	struct sr_sq *sq = &qp->sq;
+	struct ibv_wc wc;
+
+	while (sq->tail != sq->head) {
+		struct sr_send_wqe *w = sr_sq_wqe(sq, sq->tail);
+		if (w->state != SR_WQE_DONE)
+			break;
+		sq->tail++;
+		if (sq->cur == sq->tail - 1)
+			sq->cur = sq->tail;
+		/* errors always complete, success only when signaled */
+		if (w->status == IBV_WC_SUCCESS && !qp->sq_sig_all && !(w->send_flags & IBV_SEND_SIGNALED))
+			continue;
+		memset(&wc, 0, sizeof(wc));
+		wc.wr_id = w->wr_id;
+		wc.status = w->status;
+		wc.opcode = wc_opcode_for(w->opcode);
+		wc.qp_num = qp->ibqp.qp_base.qp_num;
+		if (w->status == IBV_WC_SUCCESS && (w->opcode == IBV_WR_RDMA_READ))
+			wc.byte_len = (uint32_t)w->length;
+		if (w->status == IBV_WC_SUCCESS &&
+		    (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD))
+			wc.byte_len = 8;
+		sr_cq_push(qp->scq, &wc, false);
+	}
+}
+
+static void flush_sq(struct sr_qp *qp)
+{
+	struct sr_sq *sq = &qp->sq;
+	for (uint32_t i = sq->tail; i != sq->head; i++) {
+		struct sr_send_wqe *w = sr_sq_wqe(sq, i);
+		if (w->state != SR_WQE_DONE) {
+			w->state = SR_WQE_DONE;
+			w->status = IBV_WC_WR_FLUSH_ERR;
+		}
+	}
+	sr_sq_complete(qp);
+	sq->cur = sq->head;
+}
+
+void sr_flush_qp(struct sr_qp *qp)
+{
+	flush_sq(qp);
+	flush_rq(qp);
+}
+
+void sr_qp_to_error(struct sr_qp *qp, enum ibv_event_type ev)
+{
+	if (qp->attr.qp_state == IBV_QPS_ERR)
+		return;
+	qp->attr.qp_state = IBV_QPS_ERR;
+	qp->ibqp.qp_base.state = IBV_QPS_ERR;
+	sr_flush_qp(qp);
+	if (ev != (enum ibv_event_type)-1)
+		sr_post_async_event(qp->ctx, ev, &qp->ibqp.qp_base);
+	if (qp->srq && !qp->last_wqe_reached_sent) {
+		qp->last_wqe_reached_sent = true;
+		sr_post_async_event(qp->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, &qp->ibqp.qp_base);
+	}
+}
+
+/* ---------------- modify / query / destroy ---------------- */
+
+int sr_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
+{
+	struct sr_qp *qp = to_sqp(ibqp);
+	enum ibv_qp_state cur, next;
+	int err;
+
+	pthread_mutex_lock(&qp->lock);
+	cur = qp->attr.qp_state;
+	if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != cur &&
+	    !(attr->cur_qp_state == IBV_QPS_SQE && cur == IBV_QPS_RTS)) {
+		pthread_mutex_unlock(&qp->lock);
+		return EINVAL;
+	}
+	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
+	if (!modify_is_ok(cur, next, ibqp->qp_type, mask)) {
+		pthread_mutex_unlock(&qp->lock);
+		return EINVAL;
+	}
+	err = check_attr(qp, attr, mask);
+	if (err) {
+		pthread_mutex_unlock(&qp->lock);
+		return err;
+	}
+
+	if (mask & IBV_QP_ACCESS_FLAGS)
+		qp->attr.qp_access_flags = attr->qp_access_flags;
+	if (mask & IBV_QP_PKEY_INDEX)
+		qp->attr.pkey_index = attr->pkey_index;
+	if (mask & IBV_QP_PORT)
+		qp->attr.port_num = attr->port_num;
+	if (mask & IBV_QP_QKEY)
+		qp->attr.qkey = attr->qkey;
+	if (mask & IBV_QP_AV) {
+		qp->attr.ah_attr = attr->ah_attr;
+		sr_av_from_ah_attr(qp->ctx, &attr->ah_attr, &qp->av);
+	}
+	if (mask & IBV_QP_ALT_PATH) {
+		qp->attr.alt_ah_attr = attr->alt_ah_attr;
+		qp->attr.alt_pkey_index = attr->alt_pkey_index;
+		qp->attr.alt_port_num = attr->alt_port_num;
+		qp->attr.alt_timeout = attr->alt_timeout;
+	}
+	if (mask & IBV_QP_PATH_MTU) {
+		/* the path MTU can't exceed what the port carries */
+		enum ibv_mtu m = attr->path_mtu;
+		if (m > qp->ctx->active_mtu)
+			m = qp->ctx->active_mtu;
+		qp->attr.path_mtu = m;
+	}
+	if (mask & IBV_QP_TIMEOUT)
+		qp->attr.timeout = attr->timeout;
+	if (mask & IBV_QP_RETRY_CNT)
+		qp->attr.retry_cnt = attr->retry_cnt;
+	if (mask & IBV_QP_RNR_RETRY)
+		qp->attr.rnr_retry = attr->rnr_retry;
+	if (mask & IBV_QP_RQ_PSN)
+		qp->attr.rq_psn = attr->rq_psn & 0xffffff;
+	if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
+		qp->attr.max_rd_atomic = attr->max_rd_atomic ? attr->max_rd_atomic : 1;
+	if (mask & IBV_QP_MIN_RNR_TIMER)
+		qp->attr.min_rnr_timer = attr->min_rnr_timer;
+	if (mask & IBV_QP_SQ_PSN)
+		qp->attr.sq_psn = attr->sq_psn & 0xffffff;
+	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC)
+		qp->attr.max_dest_rd_atomic = attr->max_dest_rd_atomic ? attr->max_dest_rd_atomic : 1;
+	if (mask & IBV_QP_PATH_MIG_STATE)
+		qp->attr.path_mig_state = attr->path_mig_state;
+	if (mask & IBV_QP_DEST_QPN)
+		qp->attr.dest_qp_num = attr->dest_qp_num;
+	if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY)
+		qp->attr.en_sqd_async_notify = attr->en_sqd_async_notify;
+
+	err = qp->ctx->dev->tops->qp_modify(qp, attr, mask, cur);
+	if (err) {
+		pthread_mutex_unlock(&qp->lock);
+		return err;
+	}
+	if (mask & IBV_QP_STATE) {
+		qp->attr.qp_state = next;
+		qp->attr.cur_qp_state = next;
+		ibqp->state = next;
+		if (next == IBV_QPS_ERR) {
+			sr_flush_qp(qp);
+			if (qp->srq && !qp->last_wqe_reached_sent) {
+				qp->last_wqe_reached_sent = true;
+				sr_post_async_event(qp->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, ibqp);
+			}
+		} else if (next == IBV_QPS_RESET) {
+			/* RESET discards everything without completions */
+			qp->sq.head = qp->sq.tail = qp->sq.cur = 0;
+			qp->rq.head = qp->rq.tail = 0;
+			qp->last_wqe_reached_sent = false;
+		} else if (next == IBV_QPS_SQD) {
+			if (qp->attr.en_sqd_async_notify)
+				sr_post_async_event(qp->ctx, IBV_EVENT_SQ_DRAINED, ibqp);
+		} else if (next == IBV_QPS_RTS && (cur == IBV_QPS_SQD || cur == IBV_QPS_SQE)) {
+			qp->ctx->dev->tops->sq_kick(qp);
+		}
+	}
+	pthread_mutex_unlock(&qp->lock);
+	return 0;
+}
+
+int sr_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask, struct ibv_qp_init_attr *init)
+{
+	struct sr_qp *qp = to_sqp(ibqp);
+
+	pthread_mutex_lock(&qp->lock);
+	*attr = qp->attr;
+	attr->cap = qp->cap;
+	attr->sq_draining = 0;
+	memset(init, 0, sizeof(*init));
+	init->qp_context = ibqp->qp_context;
+	init->send_cq = ibqp->send_cq;
+	init->recv_cq = ibqp->recv_cq;
+	init->srq = ibqp->srq;
+	init->cap = qp->cap;
+	init->qp_type = ibqp->qp_type;
+	init->sq_sig_all = qp->sq_sig_all;
+	pthread_mutex_unlock(&qp->lock);
+	(void)mask;
+	return 0;
+}
+
+int sr_destroy_qp(struct ibv_qp *ibqp)
+{
+	struct sr_qp *qp = to_sqp(ibqp);
+	struct sr_context *ctx = qp->ctx;
+
+	sr_ctx_remove_qp(ctx, qp);
+	pthread_mutex_lock(&qp->lock);
+	qp->dead = true;
+	pthread_mutex_unlock(&qp->lock);
+	/* outside qp->lock: the transport talks to the daemon, and packets
+	 * delivered meanwhile take ctx->lock before a qp->lock */
+	ctx->dev->tops->qp_destroy(qp);
+	/* freed by the progress thread once no event can still refer to it */
+	pthread_mutex_lock(&ctx->lock);
+	qp->zombie_next = ctx->zombies;
+	ctx->zombies = qp;
+	pthread_mutex_unlock(&ctx->lock);
+	sr_progress_wake(ctx);
+	return 0;
+}
+
+/* ---------------- posting ---------------- */
+
+static bool opcode_ok(enum ibv_qp_type t, enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+		return true;
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return t == IBV_QPT_RC || t == IBV_QPT_UC;
+	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+	case IBV_WR_SEND_WITH_INV:
+		return t == IBV_QPT_RC;
+	default:
+		return false;
+	}
+}
+
+/* Validate and enqueue one send WR (qp->lock held). */
+static int post_one_send(struct sr_qp *qp, const struct ibv_send_wr *wr)
+{
+	struct sr_sq *sq = &qp->sq;
+	struct sr_send_wqe *w;
+	uint64_t len = 0;
+
+	if (!opcode_ok(qp->ibqp.qp_base.qp_type, wr->opcode))
+		return EINVAL;
+	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > sq->max_sge)
+		return EINVAL;
+	if (sq->head - sq->tail >= sq->max_wr)
+		return ENOMEM;
+	for (int i = 0; i < wr->num_sge; i++)
+		len += wr->sg_list[i].length;
+	if (len > SR_MAX_MSG_SIZE)
+		return EINVAL;
+	bool inl = (wr->send_flags & IBV_SEND_INLINE) && wr->opcode != IBV_WR_RDMA_READ &&
+		   wr->opcode != IBV_WR_ATOMIC_CMP_AND_SWP && wr->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD;
+	if (inl && len > sq->max_inline)
+		return EINVAL;
+	if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		if (len < 8 || (wr->wr.atomic.remote_addr & 7))
+			return EINVAL;
+	}
+	if (qp->ibqp.qp_base.qp_type == IBV_QPT_UD) {
+		if (!wr->wr.ud.ah)
+			return EINVAL;
+		if (len > (uint64_t)sr_mtu_enum_to_bytes(qp->ctx->active_mtu))
+			return EINVAL;
+	}
+
+	w = sr_sq_wqe(sq, sq->head);
+	memset(w, 0, sizeof(*w));
+	w->wr_id = wr->wr_id;
+	w->opcode = wr->opcode;
+	w->send_flags = wr->send_flags;
+	w->length = len;
+	if (wr->opcode == IBV_WR_SEND_WITH_INV)
+		w->imm_data = wr->invalidate_rkey;
+	else
+		w->imm_data = wr->imm_data;
+	switch (wr->opcode) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_RDMA_READ:
+		w->remote_addr = wr->wr.rdma.remote_addr;
+		w->rkey = wr->wr.rdma.rkey;
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		w->remote_addr = wr->wr.atomic.remote_addr;
+		w->rkey = wr->wr.atomic.rkey;
+		w->compare_add = wr->wr.atomic.compare_add;
+		w->swap = wr->wr.atomic.swap;
+		w->length = 8;
+		break;
+	default:
+		break;
+	}
+	if (qp->ibqp.qp_base.qp_type == IBV_QPT_UD) {
+		w->av = to_sah(wr->wr.ud.ah)->av;
+		w->remote_qpn = wr->wr.ud.remote_qpn & 0xffffff;
+		w->remote_qkey = wr->wr.ud.remote_qkey;
+	}
+	if (inl) {
+		uint8_t *p = sr_wqe_inline(sq, w);
+		for (int i = 0; i < wr->num_sge; i++) {
+			memcpy(p, (void *)(uintptr_t)wr->sg_list[i].addr, wr->sg_list[i].length);
+			p += wr->sg_list[i].length;
+		}
+		w->inlined = true;
+		w->num_sge = 0;
+	} else {
+		w->num_sge = (uint32_t)wr->num_sge;
+		memcpy(w->sge, wr->sg_list, (size_t)wr->num_sge * sizeof(struct ibv_sge));
+	}
+	w->state = SR_WQE_POSTED;
+	w->status = IBV_WC_SUCCESS;
+	sq->head++;
+	return 0;
+}
+
+int sr_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	struct sr_qp *qp = to_sqp(ibqp);
+	int err = 0;
+
+	pthread_mutex_lock(&qp->lock);
+	enum ibv_qp_state st = qp->attr.qp_state;
+	if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) {
+		*bad = wr;
+		pthread_mutex_unlock(&qp->lock);
+		return EINVAL;
+	}
+	for (; wr; wr = wr->next) {
+		err = post_one_send(qp, wr);
+		if (err) {
+			*bad = wr;
+			break;
+		}
+	}
+	if (qp->attr.qp_state == IBV_QPS_ERR)
+		flush_sq(qp);
+	else
+		qp->ctx->dev->tops->sq_kick(qp);
+	pthread_mutex_unlock(&qp->lock);
+	return err;
+}
+
+static int rq_post(struct sr_rq *rq, const struct ibv_recv_wr *wr)
+{
+	uint64_t len = 0;
+	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge)
+		return EINVAL;
+	if (rq->head - rq->tail >= rq->max_wr)
+		return ENOMEM;
+	struct sr_recv_wqe *w = sr_rq_wqe(rq, rq->head);
+	w->wr_id = wr->wr_id;
+	w->num_sge = (uint32_t)wr->num_sge;
+	for (int i = 0; i < wr->num_sge; i++) {
+		w->sge[i] = wr->sg_list[i];
+		len += wr->sg_list[i].length;
+	}
+	w->length = len;
+	rq->head++;
+	return 0;
+}
+
+int sr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	struct sr_qp *qp = to_sqp(ibqp);
+	int err = 0;
+
+	pthread_mutex_lock(&qp->lock);
+	if (qp->srq || qp->attr.qp_state == IBV_QPS_RESET) {
+		*bad = wr;
+		pthread_mutex_unlock(&qp->lock);
+		return EINVAL;
+	}
+	for (; wr; wr = wr->next) {
+		err = rq_post(&qp->rq, wr);
+		if (err) {
+			*bad = wr;
+			break;
+		}
+	}
+	if (qp->attr.qp_state == IBV_QPS_ERR)
+		flush_rq(qp);
+	else
+		qp->ctx->dev->tops->rq_kick(qp);
+	pthread_mutex_unlock(&qp->lock);
+	return err;
+}
+
+bool sr_rq_take(struct sr_qp *qp, struct sr_recv_wqe *out)
+{
+	struct sr_rq *rq;
+	struct sr_srq *srq = qp->srq;
+	bool limit_event = false;
+
+	if (srq) {
+		pthread_mutex_lock(&srq->lock);
+		rq = &srq->rq;
+	} else {
+		rq = &qp->rq;
+	}
+	if (rq->head == rq->tail) {
+		if (srq)
+			pthread_mutex_unlock(&srq->lock);
+		return false;
+	}
+	struct sr_recv_wqe *w = sr_rq_wqe(rq, rq->tail);
+	memcpy(out, w, sizeof(*w) + w->num_sge * sizeof(struct ibv_sge));
+	rq->tail++;
+	if (srq) {
+		if (srq->limit && rq->head - rq->tail < srq->limit) {
+			srq->limit = 0; /* the limit event is one-shot until re-armed */
+			limit_event = true;
+		}
+		pthread_mutex_unlock(&srq->lock);
+		if (limit_event)
+			sr_post_async_event(qp->ctx, IBV_EVENT_SRQ_LIMIT_REACHED, &srq->ibsrq);
+	}
+	return true;
+}
+
+/* ---------------- SRQ ---------------- */
+
+struct ibv_srq *sr_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
+{
+	struct sr_srq *srq;
+
+	if (attr->attr.max_wr == 0 || attr->attr.max_wr > SR_MAX_SRQ_WR || attr->attr.max_sge > SR_MAX_SGE ||
+	    attr->attr.srq_limit > attr->attr.max_wr) {
+		errno = EINVAL;
+		return NULL;
+	}
+	srq = calloc(1, sizeof(*srq));
+	if (!srq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (rq_init(&srq->rq, attr->attr.max_wr, attr->attr.max_sge)) {
+		free(srq);
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_init(&srq->lock, NULL);
+	srq->limit = attr->attr.srq_limit;
+	attr->attr.max_wr = srq->rq.max_wr;
+	attr->attr.max_sge = srq->rq.max_sge;
+	srq->ibsrq.context = pd->context;
+	srq->ibsrq.srq_context = attr->srq_context;
+	srq->ibsrq.pd = pd;
+	pthread_mutex_init(&srq->ibsrq.mutex, NULL);
+	pthread_cond_init(&srq->ibsrq.cond, NULL);
+	return &srq->ibsrq;
+}
+
+int sr_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr, int mask)
+{
+	struct sr_srq *srq = to_ssrq(ibsrq);
+	int err = 0;
+
+	if (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))
+		return EINVAL;
+	pthread_mutex_lock(&srq->lock);
+	if (mask & IBV_SRQ_MAX_WR) {
+		uint32_t count = srq->rq.head - srq->rq.tail;
+		if (attr->max_wr == 0 || attr->max_wr > SR_MAX_SRQ_WR || attr->max_wr < count ||
+		    ((mask & IBV_SRQ_LIMIT) ? attr->srq_limit : srq->limit) > attr->max_wr) {
+			err = EINVAL;
+			goto out;
+		}
+		struct sr_rq nrq = srq->rq;
+		nrq.max_wr = attr->max_wr;
+		nrq.buf = calloc(nrq.max_wr, nrq.stride);
+		if (!nrq.buf) {
+			err = ENOMEM;
+			goto out;
+		}
+		for (uint32_t i = 0; i < count; i++)
+			memcpy(nrq.buf + (size_t)i * nrq.stride, sr_rq_wqe(&srq->rq, srq->rq.tail + i), nrq.stride);
+		nrq.tail = 0;
+		nrq.head = count;
+		free(srq->rq.buf);
+		srq->rq = nrq;
+	}
+	if (mask & IBV_SRQ_LIMIT) {
+		if (attr->srq_limit > srq->rq.max_wr) {
+			err = EINVAL;
+			goto out;
+		}
+		srq->limit = attr->srq_limit;
+	}
+out:
+	pthread_mutex_unlock(&srq->lock);
+	return err;
+}
+
+int sr_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
+{
+	struct sr_srq *srq = to_ssrq(ibsrq);
+	pthread_mutex_lock(&srq->lock);
+	attr->max_wr = srq->rq.max_wr;
+	attr->max_sge = srq->rq.max_sge;
+	attr->srq_limit = srq->limit;
+	pthread_mutex_unlock(&srq->lock);
+	return 0;
+}
+
+int sr_destroy_srq(struct ibv_srq *ibsrq)
+{
+	struct sr_srq *srq = to_ssrq(ibsrq);
+	struct sr_context *ctx = to_sctx(ibsrq->context);
+
+	pthread_mutex_lock(&ctx->lock);
+	for (struct sr_qp *qp = ctx->qp_list; qp; qp = qp->next)
+		if (qp->srq == srq) {
+			pthread_mutex_unlock(&ctx->lock);
+			return EBUSY;
+		}
+	pthread_mutex_unlock(&ctx->lock);
+	pthread_mutex_lock(&ctx->progress_lock);
+	pthread_mutex_unlock(&ctx->progress_lock);
+	free(srq->rq.buf);
+	free(srq);
+	return 0;
+}
+
+int sr_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	struct sr_srq *srq = to_ssrq(ibsrq);
+	struct sr_context *ctx = to_sctx(ibsrq->context);
+	int err = 0;
+
+	pthread_mutex_lock(&srq->lock);
+	for (; wr; wr = wr->next) {
+		err = rq_post(&srq->rq, wr);
+		if (err) {
+			*bad = wr;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&srq->lock);
+	/* QPs waiting in RNR for this SRQ retry on their own timer */
+	(void)ctx;
+	return err;
+}
+
+/* ---------------- address handles ---------------- */
+
+struct ibv_ah *sr_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
+{
+	struct sr_context *ctx = to_sctx(pd->context);
+	struct sr_ah *ah = calloc(1, sizeof(*ah));
+	int err;
+
+	if (!ah) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	err = sr_av_from_ah_attr(ctx, attr, &ah->av);
+	if (err) {
+		free(ah);
+		errno = err;
+		return NULL;
+	}
+	ah->ibah.context = pd->context;
+	ah->ibah.pd = pd;
+	return &ah->ibah;
+}
+
+int sr_destroy_ah(struct ibv_ah *ah)
+{
+	free(to_sah(ah));
+	return 0;
+}
+
+int sr_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+{
+	(void)qp;
+	(void)gid;
+	(void)lid;
+	return EOPNOTSUPP; /* multicast comes with the RDMA-CM work */
+}
+
+int sr_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+{
+	(void)qp;
+	(void)gid;
+	(void)lid;
+	return EOPNOTSUPP;
+}
+
+/* ---------------- the ibv_wr_* API (ibv_qp_ex) ----------------
+ * Work requests are built straight into the SQ between wr_start and
+ * wr_complete; wr_abort drops them. */
+
+static struct sr_qp *xqp(struct ibv_qp_ex *x) { return (struct sr_qp *)x; }
+
+static struct sr_send_wqe *wr_new(struct ibv_qp_ex *x, enum ibv_wr_opcode op)
+{
+	struct sr_qp *qp = xqp(x);
+	struct sr_sq *sq = &qp->sq;
+	if (qp->wr_error)
+		return NULL;
+	if (!opcode_ok(x->qp_base.qp_type, op) || sq->head - sq->tail >= sq->max_wr) {
+		qp->wr_error = true;
+		return NULL;
+	}
+	struct sr_send_wqe *w = sr_sq_wqe(sq, sq->head);
+	memset(w, 0, sizeof(*w));
+	w->wr_id = x->wr_id;
+	w->send_flags = x->wr_flags;
+	w->opcode = op;
+	w->state = SR_WQE_POSTED;
+	sq->head++;
+	return w;
+}
+
+static struct sr_send_wqe *wr_last(struct ibv_qp_ex *x)
+{
+	struct sr_qp *qp = xqp(x);
+	if (qp->wr_error || qp->sq.head == qp->wr_start_head)
+		return NULL;
+	return sr_sq_wqe(&qp->sq, qp->sq.head - 1);
+}
+
+static void x_send(struct ibv_qp_ex *x) { wr_new(x, IBV_WR_SEND); }
+static void x_send_imm(struct ibv_qp_ex *x, __be32 imm)
+{
+	struct sr_send_wqe *w = wr_new(x, IBV_WR_SEND_WITH_IMM);
+	if (w)
+		w->imm_data = imm;
+}
+static void x_send_inv(struct ibv_qp_ex *x, uint32_t rkey)
+{
+	struct sr_send_wqe *w = wr_new(x, IBV_WR_SEND_WITH_INV);
+	if (w)
+		w->imm_data = rkey;
+}
+static void x_rdma(struct ibv_qp_ex *x, enum ibv_wr_opcode op, uint32_t rkey, uint64_t addr, __be32 imm)
+{
+	struct sr_send_wqe *w = wr_new(x, op);
+	if (w) {
+		w->rkey = rkey;
+		w->remote_addr = addr;
+		w->imm_data = imm;
+	}
+}
+static void x_write(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr) { x_rdma(x, IBV_WR_RDMA_WRITE, rkey, addr, 0); }
+static void x_write_imm(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr, __be32 imm)
+{
+	x_rdma(x, IBV_WR_RDMA_WRITE_WITH_IMM, rkey, addr, imm);
+}
+static void x_read(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr) { x_rdma(x, IBV_WR_RDMA_READ, rkey, addr, 0); }
+static void x_cas(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr, uint64_t cmp, uint64_t swap)
+{
+	struct sr_send_wqe *w = wr_new(x, IBV_WR_ATOMIC_CMP_AND_SWP);
+	if (w) {
+		if (addr & 7)
+			xqp(x)->wr_error = true;
+		w->rkey = rkey;
+		w->remote_addr = addr;
+		w->compare_add = cmp;
+		w->swap = swap;
+	}
+}
+static void x_faa(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr, uint64_t add)
+{
+	struct sr_send_wqe *w = wr_new(x, IBV_WR_ATOMIC_FETCH_AND_ADD);
+	if (w) {
+		if (addr & 7)
+			xqp(x)->wr_error = true;
+		w->rkey = rkey;
+		w->remote_addr = addr;
+		w->compare_add = add;
+	}
+}
+static void x_set_ud_addr(struct ibv_qp_ex *x, struct ibv_ah *ah, uint32_t qpn, uint32_t qkey)
+{
+	struct sr_send_wqe *w = wr_last(x);
+	if (!w)
+		return;
+	if (!ah) {
+		xqp(x)->wr_error = true;
+		return;
+	}
+	w->av = to_sah(ah)->av;
+	w->remote_qpn = qpn & 0xffffff;
+	w->remote_qkey = qkey;
+}
+static void x_set_sge_list(struct ibv_qp_ex *x, size_t n, const struct ibv_sge *sg)
+{
+	struct sr_qp *qp = xqp(x);
+	struct sr_send_wqe *w = wr_last(x);
+	if (!w)
+		return;
+	if (n > qp->sq.max_sge) {
+		qp->wr_error = true;
+		return;
+	}
+	w->num_sge = (uint32_t)n;
+	w->length = 0;
+	for (size_t i = 0; i < n; i++) {
+		w->sge[i] = sg[i];
+		w->length += sg[i].length;
+	}
+	if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		if (w->length < 8)
+			qp->wr_error = true;
+		w->length = 8;
+	}
+}
+static void x_set_sge(struct ibv_qp_ex *x, uint32_t lkey, uint64_t addr, uint32_t len)
+{
+	struct ibv_sge s = { .addr = addr, .length = len, .lkey = lkey };
+	x_set_sge_list(x, 1, &s);
+}
+static void x_set_inline_list(struct ibv_qp_ex *x, size_t n, const struct ibv_data_buf *b)
+{
+	struct sr_qp *qp = xqp(x);
+	struct sr_send_wqe *w = wr_last(x);
+	size_t total = 0;
+	if (!w)
+		return;
+	for (size_t i = 0; i < n; i++)
+		total += b[i].length;
+	if (total > qp->sq.max_inline) {
+		qp->wr_error = true;
+		return;
+	}
+	uint8_t *p = sr_wqe_inline(&qp->sq, w);
+	for (size_t i = 0; i < n; i++) {
+		memcpy(p, b[i].addr, b[i].length);
+		p += b[i].length;
+	}
+	w->inlined = true;
+	w->num_sge = 0;
+	w->length = total;
+}
+static void x_set_inline(struct ibv_qp_ex *x, void *addr, size_t len)
+{
+	struct ibv_data_buf b = { .addr = addr, .length = len };
+	x_set_inline_list(x, 1, &b);
+}
+static void x_start(struct ibv_qp_ex *x)
+{
+	struct sr_qp *qp = xqp(x);
+	pthread_mutex_lock(&qp->lock);
+	qp->wr_error = false;
+	qp->wr_start_head = qp->sq.head;
+}
+static void x_abort(struct ibv_qp_ex *x)
+{
+	struct sr_qp *qp = xqp(x);
+	qp->sq.head = qp->wr_start_head;
+	qp->wr_error = false;
+	pthread_mutex_unlock(&qp->lock);
+}
+static int x_complete(struct ibv_qp_ex *x)
+{
+	struct sr_qp *qp = xqp(x);
+	enum ibv_qp_state st = qp->attr.qp_state;
+	int err = 0;
+
+	if (qp->wr_error || st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) {
+		qp->sq.head = qp->wr_start_head;
+		err = qp->wr_error ? EINVAL : EINVAL;
+	} else {
+		for (uint32_t i = qp->wr_start_head; i != qp->sq.head; i++) {
+			struct sr_send_wqe *w = sr_sq_wqe(&qp->sq, i);
+			w->status = IBV_WC_SUCCESS;
+			if (x->qp_base.qp_type == IBV_QPT_UD &&
+			    w->length > (uint64_t)sr_mtu_enum_to_bytes(qp->ctx->active_mtu)) {
+				qp->sq.head = qp->wr_start_head;
+				err = EINVAL;
+				break;
+			}
+		}
+		if (!err) {
+			if (st == IBV_QPS_ERR)
+				flush_sq(qp);
+			else
+				qp->ctx->dev->tops->sq_kick(qp);
+		}
+	}
+	qp->wr_error = false;
+	pthread_mutex_unlock(&qp->lock);
+	return err;
+}
+
+void sr_qp_ex_init(struct sr_qp *qp)
+{
+	struct ibv_qp_ex *x = &qp->ibqp;
+	x->wr_send = x_send;
+	x->wr_send_imm = x_send_imm;
+	x->wr_send_inv = x_send_inv;
+	x->wr_rdma_write = x_write;
+	x->wr_rdma_write_imm = x_write_imm;
+	x->wr_rdma_read = x_read;
+	x->wr_atomic_cmp_swp = x_cas;
+	x->wr_atomic_fetch_add = x_faa;
+	x->wr_set_ud_addr = x_set_ud_addr;
+	x->wr_set_sge = x_set_sge;
+	x->wr_set_sge_list = x_set_sge_list;
+	x->wr_set_inline_data = x_set_inline;
+	x->wr_set_inline_data_list = x_set_inline_list;
+	x->wr_start = x_start;
+	x->wr_complete = x_complete;
+	x->wr_abort = x_abort;
+}

@@ -1,0 +1,358 @@
+/* softrdma core objects: devices, contexts, PDs, MRs, CQs, SRQs, QPs, AHs.
+ *
+ * core/ knows nothing of packets: the transport (roce/) is reached through
+ * struct sr_transport_ops.  Every lock says what it protects; lock order is
+ * qp->lock -> srq->lock -> cq->lock, and ctx->mr_lock (read) may be taken
+ * inside any of them.  ctx->lock is never held while taking a qp->lock. */
+#ifndef SR_CORE_SR_H
+#define SR_CORE_SR_H
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <netinet/in.h>
+#include "common/conf.h"
+
+#define SR_VENDOR_ID 0xffffff /* as rxe */
+#define SR_MAX_QP 0x10000
+#define SR_MAX_QP_WR 0x4000
+#define SR_MAX_SGE 32
+#define SR_MAX_INLINE 256
+#define SR_MAX_CQ 0x4000
+#define SR_MAX_CQE 0x8000
+#define SR_MAX_MR 0x40000
+#define SR_MAX_PD 0x10000
+#define SR_MAX_SRQ 0x4000
+#define SR_MAX_SRQ_WR 0x4000
+#define SR_MAX_AH 0x10000
+#define SR_MAX_RD_ATOMIC 128
+#define SR_MAX_MR_SIZE (1ull << 40)
+#define SR_MAX_MCAST_GRP 64
+#define SR_MAX_MCAST_QP_ATTACH 64
+#define SR_MAX_PKEYS 1
+#define SR_MAX_MSG_SIZE 0x80000000u /* 2 GiB, as rxe */
+
+struct sr_transport_ops;
+
+/* One configured device. Lives for the life of the process. */
+struct sr_device {
+	struct ibv_device ibdev; /* first: ibv_device * <-> sr_device * */
+	struct sr_conf_device conf;
+	bool crc;
+	const struct sr_transport_ops *tops;
+};
+
+struct sr_gid_entry {
+	union ibv_gid gid;
+	int family; /* AF_INET / AF_INET6 */
+};
+
+struct sr_qp;
+struct sr_cq;
+
+struct sr_context {
+	struct verbs_context vctx; /* vctx.context is the ibv_context */
+	struct sr_device *dev;
+	struct sr_netdev_info nd;  /* snapshot at open */
+	enum ibv_mtu active_mtu;
+	int ngid;
+	struct sr_gid_entry gid[SR_MAX_ADDRS];
+	uint64_t node_guid;        /* host order */
+
+	int async_wr;              /* write end of the async event pipe */
+
+	/* lock protects: qp_list, qpn table, daemon connect, zombies, pd/cq counts */
+	pthread_mutex_t lock;
+	struct sr_qp *qp_list;
+	struct sr_qp **qpn_tab;    /* open hash qpn -> qp */
+	uint32_t qpn_tab_size;
+	struct sr_qp *zombies;     /* destroyed QPs freed by the progress thread */
+	struct sr_daemon_conn *daemon;
+
+	/* mr_lock protects the key table; the receive path holds it for
+	 * reading while it places data, so deregistration waits for it. */
+	pthread_rwlock_t mr_lock;
+	struct sr_mr **mr_tab;
+	uint32_t mr_tab_size;
+	uint32_t mr_next;
+	uint8_t mr_gen;
+
+	/* progress engine */
+	pthread_t thread;
+	bool thread_started;
+	atomic_bool stop;
+	int epfd;
+	int doorbell;              /* eventfd: wake the progress thread */
+	pthread_mutex_t progress_lock; /* held by the progress thread while it works */
+};
+
+struct sr_pd {
+	struct ibv_pd ibpd;
+};
+
+struct sr_mr {
+	struct ibv_mr ibmr;
+	struct sr_pd *pd;
+	uint64_t iova;      /* address the peer uses (ibmr.addr unless iova given) */
+	uint8_t *host;      /* where iova maps in our address space */
+	uint64_t length;
+	unsigned int access;
+	uint32_t index;     /* slot in ctx->mr_tab */
+};
+
+struct sr_comp_channel {
+	struct ibv_comp_channel ibch;
+	int wr_fd;          /* write end of the event pipe */
+};
+
+struct sr_cq {
+	struct ibv_cq_ex ibcq;  /* ibv_cq is its prefix */
+	/* lock protects the ring and armed state */
+	pthread_mutex_t lock;
+	struct ibv_wc *ring;
+	uint32_t size;          /* entries; power of two >= cqe+1 */
+	uint32_t head, tail;    /* producer writes at head, consumer reads at tail */
+	int armed;              /* 0, 1 = any, 2 = solicited only */
+	bool overflow;
+	bool is_ex;
+	uint64_t wc_flags_ex;
+	struct ibv_wc cur;      /* current entry of the ex polling API */
+};
+
+struct sr_recv_wqe {
+	uint64_t wr_id;
+	uint32_t num_sge;
+	uint64_t length;
+	struct ibv_sge sge[];   /* max_recv_sge entries */
+};
+
+struct sr_rq {
+	uint8_t *buf;           /* max_wr slots of stride bytes */
+	uint32_t stride;
+	uint32_t max_wr, max_sge;
+	uint32_t head, tail;    /* free running; count = head - tail */
+};
+
+struct sr_srq {
+	struct ibv_srq ibsrq;
+	pthread_mutex_t lock;   /* protects rq, limit */
+	struct sr_rq rq;
+	uint32_t limit;
+	bool error;
+};
+
+/* The path to a peer, from an AH or RC/UC QP attributes. */
+struct sr_av {
+	struct sockaddr_in6 dst;   /* IPv4 as IPv4-mapped; port 4791 */
+	struct sockaddr_in6 src;   /* our address (from sgid_index) */
+	uint8_t sgid_index;
+	union ibv_gid dgid;
+	uint8_t hop_limit, traffic_class, sl;
+	uint32_t flow_label;
+};
+
+struct sr_ah {
+	struct ibv_ah ibah;
+	struct sr_av av;
+};
+
+enum sr_wqe_state {
+	SR_WQE_POSTED = 0,      /* not yet started */
+	SR_WQE_PENDING,         /* packets sent, waiting for ack/response */
+	SR_WQE_DONE,            /* finished; completes when it reaches the tail */
+};
+
+struct sr_send_wqe {
+	uint64_t wr_id;
+	enum ibv_wr_opcode opcode;
+	unsigned int send_flags;
+	uint32_t imm_data;          /* network order; or invalidate rkey (host order) */
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint64_t compare_add, swap;
+	struct sr_av av;            /* UD destination */
+	uint32_t remote_qpn, remote_qkey;
+	uint32_t num_sge;
+	uint64_t length;
+	bool inlined;               /* payload is in the inline area */
+	/* transport state */
+	enum sr_wqe_state state;
+	enum ibv_wc_status status;
+	uint32_t first_psn, npkts;  /* PSNs first_psn .. first_psn+npkts-1 */
+	uint32_t sent_pkts;         /* packets of this WQE transmitted (go-back resets it) */
+	uint64_t atomic_orig;
+	struct ibv_sge sge[];       /* max_send_sge entries, then inline data */
+};
+
+struct sr_sq {
+	uint8_t *buf;
+	uint32_t stride;
+	uint32_t max_wr, max_sge, max_inline;
+	uint32_t head;   /* next slot to post (free running) */
+	uint32_t tail;   /* oldest not yet completed */
+	uint32_t cur;    /* next WQE to transmit */
+};
+
+static inline struct sr_send_wqe *sr_sq_wqe(struct sr_sq *sq, uint32_t idx)
+{
+	return (struct sr_send_wqe *)(sq->buf + (size_t)(idx % sq->max_wr) * sq->stride);
+}
+static inline uint8_t *sr_wqe_inline(struct sr_sq *sq, struct sr_send_wqe *w)
+{
+	return (uint8_t *)&w->sge[sq->max_sge];
+}
+static inline struct sr_recv_wqe *sr_rq_wqe(struct sr_rq *rq, uint32_t idx)
+{
+	return (struct sr_recv_wqe *)(rq->buf + (size_t)(idx % rq->max_wr) * rq->stride);
+}
+
+struct sr_roce_qp; /* transport private state, roce/ */
+
+struct sr_qp {
+	struct ibv_qp_ex ibqp;     /* ibv_qp is its prefix */
+	struct sr_context *ctx;
+	/* lock protects everything below, the SQ/RQ and the transport state */
+	pthread_mutex_t lock;
+	struct ibv_qp_attr attr;   /* current attributes (state in attr.qp_state) */
+	struct ibv_qp_cap cap;
+	bool sq_sig_all;
+	struct sr_cq *scq, *rcq;
+	struct sr_srq *srq;
+	struct sr_sq sq;
+	struct sr_rq rq;
+	struct sr_av av;           /* RC/UC: the peer */
+	bool has_qp_ex;
+	uint64_t send_ops_flags;
+	bool wr_error;             /* ibv_wr_* batch error */
+	uint32_t wr_start_head;
+	bool dead;                 /* destroyed: progress thread must not touch */
+	bool last_wqe_reached_sent;
+	struct sr_qp *next;        /* ctx->qp_list */
+	struct sr_qp *zombie_next;
+	void *tp;                  /* transport private (struct sr_roce_qp) */
+};
+
+/* What core/ asks of a transport (roce/ now, iwarp/ later). All are called
+ * with qp->lock held except create/destroy. */
+struct sr_transport_ops {
+	int (*qp_create)(struct sr_qp *qp);          /* allocate tp, QPN */
+	void (*qp_destroy)(struct sr_qp *qp);
+	/* After core validated a modify; old_state is the state before. */
+	int (*qp_modify)(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask, enum ibv_qp_state old_state);
+	void (*sq_kick)(struct sr_qp *qp);           /* new WQEs were posted */
+	void (*rq_kick)(struct sr_qp *qp);           /* new receive WQEs (RNR wait may end) */
+	void (*on_timer)(struct sr_qp *qp, uint64_t now_ns);
+	uint64_t (*next_deadline)(struct sr_qp *qp); /* 0 = none */
+	void (*on_readable)(struct sr_qp *qp, int fd);
+};
+
+/* ---- helpers shared across core/ and transports ---- */
+static inline struct sr_context *to_sctx(struct ibv_context *c)
+{
+	return (struct sr_context *)((char *)c - __builtin_offsetof(struct sr_context, vctx.context));
+}
+#define SR_CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - __builtin_offsetof(type, member)))
+static inline struct sr_qp *to_sqp(struct ibv_qp *q) { return (struct sr_qp *)q; }
+static inline struct sr_cq *to_scq(struct ibv_cq *c) { return (struct sr_cq *)c; }
+static inline struct sr_pd *to_spd(struct ibv_pd *p) { return (struct sr_pd *)p; }
+static inline struct sr_mr *to_smr(struct ibv_mr *m) { return (struct sr_mr *)m; }
+static inline struct sr_srq *to_ssrq(struct ibv_srq *s) { return (struct sr_srq *)s; }
+static inline struct sr_ah *to_sah(struct ibv_ah *a) { return (struct sr_ah *)a; }
+
+uint64_t sr_now_ns(void);
+void sr_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+extern int sr_debug;
+#define SR_DBG(...) do { if (sr_debug) sr_log(__VA_ARGS__); } while (0)
+
+/* device.c */
+struct sr_device **sr_devices(int *num);
+struct ibv_context *sr_open_device(struct ibv_device *dev);
+int sr_close_device(struct ibv_context *c);
+int sr_query_device(struct ibv_context *c, struct ibv_device_attr *a);
+int sr_query_device_ex(struct ibv_context *c, const struct ibv_query_device_ex_input *in,
+		       struct ibv_device_attr_ex *a, size_t size);
+int sr_query_port(struct ibv_context *c, uint8_t port, struct ibv_port_attr *a);
+int sr_query_gid(struct ibv_context *c, uint8_t port, int index, union ibv_gid *gid);
+int sr_query_gid_ex(struct ibv_context *c, uint32_t port, uint32_t index, struct ibv_gid_entry *e);
+int sr_query_pkey(struct ibv_context *c, uint8_t port, int index, __be16 *pkey);
+int sr_gid_to_sockaddr(struct sr_context *ctx, const union ibv_gid *gid, struct sockaddr_in6 *sa);
+void sr_post_async_event(struct sr_context *ctx, enum ibv_event_type type, void *obj);
+int sr_get_async_event(struct ibv_context *c, struct ibv_async_event *ev);
+void sr_ack_async_event(struct ibv_async_event *ev);
+
+/* mr.c */
+struct ibv_pd *sr_alloc_pd(struct ibv_context *c);
+int sr_dealloc_pd(struct ibv_pd *pd);
+struct ibv_mr *sr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova, unsigned int access);
+int sr_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t len, int access);
+int sr_dereg_mr(struct ibv_mr *mr);
+/* Look up a key (caller holds ctx->mr_lock for reading). Checks PD, access
+ * bits and that [va, va+len) lies inside the region. Returns the host
+ * address for va, or NULL. */
+uint8_t *sr_mr_lookup(struct sr_context *ctx, uint32_t key, bool remote, struct sr_pd *pd,
+		      uint64_t va, uint64_t len, unsigned int need_access);
+/* Copy between a local SGE list (lkeys) and a flat buffer. offset is into
+ * the SGE list's total length. Returns 0 or -EFAULT (bad lkey / bounds).
+ * Caller holds mr_lock for reading. */
+int sr_sge_copy(struct sr_context *ctx, struct sr_pd *pd, const struct ibv_sge *sge, uint32_t num_sge,
+		uint64_t offset, void *buf, uint64_t len, bool to_sge);
+
+/* cq.c */
+struct ibv_comp_channel *sr_create_comp_channel(struct ibv_context *c);
+int sr_destroy_comp_channel(struct ibv_comp_channel *ch);
+struct ibv_cq *sr_create_cq(struct ibv_context *c, int cqe, void *cq_context, struct ibv_comp_channel *ch, int vec);
+struct ibv_cq_ex *sr_create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr_ex *attr);
+int sr_destroy_cq(struct ibv_cq *cq);
+int sr_resize_cq(struct ibv_cq *cq, int cqe);
+int sr_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
+int sr_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+int sr_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq, void **cq_context);
+void sr_ack_cq_events(struct ibv_cq *cq, unsigned int n);
+/* Add a completion; signals the channel if armed.  Returns false on overflow
+ * (the CQ then raises IBV_EVENT_CQ_ERR). */
+bool sr_cq_push(struct sr_cq *cq, const struct ibv_wc *wc, bool solicited);
+
+/* qp.c */
+struct ibv_qp *sr_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
+struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *attr);
+int sr_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
+int sr_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask, struct ibv_qp_init_attr *init);
+int sr_destroy_qp(struct ibv_qp *qp);
+int sr_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+int sr_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+struct ibv_srq *sr_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr);
+int sr_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask);
+int sr_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr);
+int sr_destroy_srq(struct ibv_srq *srq);
+int sr_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+struct ibv_ah *sr_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
+int sr_destroy_ah(struct ibv_ah *ah);
+int sr_av_from_ah_attr(struct sr_context *ctx, const struct ibv_ah_attr *a, struct sr_av *av);
+int sr_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
+int sr_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
+/* Move a QP to the error state from inside the transport (qp->lock held):
+ * flushes work requests, raises the async event. */
+void sr_qp_to_error(struct sr_qp *qp, enum ibv_event_type ev);
+/* Complete the send WQEs at the SQ tail that are DONE (qp->lock held). */
+void sr_sq_complete(struct sr_qp *qp);
+/* Take the next receive WQE (from SRQ or RQ) into out (max_sge entries).
+ * Returns false when none is posted. qp->lock held. */
+bool sr_rq_take(struct sr_qp *qp, struct sr_recv_wqe *out);
+void sr_flush_qp(struct sr_qp *qp);
+
+/* progress.c */
+int sr_progress_start(struct sr_context *ctx);
+void sr_progress_stop(struct sr_context *ctx);
+void sr_progress_wake(struct sr_context *ctx);
+int sr_progress_add_fd(struct sr_context *ctx, int fd, struct sr_qp *qp);
+void sr_progress_del_fd(struct sr_context *ctx, int fd);
+struct sr_daemon_conn *sr_ctx_daemon(struct sr_context *ctx, int *err);
+struct sr_qp *sr_ctx_find_qp(struct sr_context *ctx, uint32_t qpn); /* ctx->lock held */
+void sr_ctx_add_qp(struct sr_context *ctx, struct sr_qp *qp);
+void sr_ctx_remove_qp(struct sr_context *ctx, struct sr_qp *qp);
+
+extern const struct sr_transport_ops sr_roce_ops;
+
+#endif

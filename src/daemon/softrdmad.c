@@ -1,0 +1,1251 @@
+/* softrdmad: the per-host (per network namespace) soft-RDMA daemon.
+ *
+ * RoCEv2 peers send everything to UDP port 4791, so, as with the kernel's
+ * rxe, one owner per host receives what no established flow claims and
+ * demultiplexes it by destination QPN; and QPNs must be unique host-wide.
+ * Established RC/UC flows bypass the daemon: their per-flow sockets join
+ * port 4791 with SO_REUSEPORT and connect() to the peer, and the kernel
+ * prefers an exact 4-tuple match, so only the rest (QP1 MADs, UD, the first
+ * packets of a flow) reaches the daemon's unconnected sockets.
+ *
+ * Everything from the wire and from clients is untrusted: every length is
+ * checked, and the daemon never blocks on a client (datagram semantics:
+ * a client that does not read loses packets, never stalls the others). */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "common/ipc.h"
+
+#define QPN_FIRST 0x11u
+#define QPN_LAST 0xffffffu
+#define QPN_MAX_LIVE (1u << 20)      /* bounds daemon memory, far above any real use */
+#define SRC_PORT_PREF_TRIES 64
+#define UDP_BATCH 32
+#define UDP_BATCHES_PER_WAKEUP 8     /* then let other sources have a turn */
+#define CLIENT_MSGS_PER_WAKEUP 64
+#define SOCK_BUF_BYTES (4 << 20)
+#define PKT_HDRS (sizeof(struct sr_ipc_hdr) + sizeof(struct sr_ipc_pkt))
+#define SLOT_BYTES ((PKT_HDRS + SR_IPC_MAX_PKT + 8 + 7) & ~(size_t)7)
+
+enum src_kind { SRC_LISTEN, SRC_UDP4, SRC_UDP6, SRC_SIGNAL, SRC_CLIENT };
+
+struct evsrc {
+	enum src_kind kind;
+};
+
+struct client {
+	struct evsrc src;            /* first: epoll data points here */
+	int fd;
+	pid_t pid;                   /* from SO_PEERCRED */
+	uid_t uid;
+	int32_t hello_pid;
+	uint32_t nqpn;
+	uint64_t delivered, dropped_full;
+	/* A reply the socket had no room for.  While set the client's requests
+	 * are not read, so at most one is ever pending. */
+	uint8_t *pending;
+	uint32_t pending_len;
+	struct client *prev, *next;
+};
+
+enum drop_reason {
+	DROP_SHORT,          /* shorter than a BTH */
+	DROP_TOO_BIG,        /* larger than SR_IPC_MAX_PKT */
+	DROP_NO_QP1_OWNER,
+	DROP_UNKNOWN_QPN,
+	DROP_CLIENT_FULL,    /* owner's socket buffer full or a reply pending */
+	DROP_CLIENT_ERR,     /* owner's socket failed (going away) */
+	DROP_LOOP,           /* client forwarded a datagram for its own QPN */
+	DROP_BAD_IPC,        /* malformed PKT message from a client */
+	DROP_NREASONS
+};
+
+static const char *const drop_name[DROP_NREASONS] = {
+	[DROP_SHORT] = "short",
+	[DROP_TOO_BIG] = "too_big",
+	[DROP_NO_QP1_OWNER] = "no_qp1_owner",
+	[DROP_UNKNOWN_QPN] = "unknown_qpn",
+	[DROP_CLIENT_FULL] = "client_full",
+	[DROP_CLIENT_ERR] = "client_error",
+	[DROP_LOOP] = "loop",
+	[DROP_BAD_IPC] = "bad_ipc",
+};
+
+struct qpn_ent {
+	uint32_t qpn;                /* 0 = empty slot (0 is never allocated) */
+	struct client *owner;
+};
+
+/* All daemon state: one instance, owned by the event loop thread. */
+static struct {
+	bool background;
+	int idle_exit;               /* seconds, 0 = never */
+	int ready_fd;                /* --background: pipe to the waiting parent, else -1 */
+	const char *sock_name;
+	int epfd, listen_fd, udp4_fd, udp6_fd, sig_fd;
+	int reserve_fd;              /* spare fd given up to accept() and close on EMFILE */
+	int udp_rcvbuf;
+	struct evsrc ev_listen, ev_udp4, ev_udp6, ev_signal;
+	struct client *clients;
+	unsigned nclients;
+	struct client *qp1_owner;
+	struct qpn_ent *qt;          /* open addressing, linear probing, load <= 1/2 */
+	uint32_t qt_cap, qt_n;
+	uint32_t next_qpn;
+	uint32_t port_use[1u << 14]; /* live QPNs per sr_qpn_src_port() - 0xC000 */
+	struct timespec start;
+	int64_t idle_since_ms;
+	uint64_t rx_udp, rx_client, forwarded, drops[DROP_NREASONS];
+	uint8_t *udp_slots;          /* UDP_BATCH slots of SLOT_BYTES */
+	uint8_t *cbuf;               /* one client message */
+} d = { .idle_exit = 30, .ready_fd = -1, .listen_fd = -1, .udp4_fd = -1, .udp6_fd = -1,
+	.sig_fd = -1, .reserve_fd = -1, .epfd = -1 };
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void logmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void logmsg(const char *fmt, ...)
+{
+	char tbuf[32];
+	time_t t = time(NULL);
+	struct tm tm;
+	va_list ap;
+
+	strftime(tbuf, sizeof(tbuf), "%Y-%m-%d %H:%M:%S", localtime_r(&t, &tm));
+	fprintf(stderr, "%s softrdmad[%ld]: ", tbuf, (long)getpid());
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	fflush(stderr);
+}
+
+/* Startup failure: in --background mode the parent prints it. */
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(msg + 1, sizeof(msg) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n > sizeof(msg) - 2)
+		n = (int)sizeof(msg) - 2;
+	if (d.ready_fd >= 0) {
+		msg[0] = 'E';
+		if (write(d.ready_fd, msg, (size_t)n + 1) < 0)
+			_exit(1);
+	} else {
+		fprintf(stderr, "softrdmad: %s\n", msg + 1);
+	}
+	_exit(1);
+}
+
+/* ---- QPN table ---- */
+
+static uint32_t qt_home(uint32_t qpn)
+{
+	return (qpn * 0x9E3779B1u) & (d.qt_cap - 1);
+}
+
+static struct qpn_ent *qt_find(uint32_t qpn)
+{
+	if (!d.qt_cap || !qpn)
+		return NULL;
+	for (uint32_t i = qt_home(qpn);; i = (i + 1) & (d.qt_cap - 1)) {
+		if (d.qt[i].qpn == qpn)
+			return &d.qt[i];
+		if (!d.qt[i].qpn)
+			return NULL;
+	}
+}
+
+static void qt_place(struct qpn_ent *tab, uint32_t cap, uint32_t qpn, struct client *owner)
+{
+	uint32_t i = (qpn * 0x9E3779B1u) & (cap - 1);
+
+	while (tab[i].qpn)
+		i = (i + 1) & (cap - 1);
+	tab[i].qpn = qpn;
+	tab[i].owner = owner;
+}
+
+static int qt_insert(uint32_t qpn, struct client *owner)
+{
+	if ((d.qt_n + 1) * 2 > d.qt_cap) {
+		uint32_t cap = d.qt_cap ? d.qt_cap * 2 : 1024;
+		struct qpn_ent *tab = calloc(cap, sizeof(*tab));
+
+		if (!tab)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < d.qt_cap; i++)
+			if (d.qt[i].qpn)
+				qt_place(tab, cap, d.qt[i].qpn, d.qt[i].owner);
+		free(d.qt);
+		d.qt = tab;
+		d.qt_cap = cap;
+	}
+	qt_place(d.qt, d.qt_cap, qpn, owner);
+	d.qt_n++;
+	return 0;
+}
+
+/* Backward-shift deletion keeps probe chains intact without tombstones. */
+static void qt_remove(struct qpn_ent *e)
+{
+	uint32_t mask = d.qt_cap - 1;
+	uint32_t i = (uint32_t)(e - d.qt), j = i;
+
+	for (;;) {
+		uint32_t k;
+
+		j = (j + 1) & mask;
+		if (!d.qt[j].qpn)
+			break;
+		k = qt_home(d.qt[j].qpn);
+		/* Entry j may move to the hole at i only if its home is not
+		 * cyclically within (i, j]. */
+		if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
+			continue;
+		d.qt[i] = d.qt[j];
+		i = j;
+	}
+	d.qt[i].qpn = 0;
+	d.qt[i].owner = NULL;
+	d.qt_n--;
+}
+
+static uint32_t *port_slot(uint32_t qpn)
+{
+	return &d.port_use[(sr_qpn_src_port(qpn) - 0xC000u) & ((1u << 14) - 1)];
+}
+
+static int64_t qpn_alloc(struct client *c)
+{
+	uint32_t q = d.next_qpn, fallback = 0;
+	int pref = 0;
+
+	if (d.qt_n >= QPN_MAX_LIVE)
+		return -ENOSPC;
+	for (uint32_t scanned = 0; scanned <= QPN_LAST - QPN_FIRST; scanned++) {
+		uint32_t cand = q;
+
+		q = q >= QPN_LAST ? QPN_FIRST : q + 1;
+		if (qt_find(cand))
+			continue;
+		/* Distinct source ports keep flows of different local QPs to the
+		 * same peer on distinct 4-tuples. */
+		if (*port_slot(cand) && pref < SRC_PORT_PREF_TRIES) {
+			if (!fallback)
+				fallback = cand;
+			pref++;
+			continue;
+		}
+		if (*port_slot(cand) && fallback) {
+			cand = fallback;
+			q = cand >= QPN_LAST ? QPN_FIRST : cand + 1;
+		}
+		if (qt_insert(cand, c))
+			return -ENOMEM;
+		d.next_qpn = q;
+		(*port_slot(cand))++;
+		c->nqpn++;
+		return cand;
+	}
+	return -ENOSPC;
+}
+
+static void qpn_release(struct qpn_ent *e)
+{
+	(*port_slot(e->qpn))--;
+	e->owner->nqpn--;
+	qt_remove(e);
+}
+
+static void qpn_release_all(struct client *c)
+{
+	uint32_t *list, n = 0;
+
+	if (!c->nqpn)
+		return;
+	/* Deleting shifts entries, so collect first. */
+	list = malloc(c->nqpn * sizeof(*list));
+	if (list) {
+		for (uint32_t i = 0; i < d.qt_cap && n < c->nqpn; i++)
+			if (d.qt[i].qpn && d.qt[i].owner == c)
+				list[n++] = d.qt[i].qpn;
+		for (uint32_t i = 0; i < n; i++) {
+			struct qpn_ent *e = qt_find(list[i]);
+
+			if (e)
+				qpn_release(e);
+		}
+		free(list);
+		return;
+	}
+	/* Out of memory: rescan from the start after each removal. */
+	for (;;) {
+		uint32_t i;
+
+		for (i = 0; i < d.qt_cap; i++)
+			if (d.qt[i].qpn && d.qt[i].owner == c)
+				break;
+		if (i == d.qt_cap)
+			break;
+		qpn_release(&d.qt[i]);
+	}
+}
+
+/* ---- clients ---- */
+
+static void client_set_events(struct client *c, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = &c->src };
+
+	epoll_ctl(d.epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+static void client_drop(struct client *c, const char *why)
+{
+	logmsg("client pid %ld disconnected (%s), freeing %u QPN(s)%s", (long)c->pid, why, c->nqpn,
+	       d.qp1_owner == c ? " and QP1" : "");
+	epoll_ctl(d.epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	qpn_release_all(c);
+	if (d.qp1_owner == c)
+		d.qp1_owner = NULL;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		d.clients = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	d.nclients--;
+	if (!d.nclients)
+		d.idle_since_ms = now_ms();
+	free(c->pending);
+	free(c);
+}
+
+static void set_bufsize(int fd, int opt_force, int opt, int bytes)
+{
+	/* FORCE ignores [rw]mem_max but needs CAP_NET_ADMIN. */
+	if (setsockopt(fd, SOL_SOCKET, opt_force, &bytes, sizeof(bytes)) < 0)
+		setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof(bytes));
+}
+
+static void accept_clients(void)
+{
+	for (;;) {
+		struct ucred cred;
+		socklen_t clen = sizeof(cred);
+		struct epoll_event ev;
+		struct client *c;
+		int fd = accept4(d.listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if ((errno == EMFILE || errno == ENFILE) && d.reserve_fd >= 0) {
+				/* Refuse one connection instead of spinning on a
+				 * listener that stays readable. */
+				close(d.reserve_fd);
+				fd = accept4(d.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+				if (fd >= 0)
+					close(fd);
+				d.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+				logmsg("out of file descriptors: refused a client");
+				continue;
+			}
+			return;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->src.kind = SRC_CLIENT;
+		c->fd = fd;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0) {
+			c->pid = cred.pid;
+			c->uid = cred.uid;
+		}
+		set_bufsize(fd, SO_SNDBUFFORCE, SO_SNDBUF, SOCK_BUF_BYTES);
+		ev.events = EPOLLIN;
+		ev.data.ptr = &c->src;
+		if (epoll_ctl(d.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+			close(fd);
+			free(c);
+			continue;
+		}
+		c->next = d.clients;
+		if (d.clients)
+			d.clients->prev = c;
+		d.clients = c;
+		d.nclients++;
+		logmsg("client pid %ld (uid %ld) connected", (long)c->pid, (long)c->uid);
+	}
+}
+
+/* Returns false if the client had to be dropped. */
+static bool client_send_reply(struct client *c, int64_t val, const char *text, size_t tlen)
+{
+	uint8_t buf[SR_IPC_MAX_MSG];
+	struct sr_ipc_hdr h = { .type = SR_IPC_REPLY, .version = SR_IPC_VERSION };
+	struct sr_ipc_reply r = { .val = val };
+	size_t max = sizeof(buf) - sizeof(h) - sizeof(r);
+	size_t len;
+	ssize_t n;
+
+	if (tlen > max)
+		tlen = max;
+	h.len = (uint32_t)(sizeof(r) + tlen);
+	memcpy(buf, &h, sizeof(h));
+	memcpy(buf + sizeof(h), &r, sizeof(r));
+	if (tlen)
+		memcpy(buf + sizeof(h) + sizeof(r), text, tlen);
+	len = sizeof(h) + h.len;
+	n = send(c->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (n >= 0)
+		return true;
+	if (errno != EAGAIN && errno != EWOULDBLOCK) {
+		client_drop(c, strerror(errno));
+		return false;
+	}
+	/* The client's queue is full of packets it has not read yet.  Replies
+	 * must not be lost (the client waits for each one), so keep it and
+	 * stop reading this client's requests until it is sent. */
+	c->pending = malloc(len);
+	if (!c->pending) {
+		client_drop(c, "out of memory for a reply");
+		return false;
+	}
+	memcpy(c->pending, buf, len);
+	c->pending_len = (uint32_t)len;
+	client_set_events(c, EPOLLOUT);
+	logmsg("client pid %ld is not reading: reply deferred", (long)c->pid);
+	return true;
+}
+
+static bool client_flush(struct client *c)
+{
+	ssize_t n = send(c->fd, c->pending, c->pending_len, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return true;
+		client_drop(c, strerror(errno));
+		return false;
+	}
+	free(c->pending);
+	c->pending = NULL;
+	c->pending_len = 0;
+	client_set_events(c, EPOLLIN);
+	return true;
+}
+
+/* ---- routing ---- */
+
+static void drop(enum drop_reason r)
+{
+	d.drops[r]++;
+}
+
+/* msg holds hdr + sr_ipc_pkt + datagram, all filled in. */
+static void deliver(struct client *c, const uint8_t *msg, size_t len)
+{
+	if (c->pending) {
+		c->dropped_full++;
+		drop(DROP_CLIENT_FULL);
+		return;
+	}
+	if (send(c->fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
+			c->dropped_full++;
+			drop(DROP_CLIENT_FULL);
+		} else {
+			/* Its EPOLLHUP will reap it. */
+			drop(DROP_CLIENT_ERR);
+		}
+		return;
+	}
+	c->delivered++;
+	d.forwarded++;
+}
+
+static struct client *route(const uint8_t *dgram, uint32_t len, enum drop_reason *why)
+{
+	uint32_t qpn;
+	struct qpn_ent *e;
+
+	if (len < 12) {
+		*why = DROP_SHORT;
+		return NULL;
+	}
+	/* BTH: DestQP is the low 24 bits of bytes 4..7. */
+	qpn = (uint32_t)dgram[5] << 16 | (uint32_t)dgram[6] << 8 | dgram[7];
+	if (qpn == 1) {
+		*why = DROP_NO_QP1_OWNER;
+		return d.qp1_owner;
+	}
+	e = qt_find(qpn);
+	*why = DROP_UNKNOWN_QPN;
+	return e ? e->owner : NULL;
+}
+
+static void to_mapped(struct sockaddr_in6 *out, const struct sockaddr_in *in)
+{
+	memset(out, 0, sizeof(*out));
+	out->sin6_family = AF_INET6;
+	out->sin6_port = in->sin_port;
+	out->sin6_addr.s6_addr[10] = 0xff;
+	out->sin6_addr.s6_addr[11] = 0xff;
+	memcpy(&out->sin6_addr.s6_addr[12], &in->sin_addr, 4);
+}
+
+static void udp_read(int fd, bool v6)
+{
+	static struct mmsghdr mh[UDP_BATCH];
+	static struct iovec iov[UDP_BATCH];
+	static struct sockaddr_storage names[UDP_BATCH];
+	static union {
+		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(struct in_pktinfo))];
+		struct cmsghdr align;
+	} ctl[UDP_BATCH];
+
+	for (int round = 0; round < UDP_BATCHES_PER_WAKEUP; round++) {
+		int got;
+
+		for (int i = 0; i < UDP_BATCH; i++) {
+			iov[i].iov_base = d.udp_slots + (size_t)i * SLOT_BYTES + PKT_HDRS;
+			/* One byte more than forwardable so oversize shows as MSG_TRUNC. */
+			iov[i].iov_len = SR_IPC_MAX_PKT + 1;
+			memset(&mh[i].msg_hdr, 0, sizeof(mh[i].msg_hdr));
+			mh[i].msg_hdr.msg_name = &names[i];
+			mh[i].msg_hdr.msg_namelen = sizeof(names[i]);
+			mh[i].msg_hdr.msg_iov = &iov[i];
+			mh[i].msg_hdr.msg_iovlen = 1;
+			mh[i].msg_hdr.msg_control = ctl[i].buf;
+			mh[i].msg_hdr.msg_controllen = sizeof(ctl[i].buf);
+		}
+		got = recvmmsg(fd, mh, UDP_BATCH, MSG_DONTWAIT, NULL);
+		if (got <= 0)
+			return;
+		for (int i = 0; i < got; i++) {
+			uint8_t *slot = d.udp_slots + (size_t)i * SLOT_BYTES;
+			struct sr_ipc_hdr h = { .type = SR_IPC_PKT, .version = SR_IPC_VERSION };
+			struct sr_ipc_pkt meta;
+			struct msghdr *m = &mh[i].msg_hdr;
+			uint32_t len = mh[i].msg_len;
+			enum drop_reason why;
+			struct client *c;
+
+			d.rx_udp++;
+			if ((m->msg_flags & MSG_TRUNC) || len > SR_IPC_MAX_PKT) {
+				drop(DROP_TOO_BIG);
+				continue;
+			}
+			c = route(slot + PKT_HDRS, len, &why);
+			if (!c) {
+				drop(why);
+				continue;
+			}
+			memset(&meta, 0, sizeof(meta));
+			if (!v6 && m->msg_namelen >= sizeof(struct sockaddr_in))
+				to_mapped(&meta.src, (const struct sockaddr_in *)&names[i]);
+			else if (v6 && m->msg_namelen >= sizeof(struct sockaddr_in6))
+				memcpy(&meta.src, &names[i], sizeof(meta.src));
+			meta.dst.sin6_family = AF_INET6;
+			meta.dst.sin6_port = htons(SR_ROCE_UDP_PORT);
+			for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR(m, cm)) {
+				if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO &&
+				    cm->cmsg_len >= CMSG_LEN(sizeof(struct in_pktinfo))) {
+					struct in_pktinfo pi;
+					struct sockaddr_in sin = { .sin_family = AF_INET };
+
+					memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
+					sin.sin_addr = pi.ipi_addr;
+					sin.sin_port = htons(SR_ROCE_UDP_PORT);
+					to_mapped(&meta.dst, &sin);
+				} else if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_PKTINFO &&
+					   cm->cmsg_len >= CMSG_LEN(sizeof(struct in6_pktinfo))) {
+					struct in6_pktinfo pi;
+
+					memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
+					meta.dst.sin6_addr = pi.ipi6_addr;
+					if (IN6_IS_ADDR_LINKLOCAL(&pi.ipi6_addr))
+						meta.dst.sin6_scope_id = (uint32_t)pi.ipi6_ifindex;
+				}
+			}
+			meta.len = len;
+			h.len = (uint32_t)sizeof(meta) + len;
+			memcpy(slot, &h, sizeof(h));
+			memcpy(slot + sizeof(h), &meta, sizeof(meta));
+			deliver(c, slot, PKT_HDRS + len);
+		}
+		if (got < UDP_BATCH)
+			return;
+	}
+}
+
+/* A datagram a client received on one of its sockets but does not own. */
+static void client_pkt(struct client *from, uint8_t *msg, size_t len)
+{
+	struct sr_ipc_pkt meta;
+	enum drop_reason why;
+	struct client *c;
+
+	d.rx_client++;
+	if (len < PKT_HDRS) {
+		drop(DROP_BAD_IPC);
+		return;
+	}
+	memcpy(&meta, msg + sizeof(struct sr_ipc_hdr), sizeof(meta));
+	if (meta.len != len - PKT_HDRS) {
+		drop(DROP_BAD_IPC);
+		return;
+	}
+	if (meta.len > SR_IPC_MAX_PKT) {
+		drop(DROP_TOO_BIG);
+		return;
+	}
+	c = route(msg + PKT_HDRS, meta.len, &why);
+	if (!c) {
+		drop(why);
+		return;
+	}
+	if (c == from) {
+		drop(DROP_LOOP);
+		return;
+	}
+	deliver(c, msg, len);
+}
+
+/* ---- requests ---- */
+
+static size_t status_text(char *buf, size_t cap)
+{
+	size_t n = 0;
+	struct timespec now;
+	long up;
+
+#define OUT(...)                                                                    \
+	do {                                                                        \
+		if (n < cap) {                                                      \
+			int k_ = snprintf(buf + n, cap - n, __VA_ARGS__);           \
+			n += k_ > 0 ? (size_t)k_ : 0;                               \
+		}                                                                   \
+	} while (0)
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	up = (long)(now.tv_sec - d.start.tv_sec);
+	OUT("pid %ld\n", (long)getpid());
+	OUT("uptime %lds\n", up);
+	OUT("socket @%s\n", d.sock_name);
+	OUT("udp port %d:%s%s (rcvbuf %d)\n", SR_ROCE_UDP_PORT, d.udp4_fd >= 0 ? " 0.0.0.0" : "",
+	    d.udp6_fd >= 0 ? " [::]" : "", d.udp_rcvbuf);
+	if (d.idle_exit)
+		OUT("idle-exit %ds\n", d.idle_exit);
+	else
+		OUT("idle-exit never\n");
+	OUT("qpns %u\n", d.qt_n);
+	OUT("qp1 owner %ld\n", d.qp1_owner ? (long)d.qp1_owner->pid : 0L);
+	OUT("clients %u\n", d.nclients);
+	for (struct client *c = d.clients; c; c = c->next)
+		OUT("  client pid %ld uid %ld qpns %u%s delivered %llu dropped %llu\n", (long)c->pid,
+		    (long)c->uid, c->nqpn, d.qp1_owner == c ? " qp1" : "",
+		    (unsigned long long)c->delivered, (unsigned long long)c->dropped_full);
+	OUT("received %llu (udp %llu, from clients %llu)\n", (unsigned long long)(d.rx_udp + d.rx_client),
+	    (unsigned long long)d.rx_udp, (unsigned long long)d.rx_client);
+	OUT("forwarded %llu\n", (unsigned long long)d.forwarded);
+	{
+		unsigned long long total = 0;
+
+		for (int i = 0; i < DROP_NREASONS; i++)
+			total += d.drops[i];
+		OUT("dropped %llu", total);
+		for (int i = 0; i < DROP_NREASONS; i++)
+			OUT(" %s=%llu", drop_name[i], (unsigned long long)d.drops[i]);
+		OUT("\n");
+	}
+#undef OUT
+	return n < cap ? n : cap;
+}
+
+/* Returns false if the client was dropped. */
+static bool client_request(struct client *c, const struct sr_ipc_hdr *h, const uint8_t *body, size_t blen,
+			   bool truncated)
+{
+	struct sr_ipc_qpn q;
+	int64_t val;
+
+	if (h->version != SR_IPC_VERSION)
+		return client_send_reply(c, -EPROTO, NULL, 0);
+	if (truncated || h->len != blen)
+		return client_send_reply(c, -EINVAL, NULL, 0);
+	switch (h->type) {
+	case SR_IPC_HELLO:
+		if (blen < sizeof(struct sr_ipc_hello))
+			return client_send_reply(c, -EINVAL, NULL, 0);
+		memcpy(&c->hello_pid, body, sizeof(c->hello_pid));
+		return client_send_reply(c, getpid(), NULL, 0);
+	case SR_IPC_ALLOC_QPN:
+		val = qpn_alloc(c);
+		return client_send_reply(c, val, NULL, 0);
+	case SR_IPC_FREE_QPN: {
+		struct qpn_ent *e;
+
+		if (blen < sizeof(q))
+			return client_send_reply(c, -EINVAL, NULL, 0);
+		memcpy(&q, body, sizeof(q));
+		/* QP1 is claimed, not allocated; freeing it gives the claim up. */
+		if (q.qpn == 1) {
+			if (d.qp1_owner != c)
+				return client_send_reply(c, -ENOENT, NULL, 0);
+			d.qp1_owner = NULL;
+			return client_send_reply(c, 0, NULL, 0);
+		}
+		e = qt_find(q.qpn);
+		if (!e)
+			return client_send_reply(c, -ENOENT, NULL, 0);
+		if (e->owner != c)
+			return client_send_reply(c, -EPERM, NULL, 0);
+		qpn_release(e);
+		return client_send_reply(c, 0, NULL, 0);
+	}
+	case SR_IPC_CLAIM_QP1:
+		if (d.qp1_owner && d.qp1_owner != c)
+			return client_send_reply(c, -EBUSY, NULL, 0);
+		d.qp1_owner = c;
+		return client_send_reply(c, 0, NULL, 0);
+	case SR_IPC_STATUS: {
+		char text[SR_IPC_MAX_MSG - sizeof(struct sr_ipc_hdr) - sizeof(struct sr_ipc_reply)];
+		size_t n = status_text(text, sizeof(text));
+
+		return client_send_reply(c, d.nclients, text, n);
+	}
+	case SR_IPC_REPLY:
+		return client_send_reply(c, -EINVAL, NULL, 0);
+	default:
+		return client_send_reply(c, -EOPNOTSUPP, NULL, 0);
+	}
+}
+
+static void client_read(struct client *c)
+{
+	for (int i = 0; i < CLIENT_MSGS_PER_WAKEUP && !c->pending; i++) {
+		struct iovec iov = { d.cbuf, SR_IPC_MAX_MSG };
+		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+		struct sr_ipc_hdr h;
+		ssize_t n = recvmsg(c->fd, &msg, MSG_DONTWAIT);
+		bool ok;
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				client_drop(c, strerror(errno));
+			return;
+		}
+		if (n == 0) {
+			client_drop(c, "closed");
+			return;
+		}
+		if ((size_t)n < sizeof(h)) {
+			/* Not even a header: it cannot be routed nor answered in a
+			 * way the client could match, so the stream is lost. */
+			client_drop(c, "malformed message");
+			return;
+		}
+		memcpy(&h, d.cbuf, sizeof(h));
+		if (h.type == SR_IPC_PKT) {
+			if (h.version != SR_IPC_VERSION || (msg.msg_flags & MSG_TRUNC) ||
+			    h.len != (size_t)n - sizeof(h)) {
+				d.rx_client++;
+				drop(DROP_BAD_IPC);
+				continue;
+			}
+			client_pkt(c, d.cbuf, (size_t)n);
+			continue;
+		}
+		ok = client_request(c, &h, d.cbuf + sizeof(h), (size_t)n - sizeof(h),
+				    (msg.msg_flags & MSG_TRUNC) != 0);
+		if (!ok)
+			return;
+	}
+}
+
+/* ---- setup ---- */
+
+static int open_listener(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t n = strlen(d.sock_name);
+	int fd;
+
+	if (n == 0 || n + 1 > sizeof(sa.sun_path))
+		die("socket name '%s' is empty or too long", d.sock_name);
+	memcpy(sa.sun_path + 1, d.sock_name, n);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		die("socket(AF_UNIX): %s", strerror(errno));
+	if (bind(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) < 0) {
+		int e = errno;
+
+		close(fd);
+		if (e == EADDRINUSE)
+			return -EADDRINUSE;
+		die("bind @%s: %s", d.sock_name, strerror(e));
+	}
+	if (listen(fd, SOMAXCONN) < 0)
+		die("listen @%s: %s", d.sock_name, strerror(errno));
+	return fd;
+}
+
+static int open_udp(int family)
+{
+	int one = 1, fd;
+	socklen_t optlen = sizeof(d.udp_rcvbuf);
+	union {
+		struct sockaddr_in v4;
+		struct sockaddr_in6 v6;
+	} sa;
+	socklen_t salen;
+
+	fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		if (family == AF_INET6 && (errno == EAFNOSUPPORT || errno == EPROTONOSUPPORT)) {
+			logmsg("IPv6 not available: listening on IPv4 only");
+			return -1;
+		}
+		die("socket(UDP): %s", strerror(errno));
+	}
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)
+		die("SO_REUSEPORT: %s", strerror(errno));
+	memset(&sa, 0, sizeof(sa));
+	if (family == AF_INET) {
+		if (setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one)) < 0)
+			die("IP_PKTINFO: %s", strerror(errno));
+		sa.v4.sin_family = AF_INET;
+		sa.v4.sin_port = htons(SR_ROCE_UDP_PORT);
+		sa.v4.sin_addr.s_addr = htonl(INADDR_ANY);
+		salen = sizeof(sa.v4);
+	} else {
+		/* IPv4 has its own socket; a dual-stack one would split the
+		 * reuseport groups that flow sockets join. */
+		if (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0 ||
+		    setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one)) < 0)
+			die("IPv6 socket options: %s", strerror(errno));
+		sa.v6.sin6_family = AF_INET6;
+		sa.v6.sin6_port = htons(SR_ROCE_UDP_PORT);
+		sa.v6.sin6_addr = in6addr_any;
+		salen = sizeof(sa.v6);
+	}
+	set_bufsize(fd, SO_RCVBUFFORCE, SO_RCVBUF, SOCK_BUF_BYTES);
+	if (bind(fd, (struct sockaddr *)&sa, salen) < 0) {
+		int e = errno;
+
+		if (family == AF_INET6 && e == EADDRNOTAVAIL) {
+			logmsg("IPv6 disabled: listening on IPv4 only");
+			close(fd);
+			return -1;
+		}
+		die("bind UDP %s:%d: %s%s", family == AF_INET ? "0.0.0.0" : "[::]", SR_ROCE_UDP_PORT, strerror(e),
+		    e == EADDRINUSE ? " (held without SO_REUSEPORT, by another user, or by the kernel's rdma_rxe)" : "");
+	}
+	if (family == AF_INET)
+		getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &d.udp_rcvbuf, &optlen);
+	return fd;
+}
+
+static void epoll_add(int fd, struct evsrc *src, enum src_kind kind)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = src };
+
+	src->kind = kind;
+	if (epoll_ctl(d.epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+		die("epoll_ctl: %s", strerror(errno));
+}
+
+static void close_fds_from(int first)
+{
+	DIR *dir;
+
+	if (close_range((unsigned)first, ~0u, 0) == 0)
+		return;
+	/* Kernels before 5.9. */
+	dir = opendir("/proc/self/fd");
+	if (dir) {
+		int dfd = dirfd(dir);
+		struct dirent *de;
+
+		while ((de = readdir(dir))) {
+			int fd = atoi(de->d_name);
+
+			if (fd >= first && fd != dfd && de->d_name[0] != '.')
+				close(fd);
+		}
+		closedir(dir);
+		return;
+	}
+	for (int fd = first; fd < 65536; fd++)
+		close(fd);
+}
+
+static void redirect_stdio(void)
+{
+	const char *log = getenv("SOFTRDMA_DAEMON_LOG");
+	int in = open("/dev/null", O_RDWR | O_CLOEXEC);
+	int out = -1;
+
+	if (log && log[0])
+		out = open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	if (out < 0)
+		out = in;
+	if (in >= 0) {
+		dup2(in, STDIN_FILENO);
+		dup2(out, STDOUT_FILENO);
+		dup2(out, STDERR_FILENO);
+		if (in > STDERR_FILENO)
+			close(in);
+		if (out > STDERR_FILENO && out != in)
+			close(out);
+	}
+}
+
+/* --background: the parent waits on a pipe until the child is listening
+ * (or failed, or found another daemon), so the spawner can connect at once. */
+static void go_background(void)
+{
+	int pfd[2];
+	pid_t pid;
+
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		die("pipe: %s", strerror(errno));
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid > 0) {
+		char msg[512];
+		size_t got = 0;
+		ssize_t n;
+
+		close(pfd[1]);
+		while (got < sizeof(msg) - 1 && (n = read(pfd[0], msg + got, sizeof(msg) - 1 - got)) != 0) {
+			if (n < 0) {
+				if (errno == EINTR)
+					continue;
+				break;
+			}
+			got += (size_t)n;
+		}
+		msg[got] = 0;
+		if (got && msg[0] == 'R')
+			_exit(0);
+		if (got && msg[0] == 'X')
+			_exit(0);
+		if (got && msg[0] == 'E')
+			fprintf(stderr, "softrdmad: %s\n", msg + 1);
+		else
+			fprintf(stderr, "softrdmad: daemon exited during startup\n");
+		_exit(1);
+	}
+	close(pfd[0]);
+	setsid();
+	/* Keep only stdio and the pipe: anything else inherited (a test
+	 * runner's output pipe, a client's sockets) would be held for the
+	 * daemon's whole life. */
+	if (pfd[1] != 3) {
+		if (dup2(pfd[1], 3) < 0)
+			die("dup2: %s", strerror(errno));
+		close(pfd[1]);
+	}
+	fcntl(3, F_SETFD, FD_CLOEXEC);
+	d.ready_fd = 3;
+	close_fds_from(4);
+}
+
+static void signal_ready(char code)
+{
+	if (d.ready_fd < 0)
+		return;
+	if (write(d.ready_fd, &code, 1) < 0) {
+		/* The parent is gone; nobody to tell. */
+	}
+	close(d.ready_fd);
+	d.ready_fd = -1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: softrdmad [--background | --foreground] [--idle-exit SECS]\n"
+		"\n"
+		"The softrdma per-host daemon: owns UDP port 4791 (RoCEv2), allocates QP\n"
+		"numbers host-wide and forwards datagrams to the process owning their\n"
+		"destination QP.  Processes using softrdma start it on demand; so does\n"
+		"`softrdma-cfg start`.  One daemon per network namespace.\n"
+		"\n"
+		"  --background      detach; exit 0 once the daemon is ready (or one is\n"
+		"                    already running), 1 with a message if it failed\n"
+		"  --foreground      stay attached, log to stderr (default)\n"
+		"  --idle-exit SECS  exit after SECS seconds without clients (default 30;\n"
+		"                    0 = never)\n"
+		"  --help            this text\n"
+		"\n"
+		"Environment: SOFTRDMA_DAEMON_SOCK  abstract socket name (default %s)\n"
+		"             SOFTRDMA_DAEMON_LOG   log file for --background (default none)\n",
+		SR_IPC_SOCK_NAME);
+}
+
+static void parse_args(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "background", no_argument, NULL, 'b' },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "idle-exit", required_argument, NULL, 'i' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int o;
+
+	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (o) {
+		case 'b':
+			d.background = true;
+			break;
+		case 'f':
+			d.background = false;
+			break;
+		case 'i': {
+			char *end;
+			long v;
+
+			errno = 0;
+			v = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || v < 0 || v > INT_MAX / 1000) {
+				fprintf(stderr, "softrdmad: bad --idle-exit '%s' (seconds, 0 = never)\n", optarg);
+				exit(2);
+			}
+			d.idle_exit = (int)v;
+			break;
+		}
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			exit(2);
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "softrdmad: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		exit(2);
+	}
+}
+
+static void setup(void)
+{
+	sigset_t set;
+	struct rlimit rl;
+	int fd;
+
+	d.sock_name = getenv("SOFTRDMA_DAEMON_SOCK");
+	if (!d.sock_name || !d.sock_name[0])
+		d.sock_name = SR_IPC_SOCK_NAME;
+
+	fd = open_listener();
+	if (fd == -EADDRINUSE) {
+		if (d.background) {
+			signal_ready('X');
+			_exit(0);
+		}
+		die("already running (socket @%s is in use)", d.sock_name);
+	}
+	d.listen_fd = fd;
+	d.udp4_fd = open_udp(AF_INET);
+	d.udp6_fd = open_udp(AF_INET6);
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		die("sigprocmask: %s", strerror(errno));
+	d.sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (d.sig_fd < 0)
+		die("signalfd: %s", strerror(errno));
+
+	d.epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (d.epfd < 0)
+		die("epoll_create1: %s", strerror(errno));
+	epoll_add(d.listen_fd, &d.ev_listen, SRC_LISTEN);
+	epoll_add(d.udp4_fd, &d.ev_udp4, SRC_UDP4);
+	if (d.udp6_fd >= 0)
+		epoll_add(d.udp6_fd, &d.ev_udp6, SRC_UDP6);
+	epoll_add(d.sig_fd, &d.ev_signal, SRC_SIGNAL);
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	d.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	d.udp_slots = aligned_alloc(8, UDP_BATCH * SLOT_BYTES);
+	d.cbuf = aligned_alloc(8, (SR_IPC_MAX_MSG + 7) & ~(size_t)7);
+	if (!d.udp_slots || !d.cbuf)
+		die("out of memory");
+	d.next_qpn = QPN_FIRST;
+	clock_gettime(CLOCK_MONOTONIC, &d.start);
+	d.idle_since_ms = now_ms();
+}
+
+static void shutdown_all(void)
+{
+	while (d.clients)
+		client_drop(d.clients, "daemon exiting");
+	close(d.listen_fd);
+	close(d.udp4_fd);
+	if (d.udp6_fd >= 0)
+		close(d.udp6_fd);
+	close(d.sig_fd);
+	close(d.epfd);
+	free(d.qt);
+	free(d.udp_slots);
+	free(d.cbuf);
+}
+
+int main(int argc, char **argv)
+{
+	struct epoll_event evs[64];
+	bool running = true;
+	int fd;
+
+	/* With stdio closed by our spawner, the sockets below would land on
+	 * fds 0-2 and be clobbered by the stdio redirection. */
+	do
+		fd = open("/dev/null", O_RDWR);
+	while (fd >= 0 && fd <= STDERR_FILENO);
+	if (fd > STDERR_FILENO)
+		close(fd);
+
+	parse_args(argc, argv);
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
+
+	if (d.background)
+		go_background();
+	setup();
+	if (d.background) {
+		if (chdir("/") < 0) {
+			/* "/" always exists; nothing useful to do if not. */
+		}
+		redirect_stdio();
+	}
+	logmsg("started: socket @%s, UDP %d%s, idle-exit %ds", d.sock_name, SR_ROCE_UDP_PORT,
+	       d.udp6_fd >= 0 ? " (IPv4 and IPv6)" : " (IPv4)", d.idle_exit);
+	signal_ready('R');
+
+	while (running) {
+		int timeout = -1, n;
+
+		if (!d.nclients && d.idle_exit > 0) {
+			int64_t left = d.idle_since_ms + (int64_t)d.idle_exit * 1000 - now_ms();
+
+			if (left <= 0) {
+				/* A client may be sitting in the accept queue. */
+				accept_clients();
+				if (!d.nclients) {
+					logmsg("no clients for %ds: exiting", d.idle_exit);
+					break;
+				}
+				continue;
+			}
+			timeout = (int)left;
+		}
+		n = epoll_wait(d.epfd, evs, (int)(sizeof(evs) / sizeof(evs[0])), timeout);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			logmsg("epoll_wait: %s", strerror(errno));
+			break;
+		}
+		for (int i = 0; i < n && running; i++) {
+			struct evsrc *src = evs[i].data.ptr;
+
+			switch (src->kind) {
+			case SRC_LISTEN:
+				accept_clients();
+				break;
+			case SRC_UDP4:
+				udp_read(d.udp4_fd, false);
+				break;
+			case SRC_UDP6:
+				udp_read(d.udp6_fd, true);
+				break;
+			case SRC_SIGNAL: {
+				struct signalfd_siginfo si;
+
+				if (read(d.sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+					logmsg("signal %u from pid %u: exiting", si.ssi_signo, si.ssi_pid);
+					running = false;
+				}
+				break;
+			}
+			case SRC_CLIENT: {
+				struct client *c = (struct client *)src;
+
+				/* Events for one client come in one entry, and a client
+				 * is only freed while handling its own entry, so the
+				 * pointer is still valid here. */
+				if (evs[i].events & EPOLLOUT) {
+					if (!client_flush(c))
+						break;
+				}
+				if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+					if (c->pending && (evs[i].events & (EPOLLHUP | EPOLLERR)))
+						client_drop(c, "hung up");
+					else if (!c->pending)
+						client_read(c);
+				}
+				break;
+			}
+			}
+		}
+	}
+	shutdown_all();
+	return 0;
+}

@@ -1,0 +1,329 @@
+/* The completer: what comes back to a requester.  ACKs retire send and
+ * write WQEs; read responses are placed into the WQE's local SGEs;
+ * atomic ACKs deliver the original value; NAKs rewind (sequence error),
+ * wait (RNR) or fail the WQE (remote access / invalid request / remote
+ * operational error).  Also the retransmission and RNR timers. */
+#include <string.h>
+
+#include "roce/roce.h"
+
+uint64_t sr_timeout_ns(uint8_t timeout)
+{
+	/* 4.096 us * 2^timeout (IBTA 9.7.6.1.3); 0 means infinite.  Below a
+	 * few milliseconds a software peer that is merely descheduled would
+	 * trigger spurious retries, so we clamp as rxe's jiffy timers do. */
+	if (!timeout)
+		return 0;
+	uint64_t ns = 4096ull << timeout;
+	if (ns < 4000000ull)
+		ns = 4000000ull;
+	return ns;
+}
+
+void sr_comp_arm_timer(struct sr_qp *qp)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	uint64_t to = sr_timeout_ns(qp->attr.timeout);
+	bool outstanding = psn_diff(r->next_psn, r->una_psn) > 0;
+
+	if (!outstanding || !to) {
+		r->retrans_deadline = 0;
+		return;
+	}
+	if (!r->retrans_deadline)
+		r->retrans_deadline = sr_now_ns() + to;
+}
+
+static void restart_timer(struct sr_qp *qp)
+{
+	rqp(qp)->retrans_deadline = 0;
+	sr_comp_arm_timer(qp);
+}
+
+uint64_t sr_comp_deadline(struct sr_qp *qp)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	uint64_t a = r->retrans_deadline, b = r->rnr_deadline;
+	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD)
+		return 0;
+	if (!a)
+		return b;
+	if (!b)
+		return a;
+	return a < b ? a : b;
+}
+
+/* Fail the WQE holding psn with status and take the QP to error. */
+static void comp_fail(struct sr_qp *qp, uint32_t psn, enum ibv_wc_status st)
+{
+	struct sr_send_wqe *w = sr_req_wqe_for_psn(qp, psn, NULL);
+	if (!w) {
+		/* the oldest outstanding WQE carries the error */
+		for (uint32_t i = qp->sq.tail; i != qp->sq.head; i++) {
+			struct sr_send_wqe *x = sr_sq_wqe(&qp->sq, i);
+			if (x->state == SR_WQE_PENDING) {
+				w = x;
+				break;
+			}
+		}
+	}
+	if (w) {
+		w->state = SR_WQE_DONE;
+		w->status = st;
+	}
+	rqp(qp)->retrans_deadline = 0;
+	rqp(qp)->rnr_deadline = 0;
+	sr_qp_to_error(qp, IBV_EVENT_QP_FATAL);
+}
+
+/* Everything up to and including psn has been acknowledged. Retires WQEs
+ * in order; stops at a read/atomic that hasn't got its response (if the
+ * ACK covers it, its response was lost: rewind to it). */
+static void comp_ack_upto(struct sr_qp *qp, uint32_t psn)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	struct sr_sq *sq = &qp->sq;
+	bool progress = false;
+
+	for (uint32_t i = sq->tail; i != sq->head; i++) {
+		struct sr_send_wqe *w = sr_sq_wqe(sq, i);
+		if (w->state == SR_WQE_DONE)
+			continue;
+		if (w->state == SR_WQE_POSTED)
+			break;
+		int32_t d = psn_diff(psn, w->first_psn);
+		if (d < 0)
+			break;
+		bool rdat = w->opcode == IBV_WR_RDMA_READ || w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+			    w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+		if (rdat) {
+			/* an ACK beyond an unanswered read/atomic means its response was lost */
+			int32_t have = psn_diff(r->una_psn, w->first_psn);
+			if (have >= 0 && (uint32_t)have < w->npkts && psn_diff(psn, r->una_psn) >= 0 &&
+			    w->sent_pkts > (uint32_t)have)
+				sr_req_go_back(qp, r->una_psn);
+			break;
+		}
+		uint32_t last = psn_add(w->first_psn, w->npkts - 1);
+		if (psn_diff(psn, last) >= 0 && w->sent_pkts == w->npkts) {
+			w->state = SR_WQE_DONE;
+			if (psn_diff(psn_add(last, 1), r->una_psn) > 0) {
+				r->una_psn = psn_add(last, 1);
+				progress = true;
+			}
+			continue;
+		}
+		/* partially acknowledged */
+		if (psn_diff(psn_add(psn, 1), r->una_psn) > 0) {
+			r->una_psn = psn_add(psn, 1);
+			progress = true;
+		}
+		break;
+	}
+	if (progress) {
+		r->retry_left = qp->attr.retry_cnt;
+		r->gap_retx_valid = false;
+		restart_timer(qp);
+	}
+	sr_sq_complete(qp);
+}
+
+/* A gap in what came back: go back to una once per una value. */
+static void comp_gap(struct sr_qp *qp)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	if (r->gap_retx_valid && r->gap_retx_una == r->una_psn)
+		return;
+	r->gap_retx_valid = true;
+	r->gap_retx_una = r->una_psn;
+	sr_req_go_back(qp, r->una_psn);
+}
+
+static void comp_read_resp(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	uint32_t idx;
+	struct sr_send_wqe *w;
+
+	if (pkt->psn != r->una_psn) {
+		if (psn_diff(pkt->psn, r->una_psn) > 0)
+			comp_gap(qp);
+		return; /* duplicate or out of order */
+	}
+	w = sr_req_wqe_for_psn(qp, pkt->psn, &idx);
+	if (!w || w->opcode != IBV_WR_RDMA_READ) {
+		comp_fail(qp, pkt->psn, IBV_WC_BAD_RESP_ERR);
+		return;
+	}
+	/* earlier sends/writes are implicitly acknowledged by this response */
+	if (idx != qp->sq.tail)
+		comp_ack_upto(qp, psn_add(pkt->psn, (uint32_t)-1));
+	uint64_t off = (uint64_t)psn_diff(pkt->psn, w->first_psn) * r->mtu;
+	bool last_of_piece = (pkt->mask & SR_OP_LAST) != 0;
+	if (off + pkt->paylen > w->length || (!last_of_piece && pkt->paylen != r->mtu)) {
+		comp_fail(qp, pkt->psn, IBV_WC_BAD_RESP_ERR);
+		return;
+	}
+	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+	int err = sr_sge_copy(qp->ctx, to_spd(qp->ibqp.qp_base.pd), w->sge, w->num_sge, off, (void *)pkt->payload,
+			      pkt->paylen, true);
+	pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	if (err) {
+		comp_fail(qp, pkt->psn, IBV_WC_LOC_PROT_ERR);
+		return;
+	}
+	r->una_psn = psn_add(pkt->psn, 1);
+	r->retry_left = qp->attr.retry_cnt;
+	r->gap_retx_valid = false;
+	if (last_of_piece && r->rd_outstanding)
+		r->rd_outstanding--;
+	if ((uint32_t)psn_diff(r->una_psn, w->first_psn) >= w->npkts)
+		w->state = SR_WQE_DONE;
+	restart_timer(qp);
+	sr_sq_complete(qp);
+}
+
+static void comp_atomic_ack(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	uint32_t idx;
+	struct sr_send_wqe *w;
+
+	if (pkt->psn != r->una_psn) {
+		if (psn_diff(pkt->psn, r->una_psn) > 0)
+			comp_gap(qp);
+		return;
+	}
+	w = sr_req_wqe_for_psn(qp, pkt->psn, &idx);
+	if (!w || (w->opcode != IBV_WR_ATOMIC_CMP_AND_SWP && w->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD)) {
+		comp_fail(qp, pkt->psn, IBV_WC_BAD_RESP_ERR);
+		return;
+	}
+	if (idx != qp->sq.tail)
+		comp_ack_upto(qp, psn_add(pkt->psn, (uint32_t)-1));
+	uint64_t orig = pkt->atmack_orig;
+	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+	int err = sr_sge_copy(qp->ctx, to_spd(qp->ibqp.qp_base.pd), w->sge, w->num_sge, 0, &orig, 8, true);
+	pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	if (err) {
+		comp_fail(qp, pkt->psn, IBV_WC_LOC_PROT_ERR);
+		return;
+	}
+	r->una_psn = psn_add(pkt->psn, 1);
+	r->retry_left = qp->attr.retry_cnt;
+	r->gap_retx_valid = false;
+	if (r->rd_outstanding)
+		r->rd_outstanding--;
+	w->state = SR_WQE_DONE;
+	restart_timer(qp);
+	sr_sq_complete(qp);
+}
+
+static void comp_retry(struct sr_qp *qp, uint32_t psn)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	if (r->retry_left <= 0) {
+		comp_fail(qp, psn, IBV_WC_RETRY_EXC_ERR);
+		return;
+	}
+	r->retry_left--;
+	sr_req_go_back(qp, psn);
+	restart_timer(qp);
+}
+
+void sr_comp_rx(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	struct sr_roce_qp *r = rqp(qp);
+
+	if (qp->ibqp.qp_base.qp_type != IBV_QPT_RC)
+		return;
+	/* responses for PSNs we never sent are bogus */
+	if (psn_diff(pkt->psn, r->next_psn) >= 0)
+		return;
+
+	if (pkt->mask & SR_OP_READ) {
+		if ((pkt->mask & SR_OP_AETH) && (pkt->aeth_syndrome & SR_AETH_TYPE_MASK) != SR_AETH_ACK)
+			return; /* a read response carries only a positive AETH */
+		comp_read_resp(qp, pkt);
+		return;
+	}
+	if (pkt->mask & SR_OP_ATMACK) {
+		comp_atomic_ack(qp, pkt);
+		return;
+	}
+	if (!(pkt->mask & SR_OP_AETH))
+		return;
+
+	uint8_t syn = pkt->aeth_syndrome;
+	switch (syn & SR_AETH_TYPE_MASK) {
+	case SR_AETH_ACK:
+		if (psn_diff(pkt->psn, r->una_psn) < 0)
+			return; /* old duplicate */
+		comp_ack_upto(qp, pkt->psn);
+		break;
+	case SR_AETH_RNR_NAK:
+		if (psn_diff(pkt->psn, r->una_psn) < 0)
+			return;
+		comp_ack_upto(qp, psn_add(pkt->psn, (uint32_t)-1));
+		if (qp->attr.qp_state == IBV_QPS_ERR)
+			return;
+		if (r->rnr_retry_left <= 0) {
+			comp_fail(qp, pkt->psn, IBV_WC_RNR_RETRY_EXC_ERR);
+			return;
+		}
+		if (qp->attr.rnr_retry != 7) /* 7 means retry forever */
+			r->rnr_retry_left--;
+		r->rnr_psn = pkt->psn;
+		r->rnr_deadline = sr_now_ns() + (uint64_t)sr_rnr_timer_usec(syn & 0x1f) * 1000ull;
+		r->retrans_deadline = 0;
+		sr_req_go_back(qp, pkt->psn);
+		break;
+	case SR_AETH_NAK:
+		if (psn_diff(pkt->psn, r->una_psn) < 0)
+			return;
+		comp_ack_upto(qp, psn_add(pkt->psn, (uint32_t)-1));
+		if (qp->attr.qp_state == IBV_QPS_ERR)
+			return;
+		switch (syn) {
+		case SR_AETH_NAK_PSN_SEQ:
+			comp_retry(qp, pkt->psn);
+			break;
+		case SR_AETH_NAK_INVALID_REQ:
+			comp_fail(qp, pkt->psn, IBV_WC_REM_INV_REQ_ERR);
+			break;
+		case SR_AETH_NAK_REM_ACCESS:
+			comp_fail(qp, pkt->psn, IBV_WC_REM_ACCESS_ERR);
+			break;
+		case SR_AETH_NAK_REM_OP:
+			comp_fail(qp, pkt->psn, IBV_WC_REM_OP_ERR);
+			break;
+		default:
+			comp_fail(qp, pkt->psn, IBV_WC_REM_INV_RD_REQ_ERR);
+			break;
+		}
+		break;
+	default:
+		break; /* reserved syndrome: ignore */
+	}
+}
+
+void sr_comp_timer(struct sr_qp *qp, uint64_t now)
+{
+	struct sr_roce_qp *r = rqp(qp);
+
+	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD)
+		return;
+	if (r->rnr_deadline && now >= r->rnr_deadline) {
+		r->rnr_deadline = 0;
+		sr_req_go_back(qp, r->rnr_psn);
+		sr_req_progress(qp);
+	}
+	if (r->retrans_deadline && now >= r->retrans_deadline) {
+		r->retrans_deadline = 0;
+		if (psn_diff(r->next_psn, r->una_psn) > 0) {
+			SR_DBG("QP %u: timeout at psn %u, %d retries left", sr_roce_qpn(qp), r->una_psn, r->retry_left);
+			comp_retry(qp, r->una_psn);
+			sr_req_progress(qp);
+		}
+	}
+}

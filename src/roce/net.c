@@ -1,0 +1,479 @@
+/* RoCEv2 over UDP: the QP's sockets, sending a packet (headers + gathered
+ * payload + pad + ICRC in one sendmsg), receiving in batches, dispatch to
+ * the requester/completer/responder, and the transport ops core/ calls.
+ *
+ * Sockets of a QP:
+ *  - tx4/tx6: unconnected, bound to :sport = sr_qpn_src_port(qpn) with DF
+ *    set, so the kernel writes IPv4 ID 0 and the ICRC we compute matches;
+ *    the source address is set per packet with IP_PKTINFO.
+ *  - rx_fd (RC/UC, from RTR on): bound to <our ip>:4791 with SO_REUSEPORT
+ *    and connected to <peer ip>:sr_qpn_src_port(peer qpn): the kernel gives
+ *    an exact 4-tuple match precedence over the daemon's wildcard socket,
+ *    so the flow bypasses the daemon.  Anything else (UD, QP1, peers that
+ *    choose other source ports) arrives through the daemon. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <netinet/ip.h>
+#include <sys/socket.h>
+
+#include "roce/roce.h"
+#include "common/daemon_client.h"
+
+uint32_t sr_roce_qpn(struct sr_qp *qp) { return qp->ibqp.qp_base.qp_num; }
+
+static bool is_v4(const struct sockaddr_in6 *a) { return IN6_IS_ADDR_V4MAPPED(&a->sin6_addr); }
+
+static void to_sin(const struct sockaddr_in6 *a, struct sockaddr_in *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->sin_family = AF_INET;
+	s->sin_port = a->sin6_port;
+	memcpy(&s->sin_addr, &a->sin6_addr.s6_addr[12], 4);
+}
+
+static void from_sockaddr(const struct sockaddr_storage *ss, struct sockaddr_in6 *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->sin6_family = AF_INET6;
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *s = (const void *)ss;
+		a->sin6_addr.s6_addr[10] = 0xff;
+		a->sin6_addr.s6_addr[11] = 0xff;
+		memcpy(&a->sin6_addr.s6_addr[12], &s->sin_addr, 4);
+		a->sin6_port = s->sin_port;
+	} else {
+		*a = *(const struct sockaddr_in6 *)ss;
+	}
+}
+
+static int tx_socket(struct sr_roce_qp *r, bool v4)
+{
+	int *fdp = v4 ? &r->tx4 : &r->tx6;
+	int one = 1, fd;
+
+	if (*fdp >= 0)
+		return *fdp;
+	fd = socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (v4) {
+		int pmtu = IP_PMTUDISC_DO;
+		setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+		struct sockaddr_in s = { .sin_family = AF_INET, .sin_port = htons(r->sport) };
+		if (bind(fd, (struct sockaddr *)&s, sizeof(s)) < 0)
+			goto err;
+	} else {
+		int pmtu = IPV6_PMTUDISC_DO;
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+		setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+		struct sockaddr_in6 s = { .sin6_family = AF_INET6, .sin6_port = htons(r->sport) };
+		if (bind(fd, (struct sockaddr *)&s, sizeof(s)) < 0)
+			goto err;
+	}
+	int sz = 4 << 20;
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)))
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	*fdp = fd;
+	return fd;
+err:
+	{
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+}
+
+static void set_rcvbuf(int fd)
+{
+	int sz = 8 << 20;
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)))
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+}
+
+static int rx_socket_open(struct sr_qp *qp)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	bool v4 = is_v4(&qp->av.dst);
+	int one = 1, fd;
+	uint16_t peer_port = sr_qpn_src_port(qp->attr.dest_qp_num);
+
+	fd = socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	set_rcvbuf(fd);
+	if (v4) {
+		struct sockaddr_in l, p;
+		to_sin(&qp->av.src, &l);
+		l.sin_port = htons(SR_ROCE_UDP_PORT);
+		to_sin(&qp->av.dst, &p);
+		p.sin_port = htons(peer_port);
+		if (bind(fd, (struct sockaddr *)&l, sizeof(l)) || connect(fd, (struct sockaddr *)&p, sizeof(p)))
+			goto err;
+	} else {
+		struct sockaddr_in6 l = qp->av.src, p = qp->av.dst;
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+		l.sin6_port = htons(SR_ROCE_UDP_PORT);
+		p.sin6_port = htons(peer_port);
+		if (bind(fd, (struct sockaddr *)&l, sizeof(l)) || connect(fd, (struct sockaddr *)&p, sizeof(p)))
+			goto err;
+	}
+	int err = sr_progress_add_fd(qp->ctx, fd, qp);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	r->rx_fd = fd;
+	return 0;
+err:
+	{
+		int e = errno;
+		sr_log("QP %u: cannot open flow socket to peer: %s", sr_roce_qpn(qp), strerror(e));
+		close(fd);
+		return -e;
+	}
+}
+
+static void rx_socket_close(struct sr_qp *qp)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	if (r->rx_fd >= 0) {
+		sr_progress_del_fd(qp->ctx, r->rx_fd);
+		close(r->rx_fd);
+		r->rx_fd = -1;
+	}
+}
+
+/* ---- send ---- */
+
+int sr_roce_xmit(struct sr_qp *qp, struct sr_pkt *h, const struct iovec *pay, int npay, uint32_t paylen,
+		 const struct sr_av *av)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	uint8_t hdr[SR_MAX_HDR_BYTES];
+	static const uint8_t zero_pad[4];
+	uint32_t icrc = 0;
+	struct iovec iov[SR_MAX_SGE + 4];
+	int n = 0;
+	bool v4 = is_v4(&av->dst);
+	int fd = tx_socket(r, v4);
+
+	if (fd < 0)
+		return fd;
+	h->pad = (uint8_t)((4 - (paylen & 3)) & 3);
+	uint32_t hlen = sr_pkt_build_hdr(hdr, h);
+	iov[n].iov_base = hdr;
+	iov[n++].iov_len = hlen;
+	for (int i = 0; i < npay && n < SR_MAX_SGE + 2; i++)
+		iov[n++] = pay[i];
+	if (h->pad) {
+		iov[n].iov_base = (void *)zero_pad;
+		iov[n++].iov_len = h->pad;
+	}
+	if (qp->ctx->dev->crc) {
+		struct sr_icrc_env env = {
+			.ipv6 = !v4,
+			.saddr = av->src.sin6_addr,
+			.daddr = av->dst.sin6_addr,
+			.sport = r->sport,
+			.dport = SR_ROCE_UDP_PORT,
+			.ipv4_id = 0,
+			.ipv4_df = true,
+		};
+		icrc = sr_icrc_compute_iov(&env, iov, n);
+	}
+	uint8_t icrc_bytes[4];
+	memcpy(icrc_bytes, &icrc, 4); /* the ICRC travels in little-endian byte order, as rxe writes it */
+	iov[n].iov_base = icrc_bytes;
+	iov[n++].iov_len = 4;
+
+	union {
+		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+		struct cmsghdr align;
+	} cbuf;
+	struct msghdr msg = { 0 };
+	struct sockaddr_in sin;
+	struct sockaddr_in6 sin6;
+	memset(&cbuf, 0, sizeof(cbuf));
+	msg.msg_iov = iov;
+	msg.msg_iovlen = n;
+	msg.msg_control = cbuf.buf;
+	struct cmsghdr *cm = (struct cmsghdr *)cbuf.buf;
+	if (v4) {
+		to_sin(&av->dst, &sin);
+		sin.sin_port = htons(SR_ROCE_UDP_PORT);
+		msg.msg_name = &sin;
+		msg.msg_namelen = sizeof(sin);
+		struct in_pktinfo pi = { 0 };
+		memcpy(&pi.ipi_spec_dst, &av->src.sin6_addr.s6_addr[12], 4);
+		cm->cmsg_level = IPPROTO_IP;
+		cm->cmsg_type = IP_PKTINFO;
+		cm->cmsg_len = CMSG_LEN(sizeof(pi));
+		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+		msg.msg_controllen = CMSG_SPACE(sizeof(pi));
+	} else {
+		sin6 = av->dst;
+		sin6.sin6_port = htons(SR_ROCE_UDP_PORT);
+		msg.msg_name = &sin6;
+		msg.msg_namelen = sizeof(sin6);
+		struct in6_pktinfo pi = { 0 };
+		pi.ipi6_addr = av->src.sin6_addr;
+		cm->cmsg_level = IPPROTO_IPV6;
+		cm->cmsg_type = IPV6_PKTINFO;
+		cm->cmsg_len = CMSG_LEN(sizeof(pi));
+		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+		msg.msg_controllen = CMSG_SPACE(sizeof(pi));
+	}
+	ssize_t s;
+	do {
+		s = sendmsg(fd, &msg, 0);
+	} while (s < 0 && errno == EINTR);
+	if (s < 0) {
+		/* datagram semantics: a lost send is recovered by retransmission */
+		SR_DBG("QP %u: sendmsg: %s", sr_roce_qpn(qp), strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+/* ---- receive ---- */
+
+static bool icrc_ok(struct sr_qp *qp, const uint8_t *buf, size_t len, const struct sr_rx_env *env)
+{
+	if (!qp->ctx->dev->crc)
+		return true;
+	struct sr_icrc_env e = {
+		.ipv6 = !is_v4(&env->src),
+		.saddr = env->src.sin6_addr,
+		.daddr = env->dst.sin6_addr,
+		.sport = ntohs(env->src.sin6_port),
+		.dport = SR_ROCE_UDP_PORT,
+		.ipv4_id = 0,
+		.ipv4_df = true,
+	};
+	return sr_icrc_verify(&e, buf, len);
+}
+
+static bool pkey_ok(uint16_t pkey) { return (pkey & 0x7fff) == 0x7fff; }
+
+/* One datagram addressed to this QP (qp->lock held). */
+static void roce_rx_one(struct sr_qp *qp, const uint8_t *buf, size_t len, const struct sr_rx_env *env)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	struct sr_pkt pkt;
+	enum ibv_qp_type t = qp->ibqp.qp_base.qp_type;
+
+	if (sr_pkt_parse(&pkt, buf, len) || !pkey_ok(pkt.pkey) || !icrc_ok(qp, buf, len, env)) {
+		r->stat_drop++;
+		return;
+	}
+	/* the opcode must belong to this QP's transport */
+	uint32_t need = t == IBV_QPT_RC ? SR_OP_RC : t == IBV_QPT_UC ? SR_OP_UC : SR_OP_UD;
+	if (!(pkt.mask & need)) {
+		r->stat_drop++;
+		return;
+	}
+	enum ibv_qp_state st = qp->attr.qp_state;
+	if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_ERR) {
+		r->stat_drop++;
+		return;
+	}
+	if (t != IBV_QPT_UD && memcmp(&env->src.sin6_addr, &qp->av.dst.sin6_addr, 16)) {
+		r->stat_drop++; /* not from our connected peer */
+		return;
+	}
+	if (pkt.mask & SR_OP_REQ)
+		sr_resp_rx(qp, &pkt, env);
+	else if (st != IBV_QPS_RTR)
+		sr_comp_rx(qp, &pkt);
+}
+
+/* Datagram routed to us by the daemon (qp->lock held). */
+void sr_roce_deliver(struct sr_qp *qp, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len)
+{
+	struct sr_rx_env env = { .src = meta->src, .dst = meta->dst };
+	roce_rx_one(qp, data, len, &env);
+	sr_resp_flush_ack(qp);
+	sr_req_progress(qp);
+}
+
+static __thread uint8_t (*rx_bufs)[SR_RX_BUF];
+
+static void roce_on_readable(struct sr_qp *qp, int fd_unused)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	struct mmsghdr msgs[SR_RX_BATCH];
+	struct iovec iov[SR_RX_BATCH];
+	struct sockaddr_storage names[SR_RX_BATCH];
+	struct sr_rx_env env;
+
+	(void)fd_unused;
+	if (r->rx_fd < 0)
+		return;
+	if (!rx_bufs) {
+		rx_bufs = malloc(SR_RX_BATCH * SR_RX_BUF);
+		if (!rx_bufs)
+			return;
+	}
+	memset(&env.dst, 0, sizeof(env.dst));
+	env.dst = qp->av.src;
+	for (int rounds = 0; rounds < 8; rounds++) {
+		for (int i = 0; i < SR_RX_BATCH; i++) {
+			iov[i].iov_base = rx_bufs[i];
+			iov[i].iov_len = SR_RX_BUF;
+			memset(&msgs[i].msg_hdr, 0, sizeof(msgs[i].msg_hdr));
+			msgs[i].msg_hdr.msg_iov = &iov[i];
+			msgs[i].msg_hdr.msg_iovlen = 1;
+			msgs[i].msg_hdr.msg_name = &names[i];
+			msgs[i].msg_hdr.msg_namelen = sizeof(names[i]);
+		}
+		int n = recvmmsg(r->rx_fd, msgs, SR_RX_BATCH, MSG_DONTWAIT, NULL);
+		if (n <= 0)
+			break;
+		for (int i = 0; i < n; i++) {
+			if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC)
+				continue;
+			size_t len = msgs[i].msg_len;
+			const uint8_t *b = rx_bufs[i];
+			from_sockaddr(&names[i], &env.src);
+			if (len >= SR_BTH_BYTES) {
+				uint32_t dqpn = ((uint32_t)b[5] << 16) | ((uint32_t)b[6] << 8) | b[7];
+				if (dqpn != sr_roce_qpn(qp)) {
+					/* another QP's packet (a source-port collision): let the daemon route it */
+					struct sr_daemon_conn *d = qp->ctx->daemon;
+					struct sr_ipc_pkt meta = { .src = env.src, .dst = env.dst, .len = (uint32_t)len };
+					if (d)
+						sr_daemon_forward(d, &meta, b, (uint32_t)len);
+					continue;
+				}
+			}
+			roce_rx_one(qp, b, len, &env);
+			if (qp->dead || qp->attr.qp_state == IBV_QPS_ERR)
+				break;
+		}
+		sr_resp_flush_ack(qp);
+		sr_req_progress(qp);
+		if (n < SR_RX_BATCH)
+			break;
+	}
+}
+
+/* ---- transport ops ---- */
+
+static int roce_qp_create(struct sr_qp *qp)
+{
+	struct sr_roce_qp *r;
+	int err = 0;
+	struct sr_daemon_conn *d = sr_ctx_daemon(qp->ctx, &err);
+
+	if (!d)
+		return err ? -err : EAGAIN;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return ENOMEM;
+	r->rwqe = calloc(1, sizeof(struct sr_recv_wqe) + SR_MAX_SGE * sizeof(struct ibv_sge));
+	if (!r->rwqe) {
+		free(r);
+		return ENOMEM;
+	}
+	struct sr_ipc_qpn req = { .qp_type = qp->ibqp.qp_base.qp_type };
+	int64_t qpn = sr_daemon_call(d, SR_IPC_ALLOC_QPN, &req, sizeof(req));
+	if (qpn < 0) {
+		free(r->rwqe);
+		free(r);
+		return (int)-qpn;
+	}
+	qp->ibqp.qp_base.qp_num = (uint32_t)qpn;
+	r->sport = sr_qpn_src_port((uint32_t)qpn);
+	r->tx4 = r->tx6 = r->rx_fd = -1;
+	qp->tp = r;
+	return 0;
+}
+
+static void roce_qp_destroy(struct sr_qp *qp)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	if (!r)
+		return;
+	rx_socket_close(qp);
+	if (r->tx4 >= 0)
+		close(r->tx4);
+	if (r->tx6 >= 0)
+		close(r->tx6);
+	struct sr_daemon_conn *d = qp->ctx->daemon;
+	if (d) {
+		struct sr_ipc_qpn req = { .qpn = sr_roce_qpn(qp) };
+		sr_daemon_call(d, SR_IPC_FREE_QPN, &req, sizeof(req));
+	}
+	free(r->rwqe);
+	free(r);
+	qp->tp = NULL;
+}
+
+static uint32_t window_for(uint32_t mtu)
+{
+	/* stay well inside a default-sized socket receive buffer (~208 KiB,
+	 * ~2x overhead per datagram in skb truesize) so that a window's worth
+	 * of packets is not dropped at the receiver */
+	uint32_t w = (96u * 1024) / (mtu + 256);
+	return w < 8 ? 8 : w;
+}
+
+static int roce_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask, enum ibv_qp_state old)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	enum ibv_qp_state next = (mask & IBV_QP_STATE) ? attr->qp_state : old;
+	enum ibv_qp_type t = qp->ibqp.qp_base.qp_type;
+
+	r->mtu = (uint32_t)sr_mtu_enum_to_bytes(t == IBV_QPT_UD ? qp->ctx->active_mtu : qp->attr.path_mtu);
+	if (mask & IBV_QP_RQ_PSN) {
+		r->epsn = qp->attr.rq_psn;
+	}
+	if (mask & IBV_QP_SQ_PSN) {
+		r->next_psn = qp->attr.sq_psn;
+		r->una_psn = qp->attr.sq_psn;
+	}
+	if (mask & IBV_QP_RETRY_CNT)
+		r->retry_left = qp->attr.retry_cnt;
+	if (mask & IBV_QP_RNR_RETRY)
+		r->rnr_retry_left = qp->attr.rnr_retry;
+	r->window = window_for(r->mtu);
+
+	if (next == IBV_QPS_RTR && old == IBV_QPS_INIT && t != IBV_QPT_UD) {
+		int err = rx_socket_open(qp);
+		if (err)
+			return -err;
+	}
+	if (next == IBV_QPS_RESET) {
+		rx_socket_close(qp);
+		sr_resp_reset(qp);
+		r->retrans_deadline = r->rnr_deadline = 0;
+		r->rd_outstanding = 0;
+		r->noack_pkts = 0;
+	}
+	if (next == IBV_QPS_ERR) {
+		r->retrans_deadline = r->rnr_deadline = 0;
+	}
+	return 0;
+}
+
+static void roce_sq_kick(struct sr_qp *qp) { sr_req_progress(qp); }
+static void roce_rq_kick(struct sr_qp *qp) { (void)qp; }
+
+static void roce_on_timer(struct sr_qp *qp, uint64_t now) { sr_comp_timer(qp, now); }
+static uint64_t roce_next_deadline(struct sr_qp *qp) { return qp->tp ? sr_comp_deadline(qp) : 0; }
+
+const struct sr_transport_ops sr_roce_ops = {
+	.qp_create = roce_qp_create,
+	.qp_destroy = roce_qp_destroy,
+	.qp_modify = roce_qp_modify,
+	.sq_kick = roce_sq_kick,
+	.rq_kick = roce_rq_kick,
+	.on_timer = roce_on_timer,
+	.next_deadline = roce_next_deadline,
+	.on_readable = roce_on_readable,
+};

@@ -1,0 +1,294 @@
+/* The requester: turns send WQEs into packets.
+ *
+ * Each WQE gets a PSN range when it is first started: one PSN per packet
+ * for SEND/WRITE, one per expected response packet for READ, one for an
+ * atomic.  Transmission is resumable at any packet (sent_pkts), which is
+ * also how go-back-N retransmission works: the completer rewinds the
+ * cursor to the WQE holding the first unacknowledged PSN.
+ *
+ * An RDMA READ is requested in pieces no larger than the send window, so
+ * that the responder's burst of read responses fits the receive buffer;
+ * each piece is an ordinary read request for the next PSNs of the WQE. */
+#include <errno.h>
+#include <string.h>
+
+#include "roce/roce.h"
+
+static uint32_t wqe_npkts(const struct sr_send_wqe *w, uint32_t mtu, enum ibv_qp_type t)
+{
+	if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
+		return 1;
+	if (t == IBV_QPT_UD || w->length == 0)
+		return 1;
+	return (uint32_t)((w->length + mtu - 1) / mtu);
+}
+
+static bool is_rd_atomic(const struct sr_send_wqe *w)
+{
+	return w->opcode == IBV_WR_RDMA_READ || w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+struct sr_send_wqe *sr_req_wqe_for_psn(struct sr_qp *qp, uint32_t psn, uint32_t *idx)
+{
+	struct sr_sq *sq = &qp->sq;
+	for (uint32_t i = sq->tail; i != sq->head; i++) {
+		struct sr_send_wqe *w = sr_sq_wqe(sq, i);
+		if (w->state == SR_WQE_POSTED)
+			return NULL;
+		if (w->state == SR_WQE_DONE)
+			continue;
+		int32_t d = psn_diff(psn, w->first_psn);
+		if (d >= 0 && (uint32_t)d < w->npkts) {
+			if (idx)
+				*idx = i;
+			return w;
+		}
+	}
+	return NULL;
+}
+
+void sr_req_go_back(struct sr_qp *qp, uint32_t psn)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	struct sr_sq *sq = &qp->sq;
+	uint32_t idx;
+	struct sr_send_wqe *w = sr_req_wqe_for_psn(qp, psn, &idx);
+
+	if (!w)
+		return;
+	w->sent_pkts = (uint32_t)psn_diff(psn, w->first_psn);
+	for (uint32_t i = idx + 1; i != sq->head; i++) {
+		struct sr_send_wqe *x = sr_sq_wqe(sq, i);
+		if (x->state == SR_WQE_POSTED)
+			break;
+		if (x->state == SR_WQE_PENDING)
+			x->sent_pkts = 0;
+	}
+	sq->cur = idx;
+	r->rd_outstanding = 0;
+	r->noack_pkts = 0;
+}
+
+/* Gather the payload bytes [off, off+len) of w into iov (pointing into
+ * registered memory or the inline area).  Returns iov count or -EFAULT. */
+static int gather(struct sr_qp *qp, struct sr_send_wqe *w, uint64_t off, uint32_t len, struct iovec *iov)
+{
+	int n = 0;
+	if (!len)
+		return 0;
+	if (w->inlined) {
+		iov[0].iov_base = sr_wqe_inline(&qp->sq, w) + off;
+		iov[0].iov_len = len;
+		return 1;
+	}
+	uint32_t i = 0;
+	while (i < w->num_sge && off >= w->sge[i].length) {
+		off -= w->sge[i].length;
+		i++;
+	}
+	while (len) {
+		if (i >= w->num_sge)
+			return -EFAULT;
+		uint64_t take = w->sge[i].length - off;
+		if (take > len)
+			take = len;
+		uint8_t *p = sr_mr_lookup(qp->ctx, w->sge[i].lkey, false, to_spd(qp->ibqp.qp_base.pd),
+					  w->sge[i].addr + off, take, 0);
+		if (!p)
+			return -EFAULT;
+		iov[n].iov_base = p;
+		iov[n++].iov_len = take;
+		len -= (uint32_t)take;
+		off = 0;
+		i++;
+	}
+	return n;
+}
+
+static uint8_t send_opcode(enum ibv_qp_type t, enum ibv_wr_opcode op, bool first, bool last)
+{
+	uint8_t base = t == IBV_QPT_UC ? IBV_OPCODE_UC : t == IBV_QPT_UD ? IBV_OPCODE_UD : IBV_OPCODE_RC;
+	uint8_t o;
+	switch (op) {
+	case IBV_WR_SEND:
+		o = first && last ? IBV_OPCODE_SEND_ONLY : first ? IBV_OPCODE_SEND_FIRST
+				    : last ? IBV_OPCODE_SEND_LAST : IBV_OPCODE_SEND_MIDDLE;
+		break;
+	case IBV_WR_SEND_WITH_IMM:
+		o = first && last ? IBV_OPCODE_SEND_ONLY_WITH_IMMEDIATE : first ? IBV_OPCODE_SEND_FIRST
+				    : last ? IBV_OPCODE_SEND_LAST_WITH_IMMEDIATE : IBV_OPCODE_SEND_MIDDLE;
+		break;
+	case IBV_WR_SEND_WITH_INV: /* RC only */
+		if (first && last)
+			return SR_OPCODE_RC_SEND_ONLY_WITH_INVALIDATE;
+		if (last)
+			return SR_OPCODE_RC_SEND_LAST_WITH_INVALIDATE;
+		o = first ? IBV_OPCODE_SEND_FIRST : IBV_OPCODE_SEND_MIDDLE;
+		break;
+	case IBV_WR_RDMA_WRITE:
+		o = first && last ? IBV_OPCODE_RDMA_WRITE_ONLY : first ? IBV_OPCODE_RDMA_WRITE_FIRST
+				    : last ? IBV_OPCODE_RDMA_WRITE_LAST : IBV_OPCODE_RDMA_WRITE_MIDDLE;
+		break;
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		o = first && last ? IBV_OPCODE_RDMA_WRITE_ONLY_WITH_IMMEDIATE
+		    : first	  ? IBV_OPCODE_RDMA_WRITE_FIRST
+		    : last	  ? IBV_OPCODE_RDMA_WRITE_LAST_WITH_IMMEDIATE
+				  : IBV_OPCODE_RDMA_WRITE_MIDDLE;
+		break;
+	default:
+		o = 0;
+	}
+	return (uint8_t)(base + o);
+}
+
+/* A local error on this WQE: it completes with status, the QP goes to error. */
+static void req_local_error(struct sr_qp *qp, struct sr_send_wqe *w, enum ibv_wc_status st)
+{
+	w->state = SR_WQE_DONE;
+	w->status = st;
+	sr_qp_to_error(qp, IBV_EVENT_QP_FATAL);
+}
+
+/* Send the next packet(s) of w. Returns false when the window (or the
+ * read/atomic limit) stops us. */
+static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	enum ibv_qp_type t = qp->ibqp.qp_base.qp_type;
+	struct iovec iov[SR_MAX_SGE + 1];
+	const struct sr_av *av = t == IBV_QPT_UD ? &w->av : &qp->av;
+
+	while (w->sent_pkts < w->npkts) {
+		uint32_t psn = psn_add(w->first_psn, w->sent_pkts);
+		int32_t inflight = psn_diff(psn, r->una_psn);
+		if (t == IBV_QPT_RC && inflight >= (int32_t)r->window)
+			return false;
+
+		struct sr_pkt h;
+		memset(&h, 0, sizeof(h));
+		h.pkey = SR_DEFAULT_PKEY;
+		h.psn = psn;
+		h.dqpn = t == IBV_QPT_UD ? w->remote_qpn : qp->attr.dest_qp_num;
+
+		if (w->opcode == IBV_WR_RDMA_READ) {
+			if (r->rd_outstanding >= (qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1))
+				return false;
+			uint32_t room = r->window - (uint32_t)(inflight > 0 ? inflight : 0);
+			uint32_t n = w->npkts - w->sent_pkts;
+			if (n > room)
+				n = room;
+			uint64_t off = (uint64_t)w->sent_pkts * r->mtu;
+			uint64_t len = w->length - off;
+			if (len > (uint64_t)n * r->mtu)
+				len = (uint64_t)n * r->mtu;
+			h.opcode = IBV_OPCODE_RC_RDMA_READ_REQUEST;
+			h.reth_va = w->remote_addr + off;
+			h.reth_rkey = w->rkey;
+			h.reth_len = (uint32_t)len;
+			h.ackreq = true;
+			sr_roce_xmit(qp, &h, NULL, 0, 0, av);
+			w->sent_pkts += n;
+			r->rd_outstanding++;
+			continue;
+		}
+		if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+			if (r->rd_outstanding >= (qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1))
+				return false;
+			h.opcode = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? IBV_OPCODE_RC_COMPARE_SWAP
+									  : IBV_OPCODE_RC_FETCH_ADD;
+			h.atm_va = w->remote_addr;
+			h.atm_rkey = w->rkey;
+			h.atm_swap_add = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->swap : w->compare_add;
+			h.atm_compare = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->compare_add : 0;
+			h.ackreq = true;
+			sr_roce_xmit(qp, &h, NULL, 0, 0, av);
+			w->sent_pkts = 1;
+			r->rd_outstanding++;
+			continue;
+		}
+
+		bool first = w->sent_pkts == 0, last = w->sent_pkts + 1 == w->npkts;
+		uint64_t off = (uint64_t)w->sent_pkts * r->mtu;
+		uint32_t len = (uint32_t)(w->length - off < r->mtu ? w->length - off : r->mtu);
+		int n = gather(qp, w, off, len, iov);
+		if (n < 0) {
+			req_local_error(qp, w, IBV_WC_LOC_PROT_ERR);
+			return false;
+		}
+		h.opcode = send_opcode(t, w->opcode, first, last);
+		if (first && (w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)) {
+			h.reth_va = w->remote_addr;
+			h.reth_rkey = w->rkey;
+			h.reth_len = (uint32_t)w->length;
+		}
+		if (last && (w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM))
+			h.imm_data = w->imm_data;
+		if (last && w->opcode == IBV_WR_SEND_WITH_INV)
+			h.ieth_rkey = w->imm_data;
+		if (t == IBV_QPT_UD) {
+			/* a Q_Key with the high bit set means "use the QP's own" */
+			h.deth_qkey = (w->remote_qkey & 0x80000000u) ? qp->attr.qkey : w->remote_qkey;
+			h.deth_sqpn = sr_roce_qpn(qp);
+		}
+		h.se = last && (w->send_flags & IBV_SEND_SOLICITED);
+		r->noack_pkts++;
+		if (t == IBV_QPT_RC && (last || r->noack_pkts >= r->window / 2)) {
+			h.ackreq = true;
+			r->noack_pkts = 0;
+		}
+		sr_roce_xmit(qp, &h, iov, n, len, av);
+		w->sent_pkts++;
+	}
+	return true;
+}
+
+void sr_req_progress(struct sr_qp *qp)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	struct sr_sq *sq = &qp->sq;
+	enum ibv_qp_type t = qp->ibqp.qp_base.qp_type;
+	bool sent = false;
+
+	if (!r || qp->attr.qp_state != IBV_QPS_RTS || r->rnr_deadline)
+		return;
+	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+	while (sq->cur != sq->head) {
+		struct sr_send_wqe *w = sr_sq_wqe(sq, sq->cur);
+		if (w->state == SR_WQE_DONE) {
+			sq->cur++;
+			continue;
+		}
+		if (w->state == SR_WQE_POSTED) {
+			/* a fenced WQE waits for every earlier read/atomic to finish */
+			if ((w->send_flags & IBV_SEND_FENCE) && r->rd_outstanding)
+				break;
+			w->first_psn = r->next_psn;
+			w->npkts = wqe_npkts(w, r->mtu, t);
+			w->sent_pkts = 0;
+			r->next_psn = psn_add(r->next_psn, w->npkts);
+			w->state = SR_WQE_PENDING;
+		}
+		if (is_rd_atomic(w) && t != IBV_QPT_RC) {
+			req_local_error(qp, w, IBV_WC_LOC_QP_OP_ERR);
+			break;
+		}
+		bool done = req_send_wqe(qp, w);
+		sent = true;
+		if (qp->attr.qp_state != IBV_QPS_RTS)
+			break;
+		if (!done)
+			break;
+		if (t != IBV_QPT_RC) {
+			/* UC and UD are unacknowledged: complete once sent */
+			w->state = SR_WQE_DONE;
+			r->una_psn = r->next_psn;
+		}
+		sq->cur++;
+	}
+	pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	if (t != IBV_QPT_RC)
+		sr_sq_complete(qp);
+	else if (sent)
+		sr_comp_arm_timer(qp);
+}

@@ -1,0 +1,495 @@
+/* The responder: requests arriving at a QP.  Checks the PSN (duplicate,
+ * in order, gap), the opcode sequence, the R_Key and bounds, then places
+ * SEND payload into the receive WQE or WRITE payload into the target
+ * region, executes reads and atomics, and answers with (coalesced) ACKs,
+ * NAKs, read responses and atomic ACKs. */
+#include <arpa/inet.h>
+#include <string.h>
+
+#include "roce/roce.h"
+
+void sr_resp_reset(struct sr_qp *qp)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	r->nak_seq_sent = false;
+	r->in_send = r->in_write = false;
+	r->rwqe_valid = false;
+	r->rwqe_off = 0;
+	r->ack_pending = false;
+	r->uc_drop = false;
+	r->msn = 0;
+	memset(r->ares, 0, sizeof(r->ares));
+}
+
+static void send_aeth(struct sr_qp *qp, uint32_t psn, uint8_t syndrome)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	struct sr_pkt h;
+	memset(&h, 0, sizeof(h));
+	h.opcode = IBV_OPCODE_RC_ACKNOWLEDGE;
+	h.pkey = SR_DEFAULT_PKEY;
+	h.dqpn = qp->attr.dest_qp_num;
+	h.psn = psn;
+	h.aeth_syndrome = syndrome;
+	h.aeth_msn = r->msn;
+	sr_roce_xmit(qp, &h, NULL, 0, 0, &qp->av);
+}
+
+void sr_resp_flush_ack(struct sr_qp *qp)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	if (!r || !r->ack_pending)
+		return;
+	r->ack_pending = false;
+	if (qp->attr.qp_state == IBV_QPS_ERR)
+		return;
+	send_aeth(qp, psn_add(r->epsn, (uint32_t)-1), SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
+}
+
+/* A class of error that NAKs the request and takes the responder's QP to
+ * the error state (IBTA 9.9.3: invalid request, remote access, remote
+ * operational). */
+static void resp_fatal(struct sr_qp *qp, uint32_t psn, uint8_t nak)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	if (qp->ibqp.qp_base.qp_type == IBV_QPT_RC) {
+		r->ack_pending = false;
+		send_aeth(qp, psn, nak);
+	}
+	sr_qp_to_error(qp, nak == SR_AETH_NAK_REM_ACCESS ? IBV_EVENT_QP_ACCESS_ERR : IBV_EVENT_QP_REQ_ERR);
+}
+
+static void recv_complete(struct sr_qp *qp, enum ibv_wc_status st, enum ibv_wc_opcode op, uint32_t len,
+			  struct sr_pkt *pkt, uint32_t src_qp, bool grh)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	struct ibv_wc wc;
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = r->rwqe->wr_id;
+	wc.status = st;
+	wc.opcode = op;
+	wc.byte_len = len;
+	wc.qp_num = sr_roce_qpn(qp);
+	wc.src_qp = src_qp;
+	if (st == IBV_WC_SUCCESS) {
+		if (pkt->mask & SR_OP_IMMDT) {
+			wc.wc_flags |= IBV_WC_WITH_IMM;
+			wc.imm_data = pkt->imm_data;
+		} else if (pkt->mask & SR_OP_IETH) {
+			wc.wc_flags |= IBV_WC_WITH_INV;
+			wc.invalidated_rkey = pkt->ieth_rkey;
+		}
+		if (grh)
+			wc.wc_flags |= IBV_WC_GRH;
+	}
+	wc.pkey_index = 0;
+	r->rwqe_valid = false;
+	r->rwqe_off = 0;
+	sr_cq_push(qp->rcq, &wc, pkt->se);
+}
+
+/* Copy payload into the current receive WQE at rwqe_off. */
+static int place_recv(struct sr_qp *qp, const void *data, uint32_t len)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	if (r->rwqe_off + len > r->rwqe->length)
+		return -1; /* too long for the posted buffer */
+	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+	int err = sr_sge_copy(qp->ctx, to_spd(qp->ibqp.qp_base.pd), r->rwqe->sge, r->rwqe->num_sge, r->rwqe_off,
+			      (void *)data, len, true);
+	pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	if (err)
+		return -2;
+	r->rwqe_off += len;
+	return 0;
+}
+
+/* ---------------- UD ---------------- */
+
+static void resp_ud(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_env *env)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	uint8_t grh[40];
+
+	if (pkt->deth_qkey != qp->attr.qkey) {
+		r->stat_drop++; /* Q_Key violation */
+		return;
+	}
+	if (!sr_rq_take(qp, r->rwqe)) {
+		r->stat_drop++; /* UD has no RNR: the datagram is dropped */
+		return;
+	}
+	r->rwqe_valid = true;
+	r->rwqe_off = 0;
+	/* The 40-byte GRH area: for RoCEv2 over IPv4 the IPv4 header sits in
+	 * its last 20 bytes (as rxe delivers it); over IPv6 the IPv6 header. */
+	memset(grh, 0, sizeof(grh));
+	uint32_t iplen = pkt->hdr_len + pkt->paylen + pkt->pad + SR_ICRC_BYTES + 8;
+	if (IN6_IS_ADDR_V4MAPPED(&env->src.sin6_addr)) {
+		uint8_t *ip = grh + 20;
+		ip[0] = 0x45;
+		uint16_t tl = htons((uint16_t)(iplen + 20));
+		memcpy(ip + 2, &tl, 2);
+		ip[6] = 0x40; /* DF */
+		ip[8] = 64;
+		ip[9] = 17;
+		memcpy(ip + 12, &env->src.sin6_addr.s6_addr[12], 4);
+		memcpy(ip + 16, &env->dst.sin6_addr.s6_addr[12], 4);
+	} else {
+		grh[0] = 0x60;
+		uint16_t pl = htons((uint16_t)iplen);
+		memcpy(grh + 4, &pl, 2);
+		grh[6] = 17;
+		grh[7] = 64;
+		memcpy(grh + 8, &env->src.sin6_addr, 16);
+		memcpy(grh + 24, &env->dst.sin6_addr, 16);
+	}
+	enum ibv_wc_opcode op = IBV_WC_RECV;
+	if (r->rwqe->length < 40 + (uint64_t)pkt->paylen) {
+		recv_complete(qp, IBV_WC_LOC_LEN_ERR, op, 0, pkt, pkt->deth_sqpn, false);
+		return;
+	}
+	int e = place_recv(qp, grh, 40);
+	if (!e)
+		e = place_recv(qp, pkt->payload, pkt->paylen);
+	if (e) {
+		recv_complete(qp, IBV_WC_LOC_PROT_ERR, op, 0, pkt, pkt->deth_sqpn, false);
+		return;
+	}
+	recv_complete(qp, IBV_WC_SUCCESS, op, 40 + pkt->paylen, pkt, pkt->deth_sqpn, true);
+}
+
+/* ---------------- RC / UC ---------------- */
+
+static bool qp_allows(struct sr_qp *qp, unsigned int access)
+{
+	return (qp->attr.qp_access_flags & access) == access;
+}
+
+static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	uint32_t len = pkt->reth_len;
+	uint32_t mtu = r->mtu;
+	uint32_t npkts = len ? (len + mtu - 1) / mtu : 1;
+	uint8_t *src = NULL;
+
+	if (!qp_allows(qp, IBV_ACCESS_REMOTE_READ)) {
+		if (!duplicate)
+			resp_fatal(qp, pkt->psn, SR_AETH_NAK_INVALID_REQ);
+		return;
+	}
+	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+	if (len) {
+		src = sr_mr_lookup(qp->ctx, pkt->reth_rkey, true, to_spd(qp->ibqp.qp_base.pd), pkt->reth_va, len,
+				   IBV_ACCESS_REMOTE_READ);
+		if (!src) {
+			pthread_rwlock_unlock(&qp->ctx->mr_lock);
+			if (!duplicate)
+				resp_fatal(qp, pkt->psn, SR_AETH_NAK_REM_ACCESS);
+			return;
+		}
+	}
+	if (!duplicate) {
+		r->epsn = psn_add(r->epsn, npkts);
+		r->msn = (r->msn + 1) & 0xffffff;
+	}
+	for (uint32_t i = 0; i < npkts; i++) {
+		struct sr_pkt h;
+		memset(&h, 0, sizeof(h));
+		h.pkey = SR_DEFAULT_PKEY;
+		h.dqpn = qp->attr.dest_qp_num;
+		h.psn = psn_add(pkt->psn, i);
+		if (npkts == 1)
+			h.opcode = IBV_OPCODE_RC_RDMA_READ_RESPONSE_ONLY;
+		else if (i == 0)
+			h.opcode = IBV_OPCODE_RC_RDMA_READ_RESPONSE_FIRST;
+		else if (i + 1 == npkts)
+			h.opcode = IBV_OPCODE_RC_RDMA_READ_RESPONSE_LAST;
+		else
+			h.opcode = IBV_OPCODE_RC_RDMA_READ_RESPONSE_MIDDLE;
+		h.aeth_syndrome = SR_AETH_ACK | SR_AETH_ACK_UNLIMITED;
+		h.aeth_msn = r->msn;
+		uint32_t off = i * mtu;
+		uint32_t n = len - off < mtu ? len - off : mtu;
+		if (!len)
+			n = 0;
+		struct iovec iov = { .iov_base = src ? src + off : NULL, .iov_len = n };
+		sr_roce_xmit(qp, &h, &iov, n ? 1 : 0, n, &qp->av);
+	}
+	pthread_rwlock_unlock(&qp->ctx->mr_lock);
+}
+
+static void send_atomic_ack(struct sr_qp *qp, uint32_t psn, uint64_t orig)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	struct sr_pkt h;
+	memset(&h, 0, sizeof(h));
+	h.opcode = IBV_OPCODE_RC_ATOMIC_ACKNOWLEDGE;
+	h.pkey = SR_DEFAULT_PKEY;
+	h.dqpn = qp->attr.dest_qp_num;
+	h.psn = psn;
+	h.aeth_syndrome = SR_AETH_ACK | SR_AETH_ACK_UNLIMITED;
+	h.aeth_msn = r->msn;
+	h.atmack_orig = orig;
+	sr_roce_xmit(qp, &h, NULL, 0, 0, &qp->av);
+}
+
+static void resp_atomic(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	uint64_t orig;
+
+	if (!qp_allows(qp, IBV_ACCESS_REMOTE_ATOMIC)) {
+		resp_fatal(qp, pkt->psn, SR_AETH_NAK_INVALID_REQ);
+		return;
+	}
+	if (pkt->atm_va & 7) {
+		resp_fatal(qp, pkt->psn, SR_AETH_NAK_INVALID_REQ);
+		return;
+	}
+	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+	uint64_t *p = (uint64_t *)sr_mr_lookup(qp->ctx, pkt->atm_rkey, true, to_spd(qp->ibqp.qp_base.pd),
+					       pkt->atm_va, 8, IBV_ACCESS_REMOTE_ATOMIC);
+	if (!p) {
+		pthread_rwlock_unlock(&qp->ctx->mr_lock);
+		resp_fatal(qp, pkt->psn, SR_AETH_NAK_REM_ACCESS);
+		return;
+	}
+	/* a real atomic: the target process's own threads may touch it too */
+	if (pkt->opcode == IBV_OPCODE_RC_COMPARE_SWAP) {
+		orig = pkt->atm_compare;
+		__atomic_compare_exchange_n(p, &orig, pkt->atm_swap_add, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+	} else {
+		orig = __atomic_fetch_add(p, pkt->atm_swap_add, __ATOMIC_SEQ_CST);
+	}
+	pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	struct sr_atomic_res *res = &r->ares[r->ares_next++ % SR_ATOMIC_RES];
+	res->psn = pkt->psn;
+	res->orig = orig;
+	res->valid = true;
+	r->epsn = psn_add(r->epsn, 1);
+	r->msn = (r->msn + 1) & 0xffffff;
+	send_atomic_ack(qp, pkt->psn, orig);
+}
+
+static void resp_duplicate(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	if (pkt->mask & SR_OP_READ) {
+		resp_read(qp, pkt, true); /* re-execute: reads are idempotent */
+		return;
+	}
+	if (pkt->mask & SR_OP_ATOMIC) {
+		for (int i = 0; i < SR_ATOMIC_RES; i++)
+			if (r->ares[i].valid && r->ares[i].psn == pkt->psn) {
+				send_atomic_ack(qp, pkt->psn, r->ares[i].orig);
+				return;
+			}
+		return; /* too old to replay */
+	}
+	/* a duplicate SEND/WRITE: re-acknowledge what we have */
+	r->ack_pending = true;
+}
+
+/* Opcode sequence check (IBTA 9.8.3.1): a FIRST must be followed by
+ * MIDDLE/LAST of the same kind; nothing else may interleave. */
+static bool seq_ok(struct sr_roce_qp *r, const struct sr_pkt *pkt)
+{
+	bool cont = (pkt->mask & (SR_OP_MIDDLE | SR_OP_LAST)) && !(pkt->mask & SR_OP_FIRST);
+	if (r->in_send)
+		return cont && (pkt->mask & SR_OP_SEND);
+	if (r->in_write)
+		return cont && (pkt->mask & SR_OP_WRITE);
+	return !cont;
+}
+
+static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	bool rc = qp->ibqp.qp_base.qp_type == IBV_QPT_RC;
+	int32_t d = psn_diff(pkt->psn, r->epsn);
+
+	if (rc) {
+		if (d > 0) {
+			if (!r->nak_seq_sent) {
+				r->nak_seq_sent = true;
+				r->ack_pending = false;
+				send_aeth(qp, r->epsn, SR_AETH_NAK_PSN_SEQ);
+			}
+			return;
+		}
+		if (d < 0) {
+			resp_duplicate(qp, pkt);
+			return;
+		}
+		r->nak_seq_sent = false;
+	} else {
+		/* UC: a gap loses the message in progress; resynchronise on the next FIRST/ONLY */
+		if (d != 0) {
+			if (r->in_send || r->in_write) {
+				r->in_send = r->in_write = false;
+				if (r->rwqe_valid)
+					r->rwqe_off = 0; /* reuse the receive WQE for the next message */
+			}
+			r->uc_drop = !(pkt->mask & SR_OP_FIRST);
+			r->epsn = pkt->psn;
+		}
+		if (r->uc_drop) {
+			if (pkt->mask & SR_OP_FIRST)
+				r->uc_drop = false;
+			else {
+				r->epsn = psn_add(pkt->psn, 1);
+				return;
+			}
+		}
+	}
+
+	if (!seq_ok(r, pkt)) {
+		if (rc) {
+			resp_fatal(qp, pkt->psn, SR_AETH_NAK_INVALID_REQ);
+		} else {
+			r->in_send = r->in_write = false;
+			r->uc_drop = !(pkt->mask & SR_OP_FIRST);
+			r->epsn = psn_add(pkt->psn, 1);
+		}
+		return;
+	}
+
+	if (pkt->mask & SR_OP_READ) {
+		resp_read(qp, pkt, false);
+		return;
+	}
+	if (pkt->mask & SR_OP_ATOMIC) {
+		resp_atomic(qp, pkt);
+		return;
+	}
+
+	/* receive WQE needed: SEND first/only, WRITE_WITH_IMM last/only */
+	bool need_rwqe = (pkt->mask & SR_OP_SEND) ? (pkt->mask & SR_OP_FIRST) != 0 : (pkt->mask & SR_OP_RWR) != 0;
+	if (need_rwqe && !r->rwqe_valid) {
+		if (!sr_rq_take(qp, r->rwqe)) {
+			if (rc) {
+				/* RNR NAK: the requester retries after min_rnr_timer */
+				r->ack_pending = false;
+				send_aeth(qp, pkt->psn, SR_AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f));
+				return;
+			}
+			/* UC: no receive buffer, the message is dropped */
+			r->uc_drop = !(pkt->mask & SR_OP_LAST);
+			r->epsn = psn_add(pkt->psn, 1);
+			return;
+		}
+		r->rwqe_valid = true;
+		r->rwqe_off = 0;
+	}
+
+	if (pkt->mask & SR_OP_SEND) {
+		int e = place_recv(qp, pkt->payload, pkt->paylen);
+		if (e) {
+			enum ibv_wc_status st = e == -1 ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_QP_OP_ERR;
+			recv_complete(qp, st, IBV_WC_RECV, 0, pkt, 0, false);
+			r->in_send = false;
+			if (rc)
+				resp_fatal(qp, pkt->psn, e == -1 ? SR_AETH_NAK_INVALID_REQ : SR_AETH_NAK_REM_OP);
+			else {
+				r->uc_drop = !(pkt->mask & SR_OP_LAST);
+				r->epsn = psn_add(pkt->psn, 1);
+			}
+			return;
+		}
+		r->in_send = !(pkt->mask & SR_OP_LAST);
+		r->epsn = psn_add(r->epsn, 1);
+		if (pkt->mask & SR_OP_LAST) {
+			r->msn = (r->msn + 1) & 0xffffff;
+			recv_complete(qp, IBV_WC_SUCCESS, IBV_WC_RECV, (uint32_t)r->rwqe_off, pkt, 0, false);
+		}
+		if (rc && pkt->ackreq)
+			r->ack_pending = true;
+		return;
+	}
+
+	/* RDMA WRITE */
+	if (pkt->mask & SR_OP_FIRST) {
+		if (!qp_allows(qp, IBV_ACCESS_REMOTE_WRITE)) {
+			if (rc)
+				resp_fatal(qp, pkt->psn, SR_AETH_NAK_INVALID_REQ);
+			else {
+				r->uc_drop = !(pkt->mask & SR_OP_LAST);
+				r->epsn = psn_add(pkt->psn, 1);
+			}
+			return;
+		}
+		r->write_va = pkt->reth_va;
+		r->write_rkey = pkt->reth_rkey;
+		r->write_resid = pkt->reth_len;
+		r->write_len = pkt->reth_len;
+		/* the whole announced range must be ours to write */
+		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+		bool ok = !pkt->reth_len ||
+			  sr_mr_lookup(qp->ctx, pkt->reth_rkey, true, to_spd(qp->ibqp.qp_base.pd), pkt->reth_va,
+				       pkt->reth_len, IBV_ACCESS_REMOTE_WRITE);
+		pthread_rwlock_unlock(&qp->ctx->mr_lock);
+		if (!ok) {
+			if (rc)
+				resp_fatal(qp, pkt->psn, SR_AETH_NAK_REM_ACCESS);
+			else {
+				r->uc_drop = !(pkt->mask & SR_OP_LAST);
+				r->epsn = psn_add(pkt->psn, 1);
+			}
+			return;
+		}
+	}
+	/* payload sizes: every packet but the last is exactly one MTU, and
+	 * the total never exceeds the RETH length */
+	if (pkt->paylen > r->write_resid || (!(pkt->mask & SR_OP_LAST) && pkt->paylen != r->mtu) ||
+	    ((pkt->mask & SR_OP_LAST) && pkt->paylen != r->write_resid)) {
+		if (rc)
+			resp_fatal(qp, pkt->psn, SR_AETH_NAK_INVALID_REQ);
+		else {
+			r->in_write = false;
+			r->uc_drop = !(pkt->mask & SR_OP_LAST);
+			r->epsn = psn_add(pkt->psn, 1);
+		}
+		return;
+	}
+	if (pkt->paylen) {
+		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+		uint8_t *dst = sr_mr_lookup(qp->ctx, r->write_rkey, true, to_spd(qp->ibqp.qp_base.pd), r->write_va,
+					    pkt->paylen, IBV_ACCESS_REMOTE_WRITE);
+		if (dst)
+			memcpy(dst, pkt->payload, pkt->paylen);
+		pthread_rwlock_unlock(&qp->ctx->mr_lock);
+		if (!dst) { /* deregistered under us */
+			if (rc)
+				resp_fatal(qp, pkt->psn, SR_AETH_NAK_REM_ACCESS);
+			return;
+		}
+		r->write_va += pkt->paylen;
+		r->write_resid -= pkt->paylen;
+	}
+	r->in_write = !(pkt->mask & SR_OP_LAST);
+	r->epsn = psn_add(r->epsn, 1);
+	if (pkt->mask & SR_OP_LAST) {
+		r->msn = (r->msn + 1) & 0xffffff;
+		if (pkt->mask & SR_OP_IMMDT)
+			recv_complete(qp, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, r->write_len, pkt, 0, false);
+	}
+	if (rc && pkt->ackreq)
+		r->ack_pending = true;
+}
+
+void sr_resp_rx(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_env *env)
+{
+	switch (qp->ibqp.qp_base.qp_type) {
+	case IBV_QPT_UD:
+		resp_ud(qp, pkt, env);
+		break;
+	case IBV_QPT_RC:
+	case IBV_QPT_UC:
+		resp_rc_uc(qp, pkt);
+		break;
+	default:
+		break;
+	}
+}

@@ -1,0 +1,101 @@
+/* Soft-RoCE transport state and the functions its roles share:
+ * net.c (sockets, send, receive, dispatch), req.c (requester),
+ * comp.c (completer: ACKs, NAKs, read responses, timers),
+ * resp.c (responder). */
+#ifndef SR_ROCE_ROCE_H
+#define SR_ROCE_ROCE_H
+
+#include <sys/uio.h>
+#include "core/sr.h"
+#include "roce/wire/roce_hdr.h"
+#include "common/ipc.h"
+
+/* Per-packet receive context: where it came from, for ICRC and replies. */
+struct sr_rx_env {
+	struct sockaddr_in6 src, dst;
+};
+
+/* A saved atomic result, replayed for a duplicate atomic request. */
+struct sr_atomic_res {
+	uint32_t psn;
+	bool valid;
+	uint64_t orig;
+};
+
+#define SR_ATOMIC_RES 16
+#define SR_RX_BATCH 32
+#define SR_RX_BUF 8192
+
+struct sr_roce_qp {
+	int tx4, tx6;            /* unconnected send sockets bound to :sport */
+	int rx_fd;               /* RC/UC: connected per-flow socket on :4791, else -1 */
+	uint16_t sport;          /* our UDP source port, from our QPN */
+	uint32_t mtu;            /* path MTU in bytes */
+
+	/* requester / completer */
+	uint32_t next_psn;       /* next PSN to assign to a new WQE */
+	uint32_t una_psn;        /* oldest PSN not yet acknowledged */
+	uint32_t window;         /* max packets outstanding */
+	uint32_t noack_pkts;     /* packets sent since the last AckReq */
+	uint32_t rd_outstanding; /* read/atomic requests awaiting responses */
+	int retry_left, rnr_retry_left;
+	uint64_t retrans_deadline; /* 0 = no timer */
+	uint64_t rnr_deadline;     /* 0 = not waiting out an RNR NAK */
+	uint32_t rnr_psn;
+	uint32_t gap_retx_una;     /* una at which a gap-triggered go-back was done */
+	bool gap_retx_valid;
+
+	/* responder */
+	uint32_t epsn;           /* expected PSN */
+	uint32_t msn;            /* message sequence number */
+	bool nak_seq_sent;       /* PSN sequence NAK sent, waiting for epsn */
+	bool in_send;            /* in the middle of a multi-packet SEND */
+	bool in_write;           /* in the middle of a multi-packet WRITE */
+	bool rwqe_valid;
+	uint64_t rwqe_off;       /* bytes placed in the current receive WQE */
+	uint64_t write_va;       /* next address of the current WRITE */
+	uint32_t write_rkey;
+	uint64_t write_resid;    /* bytes the RETH announced that are still due */
+	uint32_t write_len;      /* RETH length, for WRITE_WITH_IMM byte_len */
+	bool ack_pending;
+	bool uc_drop;            /* UC: dropping the rest of a damaged message */
+	struct sr_atomic_res ares[SR_ATOMIC_RES];
+	uint32_t ares_next;
+	struct sr_recv_wqe *rwqe; /* current receive WQE (max_sge entries) */
+	uint64_t stat_drop;
+};
+
+static inline struct sr_roce_qp *rqp(struct sr_qp *qp) { return qp->tp; }
+
+static inline int32_t psn_diff(uint32_t a, uint32_t b)
+{
+	return (int32_t)((a - b) << 8) >> 8;
+}
+
+static inline uint32_t psn_add(uint32_t a, uint32_t n) { return (a + n) & SR_PSN_MASK; }
+
+/* net.c */
+/* Send a packet: headers from h (opcode and fields set), payload as an
+ * iovec, to dst.  Adds pad and ICRC.  Returns 0 or -errno. */
+int sr_roce_xmit(struct sr_qp *qp, struct sr_pkt *h, const struct iovec *pay, int npay, uint32_t paylen,
+		 const struct sr_av *av);
+uint32_t sr_roce_qpn(struct sr_qp *qp);
+
+/* req.c */
+void sr_req_progress(struct sr_qp *qp);
+void sr_req_go_back(struct sr_qp *qp, uint32_t psn);
+struct sr_send_wqe *sr_req_wqe_for_psn(struct sr_qp *qp, uint32_t psn, uint32_t *idx);
+
+/* comp.c */
+void sr_comp_rx(struct sr_qp *qp, struct sr_pkt *pkt);
+void sr_comp_timer(struct sr_qp *qp, uint64_t now);
+uint64_t sr_comp_deadline(struct sr_qp *qp);
+void sr_comp_arm_timer(struct sr_qp *qp);
+uint64_t sr_timeout_ns(uint8_t timeout);
+
+/* resp.c */
+void sr_resp_rx(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_env *env);
+void sr_resp_flush_ack(struct sr_qp *qp);
+void sr_resp_reset(struct sr_qp *qp);
+
+#endif
