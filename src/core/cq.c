@@ -249,12 +249,18 @@ int sr_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 
 	if (n < 0)
 		return -EINVAL;
-	pthread_mutex_lock(&cq->lock);
-	while (i < n && cq->tail != cq->head) {
-		wc[i++] = cq->ring[cq->tail & (cq->size - 1)];
-		cq->tail++;
+	for (int pass = 0; pass < 2; pass++) {
+		pthread_mutex_lock(&cq->lock);
+		while (i < n && cq->tail != cq->head) {
+			wc[i++] = cq->ring[cq->tail & (cq->size - 1)];
+			cq->tail++;
+		}
+		pthread_mutex_unlock(&cq->lock);
+		if (i || pass)
+			break;
+		/* empty: receive what is waiting on the sockets ourselves */
+		sr_progress_poll(to_sctx(ibcq->context));
 	}
-	pthread_mutex_unlock(&cq->lock);
 	return i;
 }
 

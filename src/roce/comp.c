@@ -136,6 +136,7 @@ static void comp_gap(struct sr_qp *qp)
 		return;
 	r->gap_retx_valid = true;
 	r->gap_retx_una = r->una_psn;
+	SR_DBG("QP %u: response gap, going back to psn %u", sr_roce_qpn(qp), r->una_psn);
 	sr_req_go_back(qp, r->una_psn);
 }
 
@@ -273,6 +274,7 @@ void sr_comp_rx(struct sr_qp *qp, struct sr_pkt *pkt)
 		}
 		if (qp->attr.rnr_retry != 7) /* 7 means retry forever */
 			r->rnr_retry_left--;
+		SR_DBG("QP %u: RNR NAK psn %u", sr_roce_qpn(qp), pkt->psn);
 		r->rnr_psn = pkt->psn;
 		r->rnr_deadline = sr_now_ns() + (uint64_t)sr_rnr_timer_usec(syn & 0x1f) * 1000ull;
 		r->retrans_deadline = 0;
@@ -286,6 +288,7 @@ void sr_comp_rx(struct sr_qp *qp, struct sr_pkt *pkt)
 			return;
 		switch (syn) {
 		case SR_AETH_NAK_PSN_SEQ:
+			SR_DBG("QP %u: PSN sequence NAK psn %u", sr_roce_qpn(qp), pkt->psn);
 			comp_retry(qp, pkt->psn);
 			break;
 		case SR_AETH_NAK_INVALID_REQ:

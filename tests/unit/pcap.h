@@ -78,14 +78,14 @@ static inline uint32_t pcap_u32(const struct pcap_file *f, const uint8_t *p)
 	return f->swap ? __builtin_bswap32(v) : v;
 }
 
-static void pcap_close(struct pcap_file *f)
+static inline void pcap_close(struct pcap_file *f)
 {
 	free(f->data);
 	memset(f, 0, sizeof(*f));
 }
 
 /* Returns 0 or -errno. */
-static int pcap_open(struct pcap_file *f, const char *path)
+static inline int pcap_open(struct pcap_file *f, const char *path)
 {
 	FILE *fp = fopen(path, "rb");
 	long sz;
@@ -133,7 +133,7 @@ static int pcap_open(struct pcap_file *f, const char *path)
 /* Walk Ethernet/SLL/raw framing down to the IP header; then IP to UDP.
  * Returns true and fills u if the frame is an unfragmented UDP datagram
  * whose UDP length fits inside the captured bytes. */
-static bool pcap_frame_udp(uint32_t linktype, const uint8_t *p, size_t caplen,
+static inline bool pcap_frame_udp(uint32_t linktype, const uint8_t *p, size_t caplen,
 			   struct pcap_udp *u)
 {
 	size_t off;
@@ -252,7 +252,7 @@ static bool pcap_frame_udp(uint32_t linktype, const uint8_t *p, size_t caplen,
 
 /* Next UDP datagram.  Returns 1 (u filled), 0 at the end, -1 if the file
  * is malformed (f->error says where). */
-static int pcap_next_udp(struct pcap_file *f, struct pcap_udp *u)
+static inline int pcap_next_udp(struct pcap_file *f, struct pcap_udp *u)
 {
 	for (;;) {
 		const uint8_t *pkt = NULL;

@@ -1,0 +1,317 @@
+#!/bin/bash
+# softrdmad: start/stop through softrdma-cfg, --background hygiene (no
+# inherited pipes), survival of garbage datagrams and malformed IPC, drop
+# counters, QPN allocation, QP1 claim, routing by destination QPN, deferred
+# replies, idle exit and clean SIGTERM.
+#
+# Uses its own abstract socket name, so a softrdmad serving other processes
+# is not disturbed.  UDP port 4791 is shared by every daemon in a network
+# namespace (SO_REUSEPORT), so as root the test re-runs itself in a private
+# network namespace where the port is its alone; without that, checks that
+# depend on which daemon gets a datagram are relaxed (SR_T_DAEMON_SHARED=1
+# forces that mode).
+#
+# Exit: 0 pass, 1 fail, 77 skip.
+set -u
+
+B=${SR_BUILD_DIR:-}/bin
+if [ -z "${SR_BUILD_DIR:-}" ] || [ ! -x "$B/softrdmad" ] || [ ! -x "$B/softrdma-cfg" ]; then
+	echo "SKIP: SR_BUILD_DIR not set or softrdmad/softrdma-cfg not built"
+	exit 77
+fi
+
+if [ -z "${SR_T_DAEMON_NETNS:-}" ] && [ -z "${SR_T_DAEMON_SHARED:-}" ] && [ "$(id -u)" = 0 ] && command -v unshare >/dev/null &&
+	command -v ip >/dev/null && unshare -n true 2>/dev/null; then
+	export SR_T_DAEMON_NETNS=1
+	exec unshare -n bash "$0" "$@"
+fi
+private=0
+if [ -n "${SR_T_DAEMON_NETNS:-}" ]; then
+	ip link set lo up || { echo "FAIL: cannot bring lo up in the private netns"; exit 1; }
+	private=1
+	echo "running in a private network namespace"
+else
+	echo "running in the shared network namespace (UDP checks relaxed)"
+fi
+
+tmp=$(mktemp -d /tmp/t_daemon.XXXXXX)
+export SOFTRDMA_DAEMON_SOCK=sr-t-daemon-$$
+export SOFTRDMA_CONF=$tmp/softrdma.conf
+export SOFTRDMA_DAEMON_LOG=$tmp/daemon.log
+export SOFTRDMA_DAEMON=$B/softrdmad
+fails=0
+pids_to_kill=
+
+cleanup() {
+	for p in $pids_to_kill; do kill "$p" 2>/dev/null; done
+	"$B/softrdma-cfg" stop >/dev/null 2>&1
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+check() { # check DESCRIPTION COMMAND...
+	local what=$1
+	shift
+	if "$@"; then ok "$what"; else bad "$what"; fi
+}
+
+daemon_pid() { "$B/softrdma-cfg" status 2>/dev/null | sed -n 's/^Daemon: running (pid \([0-9]*\)).*/\1/p'; }
+# counter NAME: value of NAME=N on the daemon's "dropped" status line
+counter() { "$B/softrdma-cfg" status | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+gone() { ! kill -0 "$1" 2>/dev/null || grep -q '^[^)]*) [ZX]' "/proc/$1/stat" 2>/dev/null; }
+
+# --- command line ---
+check "softrdmad --help exits 0" sh -c "'$B/softrdmad' --help >/dev/null"
+"$B/softrdmad" --bogus >/dev/null 2>&1
+check "softrdmad rejects an unknown option with 2" [ $? -eq 2 ]
+"$B/softrdmad" --idle-exit x >/dev/null 2>&1
+check "softrdmad rejects a bad --idle-exit with 2" [ $? -eq 2 ]
+
+# --- start ---
+check "status says the daemon is not running" bash -c "'$B/softrdma-cfg' status | grep -q '^Daemon: not running'"
+# Output goes to a file: if the daemon kept our pipe, a $(...) would hang.
+timeout 20 "$B/softrdma-cfg" start >"$tmp/start.out" 2>&1
+check "softrdma-cfg start succeeds" [ $? -eq 0 ]
+cat "$tmp/start.out"
+pid=$(daemon_pid)
+if [ -z "$pid" ]; then
+	bad "daemon is running after start"
+	exit 1
+fi
+pids_to_kill="$pid"
+check "status shows the daemon (pid $pid)" kill -0 "$pid"
+check "start printed the same pid" grep -q "pid $pid" "$tmp/start.out"
+pipes=$(ls -l "/proc/$pid/fd" 2>/dev/null | grep -c 'pipe:')
+check "daemon holds no pipes (has $pipes)" [ "$pipes" -eq 0 ]
+nfd=$(ls "/proc/$pid/fd" | wc -l)
+check "daemon holds only its own fds ($nfd)" [ "$nfd" -le 12 ]
+check "daemon is a session leader" bash -c "[ \"\$(ps -o sid= -p $pid | tr -d ' ')\" = $pid ]"
+check "daemon cwd is /" [ "$(readlink "/proc/$pid/cwd")" = / ]
+check "daemon stdin is /dev/null" [ "$(readlink "/proc/$pid/fd/0")" = /dev/null ]
+check "daemon logs to SOFTRDMA_DAEMON_LOG" grep -q 'started' "$SOFTRDMA_DAEMON_LOG"
+out=$(timeout 20 "$B/softrdma-cfg" start 2>&1)
+check "second start reports the running daemon" grep -q "already running (pid $pid)" <<<"$out"
+out=$(timeout 10 "$B/softrdmad" --background 2>&1)
+rc=$?
+check "softrdmad --background with one running exits 0 quietly" [ $rc -eq 0 -a -z "$out" ]
+timeout 10 "$B/softrdmad" --foreground >/dev/null 2>"$tmp/fg.err"
+rc=$?
+check "softrdmad --foreground with one running fails" [ $rc -eq 1 ]
+check "... saying it is already running" grep -q 'already running' "$tmp/fg.err"
+check "the first daemon is still the one" [ "$(daemon_pid)" = "$pid" ]
+
+# --- garbage datagrams ---
+before=$(counter short)
+for i in $(seq 1 40); do
+	# each redirection is a new socket, so a new source port: in the
+	# shared netns that spreads them over every daemon in the group
+	printf 'x' >/dev/udp/127.0.0.1/4791
+	printf '\x64\x00\xff\xff\x00\xab\xcd\xef\x00\x00\x00\x00' >/dev/udp/127.0.0.1/4791
+	printf '\x64\x00\xff\xff\x00\x00\x00\x01\x00\x00\x00\x00' >/dev/udp/127.0.0.1/4791
+done 2>/dev/null
+sleep 0.5
+check "daemon survives garbage datagrams" kill -0 "$pid"
+short=$(counter short)
+unknown=$(counter unknown_qpn)
+noqp1=$(counter no_qp1_owner)
+echo "counters: short=$short unknown_qpn=$unknown no_qp1_owner=$noqp1"
+if [ $private = 1 ]; then
+	check "40 short datagrams counted" [ "$((short - before))" -eq 40 ]
+	check "40 unknown-QPN datagrams counted" [ "$unknown" -eq 40 ]
+	check "40 QP1 datagrams without an owner counted" [ "$noqp1" -eq 40 ]
+else
+	check "drops are counted" [ "$((short + unknown + noqp1))" -gt 0 ]
+fi
+
+# --- protocol: QPNs, QP1, routing, malformed IPC (needs python3) ---
+if command -v python3 >/dev/null; then
+	cat >"$tmp/ipc.py" <<'EOF'
+import os, socket, struct, sys, time, errno
+PRIVATE = sys.argv[1] == "1"
+NAME = "\0" + os.environ["SOFTRDMA_DAEMON_SOCK"]
+HELLO, ALLOC, FREE, CLAIM, PKT, REPLY, STATUS = range(1, 8)
+fails = 0
+def ok(what, cond):
+    global fails
+    print(("ok: " if cond else "FAIL: ") + what)
+    if not cond: fails += 1
+
+class Client:
+    def __init__(self):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.s.connect(NAME)
+        self.s.settimeout(5)
+        self.pkts = []
+    def send(self, t, body=b"", version=1):
+        self.s.send(struct.pack("<HHI", t, version, len(body)) + body)
+    def recv(self, timeout=5):
+        self.s.settimeout(timeout)
+        m = self.s.recv(70000)
+        if not m: raise EOFError
+        t, v, n = struct.unpack("<HHI", m[:8])
+        return t, m[8:]
+    def call(self, t, body=b"", version=1):
+        self.send(t, body, version)
+        while True:
+            t2, b = self.recv()
+            if t2 == REPLY:
+                return struct.unpack("<q", b[:8])[0], b[8:]
+            self.pkts.append(b)
+    def wait_pkt(self, timeout=2):
+        if self.pkts: return self.pkts.pop(0)
+        end = time.time() + timeout
+        while time.time() < end:
+            try:
+                t, b = self.recv(max(0.01, end - time.time()))
+            except socket.timeout:
+                return None
+            if t == PKT: return b
+        return None
+    def forward(self, dgram):
+        meta = bytes(56) + struct.pack("<II", len(dgram), 0)
+        self.send(PKT, meta + dgram)
+    def close(self): self.s.close()
+
+def qpn_body(q=0): return struct.pack("<II", q, 2)
+def bth(qpn, tag=b""): return bytes([0x64, 0, 0xff, 0xff, 0, (qpn >> 16) & 255, (qpn >> 8) & 255, qpn & 255, 0, 0, 0, 0]) + tag
+def src_port(q): return (0xC000 + (((q * 0x61C88647) & 0xffffffff) >> 18)) & 0xffff
+
+def udp_send(dgram, copies):
+    # in the shared netns another daemon may get a datagram: send several
+    # from different source ports
+    for _ in range(copies):
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        u.sendto(dgram, ("127.0.0.1", 4791))
+        u.close()
+COPIES = 1 if PRIVATE else 16
+
+a = Client(); b = Client()
+pid, _ = a.call(HELLO, struct.pack("<i", os.getpid()))
+ok("HELLO returns the daemon pid (%d)" % pid, pid > 1)
+q = [a.call(ALLOC, qpn_body())[0] for _ in range(8)]
+ok("ALLOC_QPN gives distinct QPNs >= 0x11 (%s)" % [hex(x) for x in q], len(set(q)) == 8 and min(q) >= 0x11)
+ports = [src_port(x) for x in q]
+ok("the QPNs have distinct rxe source ports", len(set(ports)) == 8)
+r, _ = a.call(FREE, qpn_body(q[0]))
+ok("FREE_QPN of an own QPN returns 0", r == 0)
+r, _ = a.call(FREE, qpn_body(q[0]))
+ok("FREE_QPN twice returns -ENOENT", r == -errno.ENOENT)
+n1 = a.call(ALLOC, qpn_body())[0]
+ok("a freed QPN is not reused at once", n1 != q[0])
+r, _ = b.call(FREE, qpn_body(q[1]))
+ok("FREE_QPN of another client's QPN returns -EPERM", r == -errno.EPERM)
+ok("CLAIM_QP1 returns 0", a.call(CLAIM)[0] == 0)
+ok("CLAIM_QP1 again by the owner returns 0", a.call(CLAIM)[0] == 0)
+ok("CLAIM_QP1 by another client returns -EBUSY", b.call(CLAIM)[0] == -errno.EBUSY)
+ok("unknown request type returns -EOPNOTSUPP", a.call(200)[0] == -errno.EOPNOTSUPP)
+ok("wrong protocol version returns -EPROTO", a.call(HELLO, struct.pack("<i", 1), version=9)[0] == -errno.EPROTO)
+ok("bad body length returns -EINVAL", a.call(FREE, b"\1")[0] == -errno.EINVAL)
+r, text = b.call(STATUS)
+ok("STATUS returns the client count and text", r >= 2 and b"clients" in text)
+
+# routing of datagrams by destination QPN
+udp_send(bth(q[1], b"hello"), COPIES)
+p = a.wait_pkt()
+ok("UDP datagram for an allocated QPN reaches its owner", p is not None and p[64:] == bth(q[1], b"hello"))
+if p is not None:
+    fam, sport = struct.unpack("<HH", p[0:4])
+    dst = p[28:56]
+    ok("PKT meta: source is IPv4-mapped, data length right",
+       fam == socket.AF_INET6 and p[8:24] == bytes(10) + b"\xff\xff\x7f\0\0\1" and struct.unpack("<I", p[56:60])[0] == len(p) - 64)
+    ok("PKT meta: destination is 127.0.0.1:4791",
+       dst[8:24] == bytes(10) + b"\xff\xff\x7f\0\0\1" and struct.unpack(">H", dst[2:4])[0] == 4791)
+while a.wait_pkt(0.2): pass
+udp_send(bth(1, b"mad"), COPIES)
+p = a.wait_pkt()
+ok("UDP datagram for QP1 reaches the QP1 owner", p is not None and p[64:] == bth(1, b"mad"))
+while a.wait_pkt(0.2): pass
+b.forward(bth(q[2], b"fwd"))
+p = a.wait_pkt()
+ok("a datagram forwarded by another client reaches the owner", p is not None and p[64:] == bth(q[2], b"fwd"))
+a.forward(bth(q[2], b"loop"))
+ok("a datagram forwarded by the owner itself is not sent back", a.wait_pkt(0.5) is None)
+b.forward(bth(q[0], b"freed"))
+ok("a datagram for a freed QPN is dropped", a.wait_pkt(0.5) is None)
+
+# malformed messages are dropped, the connection and daemon survive
+b.send(PKT, b"short")
+b.send(PKT, bytes(56) + struct.pack("<II", 9999, 0) + b"x")
+b.forward(b"")
+ok("malformed PKT messages are ignored and the connection survives", b.call(HELLO, struct.pack("<i", 1))[0] == pid)
+c = Client(); c.s.send(b"abc")
+try:
+    t, _ = c.recv(2); dropped = False
+except (EOFError, ConnectionResetError):
+    dropped = True
+ok("a client sending less than a header is disconnected", dropped)
+c.close()
+
+# a reply to a client whose socket is full of packets is deferred, not lost
+if PRIVATE:
+    flood = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for i in range(60000):
+        flood.sendto(bth(q[3], b"F" * 1000), ("127.0.0.1", 4791))
+    time.sleep(0.3)
+    a.send(ALLOC, qpn_body())
+    time.sleep(0.5)
+    got = None; n = 0
+    while got is None:
+        t, body = a.recv(5)
+        if t == REPLY: got = struct.unpack("<q", body[:8])[0]
+        else: n += 1
+    ok("reply arrives after %d queued packets (val %#x)" % (n, got), got > 1)
+    r, text = b.call(STATUS)
+    ok("client_full drops were counted", b"client_full=0" not in text)
+
+# disconnecting frees QPNs and the QP1 claim
+a.close()
+time.sleep(0.2)
+ok("after the owner disconnects, QP1 can be claimed by another", b.call(CLAIM)[0] == 0)
+r, text = b.call(STATUS)
+ok("after the owner disconnects its QPNs are gone", b"qpns 0\n" in text)
+b.close()
+sys.exit(1 if fails else 0)
+EOF
+	python3 "$tmp/ipc.py" $private || fails=$((fails + 1))
+	if [ $private = 1 ]; then
+		check "the daemon logged the deferred reply" grep -q 'reply deferred' "$SOFTRDMA_DAEMON_LOG"
+	fi
+	check "daemon survives the protocol tests" kill -0 "$pid"
+else
+	echo "skip: python3 not found, protocol checks not run"
+fi
+
+# --- stop ---
+timeout 20 "$B/softrdma-cfg" stop
+check "softrdma-cfg stop succeeds" [ $? -eq 0 ]
+check "daemon process is gone" gone "$pid"
+check "status says not running" bash -c "'$B/softrdma-cfg' status | grep -q '^Daemon: not running'"
+check "stop when not running is not an error" "$B/softrdma-cfg" stop
+
+# --- idle exit and SIGTERM (foreground) ---
+SOFTRDMA_DAEMON_SOCK=sr-t-daemon-idle-$$ timeout 20 "$B/softrdmad" --foreground --idle-exit 1 2>"$tmp/idle.log" &
+idle=$!
+pids_to_kill="$pids_to_kill $idle"
+sleep 0.3
+SOFTRDMA_DAEMON_SOCK=sr-t-daemon-idle-$$ "$B/softrdma-cfg" status >/dev/null
+wait $idle
+check "--idle-exit 1 exits 0 by itself" [ $? -eq 0 ]
+check "... saying why" grep -q 'no clients' "$tmp/idle.log"
+SOFTRDMA_DAEMON_SOCK=sr-t-daemon-term-$$ "$B/softrdmad" --foreground --idle-exit 0 2>"$tmp/term.log" &
+term=$!
+pids_to_kill="$pids_to_kill $term"
+sleep 0.3
+kill -TERM $term
+wait $term
+check "SIGTERM makes the daemon exit 0" [ $? -eq 0 ]
+
+if [ $fails -ne 0 ]; then
+	echo "t_daemon: $fails check(s) failed"
+	echo "--- daemon log ---"
+	cat "$SOFTRDMA_DAEMON_LOG" 2>/dev/null | tail -30
+	exit 1
+fi
+echo "t_daemon: all checks passed"
+exit 0
