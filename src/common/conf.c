@@ -140,27 +140,33 @@ static int copy_path(char *buf, size_t len, const char *a, const char *b)
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-static const char *home_dir(void)
+/* buf receives the home directory when it is not taken from $HOME. */
+static const char *home_dir(char *buf, size_t len)
 {
 	const char *h = getenv("HOME");
-	struct passwd *pw;
+	struct passwd pwbuf, *pw = NULL;
+	char tmp[1024];
 
 	if (h && h[0] == '/')
 		return h;
-	pw = getpwuid(getuid());
-	if (pw && pw->pw_dir && pw->pw_dir[0] == '/')
-		return pw->pw_dir;
+	/* The _r variant: libibverbs may run this in several threads. */
+	if (!getpwuid_r(getuid(), &pwbuf, tmp, sizeof(tmp), &pw) && pw && pw->pw_dir &&
+	    pw->pw_dir[0] == '/' && strlen(pw->pw_dir) < len) {
+		snprintf(buf, len, "%s", pw->pw_dir);
+		return buf;
+	}
 	return "/";
 }
 
 static int user_path(char *buf, size_t len)
 {
 	const char *xdg = getenv("XDG_CONFIG_HOME");
+	char home[PATH_MAX];
 
 	/* The XDG spec says to ignore a relative XDG_CONFIG_HOME. */
 	if (xdg && xdg[0] == '/')
 		return copy_path(buf, len, xdg, "/softrdma/softrdma.conf");
-	return copy_path(buf, len, home_dir(), "/.config/softrdma/softrdma.conf");
+	return copy_path(buf, len, home_dir(home, sizeof(home)), "/.config/softrdma/softrdma.conf");
 }
 
 const char *sr_conf_path(char *buf, size_t len)

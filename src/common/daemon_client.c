@@ -550,6 +550,8 @@ int sr_daemon_spawn(const char *const *extra_argv)
 		return 0;  /* reaped by someone else (SIGCHLD ignored): just try to connect */
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return 0;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 1)
+		return -ECHILD;  /* softrdmad printed why */
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
 		fprintf(stderr, "softrdma: cannot run %s\n", argv[0]);
 	else if (WIFEXITED(status))
@@ -568,15 +570,21 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int connect_or_start(unsigned flags)
+/* *reported: a message was already printed (by the spawn). */
+static int connect_or_start(unsigned flags, bool *reported)
 {
 	int fd = connect_once();
 	int64_t deadline;
+	int rc;
 
 	if (fd >= 0 || (flags & SR_DAEMON_NO_START) || (fd != -ECONNREFUSED && fd != -ENOENT))
 		return fd;
-	if (sr_daemon_spawn(NULL) < 0)
-		return -ECONNREFUSED;
+	rc = sr_daemon_spawn(NULL);
+	if (rc < 0) {
+		*reported = true;
+		/* ECHILD (it ran and failed) would mislead whoever prints it. */
+		return rc == -ECHILD ? -ECONNREFUSED : rc;
+	}
 	deadline = now_ms() + CONNECT_WAIT_MS;
 	for (;;) {
 		struct timespec ts = { 0, 20 * 1000000 };
@@ -605,6 +613,7 @@ struct sr_daemon_conn *sr_daemon_open_flags(sr_daemon_pkt_cb cb, void *arg, unsi
 	struct sr_ipc_hello hello = { .pid = (int32_t)getpid() };
 	int64_t val = 0;
 	int fd = -1, e;
+	bool reported = false;
 
 	/* A daemon that is idle-exiting may accept us and then close: retry. */
 	for (int attempt = 0; attempt < 3; attempt++) {
@@ -627,7 +636,7 @@ struct sr_daemon_conn *sr_daemon_open_flags(sr_daemon_pkt_cb cb, void *arg, unsi
 		pthread_mutex_init(&c->lock, NULL);
 		pthread_cond_init(&c->cond, NULL);
 
-		fd = connect_or_start(flags);
+		fd = connect_or_start(flags, &reported);
 		if (fd < 0) {
 			free_conn(c);
 			e = -fd;
@@ -653,7 +662,7 @@ struct sr_daemon_conn *sr_daemon_open_flags(sr_daemon_pkt_cb cb, void *arg, unsi
 	return NULL;
 
 fail_msg:
-	if (!(flags & SR_DAEMON_QUIET)) {
+	if (!(flags & SR_DAEMON_QUIET) && !reported) {
 		if (e == ECONNREFUSED && (flags & SR_DAEMON_NO_START))
 			fprintf(stderr, "softrdma: softrdmad is not running (socket @%s)\n", sock_name());
 		else

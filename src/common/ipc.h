@@ -43,6 +43,26 @@ enum sr_ipc_type {
 	                       * followed by text (status report) in the same message */
 };
 
+/* Rules softrdmad follows (and clients rely on):
+ *  - Every message except SR_IPC_PKT gets exactly one SR_IPC_REPLY, in
+ *    request order, and the daemon never drops a reply: when the client's
+ *    socket is full it keeps the reply and stops reading that client's
+ *    requests until it is sent.  PKT messages to a full client are dropped.
+ *  - Reply values: wrong version -EPROTO; body shorter than its struct (the
+ *    ALLOC_QPN and CLAIM_QP1 bodies are optional) or
+ *    hdr.len not matching the message -EINVAL; unknown type -EOPNOTSUPP.
+ *    ALLOC_QPN: -ENOSPC when the QPN space (or the daemon's limit of 2^20
+ *    live QPNs) is exhausted.  FREE_QPN: -ENOENT not allocated, -EPERM
+ *    owned by another client; qpn 1 gives up the QP1 claim.  CLAIM_QP1 by
+ *    the current owner again: 0.
+ *  - QPNs are allocated round-robin from 0x11 (never 0 or 1), preferring
+ *    one whose sr_qpn_src_port() no live QPN uses.  A client's QPNs and QP1
+ *    claim are freed when its connection closes.
+ *  - A message shorter than sr_ipc_hdr closes the connection.
+ *  - STATUS text is "key value" lines (pid, uptime, socket, udp port,
+ *    idle-exit, qpns, qp1 owner, clients + one line per client, received,
+ *    forwarded, "dropped TOTAL reason=N ..."), for humans and test scripts. */
+
 struct sr_ipc_hdr {
 	uint16_t type;
 	uint16_t version;     /* SR_IPC_VERSION */

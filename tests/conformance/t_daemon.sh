@@ -72,9 +72,15 @@ check "softrdmad rejects a bad --idle-exit with 2" [ $? -eq 2 ]
 # --- start ---
 check "status says the daemon is not running" bash -c "'$B/softrdma-cfg' status | grep -q '^Daemon: not running'"
 # Output goes to a file: if the daemon kept our pipe, a $(...) would hang.
-timeout 20 "$B/softrdma-cfg" start >"$tmp/start.out" 2>&1
-check "softrdma-cfg start succeeds" [ $? -eq 0 ]
+# --idle-exit: should this script be killed, the daemon still goes away.
+timeout 20 "$B/softrdma-cfg" start --idle-exit 60 >"$tmp/start.out" 2>&1
+rc=$?
 cat "$tmp/start.out"
+if [ $rc -ne 0 ] && [ $private = 0 ] && grep -q 'Address already in use' "$tmp/start.out"; then
+	echo "SKIP: UDP port 4791 is held by a socket softrdmad cannot share (kernel rxe?)"
+	exit 77
+fi
+check "softrdma-cfg start succeeds" [ $rc -eq 0 ]
 pid=$(daemon_pid)
 if [ -z "$pid" ]; then
 	bad "daemon is running after start"
