@@ -173,8 +173,8 @@ static int read_batch(struct sr_daemon_conn *c, const struct rxbuf *b, bool bloc
 	do
 		got = recvmmsg(c->fd, b->mh, (unsigned)n, block ? MSG_WAITFORONE : MSG_DONTWAIT, NULL);
 	while (got < 0 && errno == EINTR);
-	if (got < 0) {
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
+	if (got <= 0) {
+		if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return 0;
 		set_dead(c);
 		return -1;

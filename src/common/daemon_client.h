@@ -8,7 +8,12 @@
  * callers of sr_daemon_call can share one connection.  The packet callback
  * runs in whichever thread read the packet, with no lock of this module
  * held; it may call sr_daemon_forward and sr_daemon_call (packets that
- * arrive meanwhile are delivered re-entrantly from inside that call). */
+ * arrive meanwhile are delivered re-entrantly from inside that call).
+ *
+ * One rule follows for callers: do not hold, across sr_daemon_call, a lock
+ * that the packet callback takes.  The reply may have to be read by the
+ * thread that is inside the callback (the reader role is not handed over
+ * mid-batch, so packets reach the callback in order and one at a time). */
 #ifndef SR_COMMON_DAEMON_CLIENT_H
 #define SR_COMMON_DAEMON_CLIENT_H
 

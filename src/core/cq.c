@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include "core/sr.h"
@@ -261,6 +262,14 @@ int sr_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 		/* empty: receive what is waiting on the sockets ourselves */
 		sr_progress_poll(to_sctx(ibcq->context));
 	}
+	/* A spinning poller on a machine with fewer cores than busy threads
+	 * starves the threads that produce its completions (our progress
+	 * thread, the peer, the daemon): yield now and then while empty. */
+	static __thread unsigned int empty_polls;
+	if (i)
+		empty_polls = 0;
+	else if (++empty_polls % 32 == 0)
+		sched_yield();
 	return i;
 }
 

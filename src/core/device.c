@@ -104,24 +104,8 @@ static uint64_t guid_from_netdev(const struct sr_netdev_info *nd, const char *de
 
 static enum ibv_mtu mtu_for(int netdev_mtu, int cap)
 {
-	/* room for IPv4 (20) + UDP (8) + BTH (12) + largest extension header
-	 * stack that travels with payload (RETH+ImmDt 20, DETH 8) + ICRC (4) */
-	int room = netdev_mtu - 20 - 8 - 12 - 28 - 4;
-	enum ibv_mtu m = 0;
-	for (int e = IBV_MTU_4096; e >= IBV_MTU_256; e--) {
-		if (sr_mtu_enum_to_bytes(e) <= room) {
-			m = e;
-			break;
-		}
-	}
-	if (!m)
-		m = IBV_MTU_256;
-	if (cap) {
-		int ce = sr_mtu_bytes_to_enum(cap);
-		if (ce && ce < (int)m)
-			m = ce;
-	}
-	return m;
+	/* one rule for the library and softrdma-cfg status */
+	return (enum ibv_mtu)sr_mtu_bytes_to_enum(sr_mtu_active(netdev_mtu, cap));
 }
 
 static void ctx_refresh_netdev(struct sr_context *ctx)

@@ -208,7 +208,7 @@ void sr_progress_poll(struct sr_context *ctx)
 		pthread_mutex_unlock(&qp->lock);
 	}
 	pthread_mutex_unlock(&ctx->lock);
-	if (ctx->daemon)
+	if (ctx->daemon && !sr_daemon_dead(ctx->daemon))
 		sr_daemon_on_readable(ctx->daemon);
 	pthread_mutex_unlock(&ctx->progress_lock);
 }
@@ -264,6 +264,11 @@ static void *progress_main(void *arg)
 				(void)r;
 			} else if (p == SR_EP_DAEMON) {
 				sr_daemon_on_readable(ctx->daemon);
+				if (sr_daemon_dead(ctx->daemon)) {
+					/* EOF stays readable; QPs keep their flows, new ones will fail */
+					epoll_ctl(ctx->epfd, EPOLL_CTL_DEL, sr_daemon_fd(ctx->daemon), NULL);
+					sr_log("lost the connection to softrdmad");
+				}
 			} else {
 				struct sr_qp *qp = p;
 				pthread_mutex_lock(&qp->lock);

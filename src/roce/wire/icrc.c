@@ -15,7 +15,8 @@
  * where w is the 4-byte difference read as a reflected polynomial and tail
  * the number of message bytes after those 4.  x is invertible mod P (P has
  * a constant term), so w = D * x^-(32 + 8*tail) mod P is unique: one
- * multiplication by a constant that depends only on the packet length.
+ * multiplication by a constant that depends only on the packet length
+ * (two table lookups and one more multiplication, see unshift_init).
  * The packet is accepted iff w changes nothing but the ID and the DF bit;
  * the other 15 bits of w (reserved, MF, fragment offset) must be zero,
  * which is what is left of the check. */
@@ -271,7 +272,7 @@ static uint32_t gf2_mulmod(uint32_t a, uint32_t b)
 	return p;
 }
 
-static uint32_t gf2_powmod(uint32_t a, uint64_t k)
+static uint32_t gf2_powmod(uint32_t a, uint32_t k)
 {
 	uint32_t r = GF2_ONE;
 
@@ -286,29 +287,34 @@ static uint32_t gf2_powmod(uint32_t a, uint64_t k)
 
 /* The ICRC message is LRH stand-in (8) + IPv4 (20) + UDP (8) + the UDP
  * payload without the ICRC (len - 4); the ID/flags window ends at message
- * offset 8 + 8 = 16, so tail = len + 16 and the exponent is 32 + 8 * tail. */
-static inline uint64_t ipv4_id_unshift_exponent(size_t len)
-{
-	return 32 + 8 * ((uint64_t)len + 16);
-}
+ * offset 8 + 8 = 16, so tail = len + 16 and the factor that undoes the
+ * shift is x^-(32 + 8 * (len + 16)) = x^-160 * x^-(8 * len).
+ *
+ * Split len into its two bytes and the factor is the product of two table
+ * entries: x^-(160 + 8 * lo) and x^-(2048 * hi).  Every length costs the
+ * same two multiplications, with no per-length cache to keep coherent
+ * between threads.  len < 65536 always holds (the IP length fields are 16
+ * bits wide and sr_icrc_verify_ipv4_id checks it). */
+static uint32_t unshift_lo[256], unshift_hi[256];
+static pthread_once_t unshift_once = PTHREAD_ONCE_INIT;
 
-/* Per-thread, so it needs no lock: packets of one length (full-MTU
- * segments, ACKs) repeat, and a hit saves the ~20 modular
- * multiplications of the exponentiation. */
-static __thread struct {
-	uint32_t len;
-	uint32_t factor;
-} unshift_cache[8];
+static void unshift_init(void)
+{
+	uint32_t x_inv8 = gf2_powmod(GF2_X_INV, 8);
+
+	unshift_lo[0] = gf2_powmod(GF2_X_INV, 160);
+	for (int i = 1; i < 256; i++)
+		unshift_lo[i] = gf2_mulmod(unshift_lo[i - 1], x_inv8);
+	unshift_hi[0] = GF2_ONE;
+	unshift_hi[1] = gf2_powmod(GF2_X_INV, 8 * 256);
+	for (int i = 2; i < 256; i++)
+		unshift_hi[i] = gf2_mulmod(unshift_hi[i - 1], unshift_hi[1]);
+}
 
 static uint32_t ipv4_id_unshift_factor(size_t len)
 {
-	unsigned slot = (unsigned)len & 7;
-
-	if (unshift_cache[slot].len != len) {
-		unshift_cache[slot].factor = gf2_powmod(GF2_X_INV, ipv4_id_unshift_exponent(len));
-		unshift_cache[slot].len = (uint32_t)len;
-	}
-	return unshift_cache[slot].factor;
+	pthread_once(&unshift_once, unshift_init);
+	return gf2_mulmod(unshift_lo[len & 0xff], unshift_hi[(len >> 8) & 0xff]);
 }
 
 bool sr_icrc_verify_ipv4_id(const struct sr_icrc_env *env, const uint8_t *buf, size_t len,

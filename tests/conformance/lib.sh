@@ -1,0 +1,436 @@
+# shellcheck shell=bash
+# Shared code of the conformance tests (tests/conformance/t_*.sh).
+#
+# Each test runs Debian's unmodified RDMA programs through softrdma-run
+# against a private configuration holding one RoCE device, rxe0 on lo, so
+# the result does not depend on the configuration of the machine or user.
+# Exit status follows CTest's convention: 0 pass, 1 fail, 77 skip.
+#
+# Every command is run under `timeout`, its output kept in a file, and
+# both are printed when a check on it fails; a passing check prints one
+# line.  A test keeps going after a failed check, so that one run shows
+# every problem, and exits 1 at the end (sr_finish).
+#
+# CTest sets SR_BUILD_DIR and SR_SOURCE_DIR; run by hand, they default to
+# build/ in the source tree.  SR_TIMEOUT (seconds, default 60) bounds each
+# command; SR_KEEP_TMP=1 keeps the temporary directory for a post-mortem.
+
+SR_SOURCE_DIR=${SR_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+SR_BUILD_DIR=${SR_BUILD_DIR:-$SR_SOURCE_DIR/build}
+SR_RUN=$SR_BUILD_DIR/bin/softrdma-run
+SR_TIMEOUT=${SR_TIMEOUT:-60}
+SR_TEST=$(basename "$0" .sh)
+
+SR_TMP=
+SR_NCMD=0          # commands run so far; names their log files
+SR_NPASS=0
+SR_NFAIL=0
+SR_PIDS=()         # background processes still to reap or kill
+SR_CLEANUPS=()     # commands run at exit, last registered first
+
+sr_skip() {
+	echo "SKIP: $SR_TEST: $*"
+	exit 77
+}
+
+# A broken test setup, not a finding about softrdma: stop here.
+sr_die() {
+	echo "ERROR: $SR_TEST: $*"
+	exit 1
+}
+
+sr_pass() {
+	SR_NPASS=$((SR_NPASS + 1))
+	echo "ok: $*"
+}
+
+sr_fail() {
+	SR_NFAIL=$((SR_NFAIL + 1))
+	echo "FAIL: $*"
+}
+
+sr_need_cmd() {
+	local c
+	for c in "$@"; do
+		command -v "$c" >/dev/null 2>&1 ||
+			sr_skip "$c is not installed (scripts/install-deps.sh installs it)"
+	done
+}
+
+# sr_write_conf FILE NETDEV: one Soft-RoCE device rxe0 on NETDEV.
+sr_write_conf() {
+	cat >"$1" <<EOF
+crc = on
+[rxe0]
+type = roce
+netdev = $2
+EOF
+}
+
+sr_cleanup() {
+	local rc=$? pid i
+	trap - EXIT INT TERM
+	for pid in "${SR_PIDS[@]}"; do
+		kill -TERM "$pid" 2>/dev/null
+	done
+	for pid in "${SR_PIDS[@]}"; do
+		for i in 1 2 3 4 5 6 7 8 9 10; do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.2
+		done
+		kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	done
+	for ((i = ${#SR_CLEANUPS[@]} - 1; i >= 0; i--)); do
+		eval "${SR_CLEANUPS[i]}"
+	done
+	if [ -n "$SR_TMP" ]; then
+		if [ "${SR_KEEP_TMP:-0}" = 1 ]; then
+			echo "logs kept in $SR_TMP"
+		else
+			rm -rf "$SR_TMP"
+		fi
+	fi
+	exit "$rc"
+}
+
+# sr_on_exit 'COMMAND': run COMMAND (a shell string) when the test exits.
+sr_on_exit() {
+	SR_CLEANUPS+=("$1")
+}
+
+# Call first: checks the build, makes the temporary directory and the
+# private configuration (exported as SOFTRDMA_CONF), installs the traps.
+sr_init() {
+	[ -x "$SR_RUN" ] || sr_die "$SR_RUN not found: build softrdma first (or set SR_BUILD_DIR)"
+	sr_need_cmd timeout
+	SR_TMP=$(mktemp -d "${TMPDIR:-/tmp}/sr-$SR_TEST.XXXXXX") || sr_die "mktemp failed"
+	trap sr_cleanup EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	SR_CONF=$SR_TMP/softrdma.conf
+	sr_write_conf "$SR_CONF" lo
+	export SOFTRDMA_CONF=$SR_CONF
+	echo "# $SR_TEST: build $SR_BUILD_DIR, config $SR_CONF (rxe0 on lo)"
+}
+
+sr_finish() {
+	echo "# $SR_TEST: $SR_NPASS passed, $SR_NFAIL failed"
+	[ "$SR_NFAIL" -eq 0 ] && exit 0
+	exit 1
+}
+
+# ---- running commands --------------------------------------------------
+
+# Allocates the log files of the next command: sets SR_CMDFILE and
+# SR_OUTFILE and records the command line.
+sr_new_log() {
+	SR_NCMD=$((SR_NCMD + 1))
+	SR_CMDFILE=$SR_TMP/$SR_NCMD.cmd
+	SR_OUTFILE=$SR_TMP/$SR_NCMD.out
+	printf '%q ' "$@" >"$SR_CMDFILE"
+	echo >>"$SR_CMDFILE"
+	: >"$SR_OUTFILE"
+	echo "+ $(cat "$SR_CMDFILE")"
+}
+
+# sr_dump OUTFILE [LABEL]: prints the command and output kept for OUTFILE.
+sr_dump() {
+	local out=$1 cmd=${1%.out}.cmd label=${2:-}
+	echo "    ----- ${label:+$label: }command:"
+	sed 's/^/    /' "$cmd"
+	echo "    ----- ${label:+$label }output ($(wc -l <"$out") lines, last 200 shown):"
+	tail -n 200 "$out" | sed 's/^/    | /'
+}
+
+# Describes an exit status of a command run under timeout.
+sr_status_str() {
+	case $1 in
+	0) echo "exit 0" ;;
+	124) echo "timed out after ${SR_TIMEOUT}s" ;;
+	137) echo "killed (SIGKILL)" ;;
+	143) echo "terminated (SIGTERM)" ;;
+	*) echo "exit $1" ;;
+	esac
+}
+
+# sr_run DESC -- CMD...: runs CMD with a timeout; passes if it exits 0.
+# Sets SR_OUT to its output file for further checks (sr_expect).
+sr_run() {
+	local desc=$1 rc
+	shift
+	[ "$1" = -- ] && shift
+	sr_new_log "$@"
+	SR_OUT=$SR_OUTFILE
+	timeout -k 5 "$SR_TIMEOUT" "$@" >"$SR_OUT" 2>&1 </dev/null
+	rc=$?
+	if [ "$rc" -eq 0 ]; then
+		sr_pass "$desc"
+		return 0
+	fi
+	sr_fail "$desc: $(sr_status_str "$rc")"
+	sr_dump "$SR_OUT"
+	return 1
+}
+
+# sr_expect OUTFILE ERE DESC: passes if the output matches ERE.
+sr_expect() {
+	if grep -Eq -- "$2" "$1"; then
+		sr_pass "$3"
+		return 0
+	fi
+	sr_fail "$3: no line matches /$2/"
+	sr_dump "$1"
+	return 1
+}
+
+# sr_reject OUTFILE ERE DESC: passes if no line of the output matches ERE.
+sr_reject() {
+	if ! grep -Eq -- "$2" "$1"; then
+		sr_pass "$3"
+		return 0
+	fi
+	sr_fail "$3: output matches /$2/"
+	grep -En -- "$2" "$1" | head -n 5 | sed 's/^/    >> /'
+	sr_dump "$1"
+	return 1
+}
+
+# ---- TCP ports -----------------------------------------------------------
+
+# Runs "$@" inside network namespace NS, or here if NS is empty.
+sr_in_ns() {
+	local ns=$1
+	shift
+	if [ -n "$ns" ]; then
+		ip netns exec "$ns" "$@"
+	else
+		"$@"
+	fi
+}
+
+# The TCP ports in use (any state) in namespace NS ('' = ours), one a line,
+# from /proc, which answers for the namespace of the reader.
+sr_tcp_ports() {
+	local hex
+	sr_in_ns "$1" cat /proc/net/tcp /proc/net/tcp6 2>/dev/null |
+		awk '$2 ~ /:/ { sub(/.*:/, "", $2); print $2 }' |
+		while read -r hex; do
+			echo $((16#$hex))
+		done
+}
+
+# sr_free_port [NS]: a TCP port nobody uses in NS, chosen at random so
+# that concurrent tests rarely race for the same one.
+sr_free_port() {
+	local ns=${1:-} used p i
+	used=" $(sr_tcp_ports "$ns" | tr '\n' ' ') "
+	for i in $(seq 1 200); do
+		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		case $used in
+		*" $p "*) continue ;;
+		esac
+		echo "$p"
+		return 0
+	done
+	sr_die "no free TCP port found"
+}
+
+# sr_port_listening PORT [NS]
+sr_port_listening() {
+	local hex
+	hex=$(printf '%04X' "$1")
+	sr_in_ns "${2:-}" cat /proc/net/tcp /proc/net/tcp6 2>/dev/null |
+		awk -v p=":$hex" 'substr($2, length($2) - 4) == p && $4 == "0A" { f = 1 } END { exit !f }'
+}
+
+# sr_wait_listen PORT PID [NS]: waits until PID listens on PORT.  Returns
+# 1 if PID died first, 2 on timeout.  The pingpong programs and perftest
+# connect once and give up, so a client started too early would fail.
+sr_wait_listen() {
+	local port=$1 pid=$2 ns=${3:-} deadline=$((SECONDS + 30))
+	while :; do
+		sr_port_listening "$port" "$ns" && return 0
+		kill -0 "$pid" 2>/dev/null || return 1
+		[ "$SECONDS" -ge "$deadline" ] && return 2
+		sleep 0.1
+	done
+}
+
+# ---- server and client ---------------------------------------------------
+
+# sr_pair [--ns NS] DESC PORT -- SERVER-CMD... -- CLIENT-CMD...
+#
+# Starts the server in the background, waits until it listens on PORT (in
+# namespace NS if given: where the server runs), runs the client, then
+# waits for the server.  Passes if both exit 0.  SR_SERVER_OUT and
+# SR_CLIENT_OUT name their outputs for further checks.
+sr_pair() {
+	local ns='' desc port spid crc src w grace
+	local -a srv=() cli=()
+	if [ "$1" = --ns ]; then
+		ns=$2
+		shift 2
+	fi
+	desc=$1 port=$2
+	shift 2
+	[ "$1" = -- ] || sr_die "sr_pair: expected -- before the server command"
+	shift
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		srv+=("$1")
+		shift
+	done
+	[ $# -gt 0 ] || sr_die "sr_pair: expected -- before the client command"
+	shift
+	cli=("$@")
+
+	echo "--- $desc"
+	sr_new_log "${srv[@]}"
+	SR_SERVER_OUT=$SR_OUTFILE
+	timeout -k 5 "$SR_TIMEOUT" "${srv[@]}" >"$SR_SERVER_OUT" 2>&1 </dev/null &
+	spid=$!
+	SR_PIDS+=("$spid")
+
+	sr_wait_listen "$port" "$spid" "$ns"
+	w=$?
+	if [ "$w" -ne 0 ]; then
+		if [ "$w" -eq 1 ]; then
+			wait "$spid"
+			src=$?
+			sr_fail "$desc: server ended before listening on TCP port $port ($(sr_status_str "$src"))"
+		else
+			sr_fail "$desc: server not listening on TCP port $port after 30 s"
+		fi
+		sr_reap "$spid"
+		sr_dump "$SR_SERVER_OUT" server
+		return 1
+	fi
+
+	sr_new_log "${cli[@]}"
+	SR_CLIENT_OUT=$SR_OUTFILE
+	timeout -k 5 "$SR_TIMEOUT" "${cli[@]}" >"$SR_CLIENT_OUT" 2>&1 </dev/null
+	crc=$?
+
+	# A server whose client failed may wait for it until its own timeout:
+	# give it a moment to notice, then stop it.
+	grace=30
+	[ "$crc" -ne 0 ] && grace=5
+	for ((w = 0; w < grace * 10; w++)); do
+		kill -0 "$spid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -0 "$spid" 2>/dev/null && kill -TERM "$spid" 2>/dev/null
+	wait "$spid"
+	src=$?
+	sr_forget "$spid"
+
+	if [ "$crc" -eq 0 ] && [ "$src" -eq 0 ]; then
+		sr_pass "$desc"
+		return 0
+	fi
+	sr_fail "$desc: server $(sr_status_str "$src"), client $(sr_status_str "$crc")"
+	sr_dump "$SR_SERVER_OUT" server
+	sr_dump "$SR_CLIENT_OUT" client
+	return 1
+}
+
+sr_forget() {
+	local -a keep=()
+	local p
+	for p in "${SR_PIDS[@]}"; do
+		[ "$p" = "$1" ] || keep+=("$p")
+	done
+	SR_PIDS=("${keep[@]}")
+}
+
+sr_reap() {
+	kill -TERM "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+	sr_forget "$1"
+}
+
+# ---- two hosts: network namespaces joined by a veth pair -----------------
+
+# sr_netns_setup: two namespaces with unique names, SR_NS_A and SR_NS_B,
+# each with lo up and one end of a veth pair (MTU 1500) addressed
+# SR_IP_A / SR_IP_B in a random /24 of 198.18.0.0/15 (the benchmarking
+# range, RFC 2544), and a configuration SR_CONF_A / SR_CONF_B with rxe0
+# on that veth.  Everything is removed at exit, including processes left
+# in the namespaces (softrdma's daemon among them).  Skips without root
+# or without `ip netns`.
+sr_netns_setup() {
+	local id sub i
+	[ "$(id -u)" -eq 0 ] || sr_skip "needs root to create network namespaces"
+	command -v ip >/dev/null 2>&1 || sr_skip "ip (iproute2) is not installed"
+	ip netns list >/dev/null 2>&1 || sr_skip "ip netns is not available here"
+
+	id=$(printf '%03x%03x' $(($$ % 4096)) $((RANDOM % 4096)))
+	sub=$((RANDOM % 256))
+	SR_NS_A=sr-$id-a
+	SR_NS_B=sr-$id-b
+	SR_VETH_A=srv${id}a
+	SR_VETH_B=srv${id}b
+	SR_IP_A=198.18.$sub.1
+	SR_IP_B=198.18.$sub.2
+
+	ip netns add "$SR_NS_A" 2>"$SR_TMP/netns.err" ||
+		sr_skip "cannot create a network namespace: $(cat "$SR_TMP/netns.err")"
+	sr_on_exit "sr_netns_delete $SR_NS_A"
+	ip netns add "$SR_NS_B" || sr_die "cannot create namespace $SR_NS_B"
+	sr_on_exit "sr_netns_delete $SR_NS_B"
+
+	echo "+ namespaces $SR_NS_A ($SR_IP_A on $SR_VETH_A) <-> $SR_NS_B ($SR_IP_B on $SR_VETH_B)"
+	ip link add "$SR_VETH_A" netns "$SR_NS_A" type veth peer name "$SR_VETH_B" netns "$SR_NS_B" \
+		2>"$SR_TMP/netns.err" ||
+		sr_skip "cannot create a veth pair: $(cat "$SR_TMP/netns.err")"
+	ip -n "$SR_NS_A" link set lo up &&
+		ip -n "$SR_NS_B" link set lo up &&
+		ip -n "$SR_NS_A" link set "$SR_VETH_A" mtu 1500 &&
+		ip -n "$SR_NS_B" link set "$SR_VETH_B" mtu 1500 &&
+		ip -n "$SR_NS_A" addr add "$SR_IP_A/24" dev "$SR_VETH_A" &&
+		ip -n "$SR_NS_B" addr add "$SR_IP_B/24" dev "$SR_VETH_B" &&
+		ip -n "$SR_NS_A" link set "$SR_VETH_A" up &&
+		ip -n "$SR_NS_B" link set "$SR_VETH_B" up ||
+		sr_die "cannot configure the veth pair"
+	for i in $(seq 1 50); do
+		ip -n "$SR_NS_A" link show "$SR_VETH_A" | grep -q 'state UP' &&
+			ip -n "$SR_NS_B" link show "$SR_VETH_B" | grep -q 'state UP' && break
+		sleep 0.1
+	done
+
+	SR_CONF_A=$SR_TMP/softrdma-a.conf
+	SR_CONF_B=$SR_TMP/softrdma-b.conf
+	sr_write_conf "$SR_CONF_A" "$SR_VETH_A"
+	sr_write_conf "$SR_CONF_B" "$SR_VETH_B"
+	# The program prefixes that run a command as host A or host B.
+	SR_AT_A=(ip netns exec "$SR_NS_A" env SOFTRDMA_CONF="$SR_CONF_A" "$SR_RUN")
+	SR_AT_B=(ip netns exec "$SR_NS_B" env SOFTRDMA_CONF="$SR_CONF_B" "$SR_RUN")
+}
+
+# Kills what still runs in namespace NS, then deletes it.
+sr_netns_delete() {
+	local pids
+	pids=$(ip netns pids "$1" 2>/dev/null)
+	if [ -n "$pids" ]; then
+		# shellcheck disable=SC2086 # one pid per word
+		kill -TERM $pids 2>/dev/null
+		sleep 0.5
+		pids=$(ip netns pids "$1" 2>/dev/null)
+		# shellcheck disable=SC2086
+		[ -n "$pids" ] && kill -KILL $pids 2>/dev/null
+	fi
+	ip netns del "$1" 2>/dev/null
+}
+
+# sr_gid_index AT-PREFIX-NAME IPV4: the GID index whose GID is the
+# IPv4-mapped address IPV4 as a RoCE v2 GID, as ibv_devinfo -v shows it;
+# 0 if none is found.  Kernel rxe puts the MAC-derived link-local GID
+# first, so index 0 is not the IPv4 one everywhere.
+sr_gid_index() {
+	local -n at=$1
+	local idx
+	idx=$(timeout -k 5 "$SR_TIMEOUT" "${at[@]}" ibv_devinfo -v -d rxe0 2>/dev/null |
+		sed -nE "s/^[[:space:]]*GID\[ *([0-9]+)\]:[[:space:]]+::ffff:${2//./\\.}, RoCE v2\$/\1/p" |
+		head -n 1)
+	echo "${idx:-0}"
+}
