@@ -144,6 +144,14 @@ void sr_progress_del_fd(struct sr_context *ctx, int fd)
 	epoll_ctl(ctx->epfd, EPOLL_CTL_DEL, fd, NULL);
 }
 
+void sr_progress_deadline(struct sr_context *ctx, uint64_t when)
+{
+	/* a timer armed from an application thread that falls before the
+	 * progress thread's wake-up time must wake it, or it fires late */
+	if (when < atomic_load(&ctx->sleep_until))
+		sr_progress_wake(ctx);
+}
+
 void sr_progress_wake(struct sr_context *ctx)
 {
 	uint64_t one = 1;
@@ -226,6 +234,7 @@ static void *progress_main(void *arg)
 		free_zombies(ctx);
 		uint64_t next = run_timers(ctx);
 		struct timespec ts, *tsp = NULL;
+		atomic_store(&ctx->sleep_until, next ? next : UINT64_MAX);
 		if (next) {
 			uint64_t now = sr_now_ns();
 			uint64_t d = next > now ? next - now : 0;

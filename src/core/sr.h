@@ -86,7 +86,8 @@ struct sr_context {
 	int epfd;
 	int doorbell;              /* eventfd: wake the progress thread */
 	pthread_mutex_t progress_lock; /* held by whoever is receiving: thread or poller */
-	_Atomic uint64_t last_poll_ns; /* an application thread polled an empty CQ */
+	_Atomic uint64_t last_poll_ns;
+	_Atomic uint64_t sleep_until;  /* the progress thread's next timer, UINT64_MAX = none */ /* an application thread polled an empty CQ */
 };
 
 struct sr_pd {
@@ -348,6 +349,7 @@ int sr_progress_start(struct sr_context *ctx);
 void sr_progress_stop(struct sr_context *ctx);
 void sr_progress_wake(struct sr_context *ctx);
 void sr_progress_poll(struct sr_context *ctx);
+void sr_progress_deadline(struct sr_context *ctx, uint64_t when);
 int sr_progress_add_fd(struct sr_context *ctx, int fd, struct sr_qp *qp);
 void sr_progress_del_fd(struct sr_context *ctx, int fd);
 struct sr_daemon_conn *sr_ctx_daemon(struct sr_context *ctx, int *err);

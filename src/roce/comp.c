@@ -30,8 +30,10 @@ void sr_comp_arm_timer(struct sr_qp *qp)
 		r->retrans_deadline = 0;
 		return;
 	}
-	if (!r->retrans_deadline)
+	if (!r->retrans_deadline) {
 		r->retrans_deadline = sr_now_ns() + to;
+		sr_progress_deadline(qp->ctx, r->retrans_deadline);
+	}
 }
 
 static void restart_timer(struct sr_qp *qp)
@@ -105,7 +107,10 @@ static void comp_ack_upto(struct sr_qp *qp, uint32_t psn)
 			break;
 		}
 		uint32_t last = psn_add(w->first_psn, w->npkts - 1);
-		if (psn_diff(psn, last) >= 0 && w->sent_pkts == w->npkts) {
+		/* acknowledged through its last PSN: the responder has it all, even
+		 * if a go-back had started sending it again */
+		if (psn_diff(psn, last) >= 0) {
+			w->sent_pkts = w->npkts;
 			w->state = SR_WQE_DONE;
 			if (psn_diff(psn_add(last, 1), r->una_psn) > 0) {
 				r->una_psn = psn_add(last, 1);
@@ -277,6 +282,7 @@ void sr_comp_rx(struct sr_qp *qp, struct sr_pkt *pkt)
 		SR_DBG("QP %u: RNR NAK psn %u", sr_roce_qpn(qp), pkt->psn);
 		r->rnr_psn = pkt->psn;
 		r->rnr_deadline = sr_now_ns() + (uint64_t)sr_rnr_timer_usec(syn & 0x1f) * 1000ull;
+		sr_progress_deadline(qp->ctx, r->rnr_deadline);
 		r->retrans_deadline = 0;
 		sr_req_go_back(qp, pkt->psn);
 		break;

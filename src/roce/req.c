@@ -55,6 +55,7 @@ void sr_req_go_back(struct sr_qp *qp, uint32_t psn)
 	uint32_t idx;
 	struct sr_send_wqe *w = sr_req_wqe_for_psn(qp, psn, &idx);
 
+	SR_DBG("QP %u: go back to psn %u: %s", qp->ibqp.qp_base.qp_num, psn, w ? "resending" : "no WQE holds it");
 	if (!w)
 		return;
 	w->sent_pkts = (uint32_t)psn_diff(psn, w->first_psn);

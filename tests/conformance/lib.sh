@@ -173,6 +173,27 @@ sr_run() {
 	return 1
 }
 
+# sr_run_fail DESC -- CMD...: passes if CMD fails by itself (an exit
+# status other than 0 and other than the timeout's).
+sr_run_fail() {
+	local desc=$1 rc
+	shift
+	[ "$1" = -- ] && shift
+	sr_new_log "$@"
+	SR_OUT=$SR_OUTFILE
+	timeout -k 5 "$SR_TIMEOUT" "$@" >"$SR_OUT" 2>&1 </dev/null
+	rc=$?
+	case $rc in
+	0 | 124 | 137)
+		sr_fail "$desc: $(sr_status_str "$rc"), expected a failure"
+		sr_dump "$SR_OUT"
+		return 1
+		;;
+	esac
+	sr_pass "$desc"
+	return 0
+}
+
 # sr_expect OUTFILE ERE DESC: passes if the output matches ERE.
 sr_expect() {
 	if grep -Eq -- "$2" "$1"; then

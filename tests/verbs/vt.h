@@ -1,0 +1,852 @@
+/* vt.h - shared helpers for the verbs-level tests (tests/verbs/test_*.c).
+ *
+ * Only the public verbs API is used, so the tests run unchanged against
+ * rdma-core + the kernel's rxe as well as against softrdma.  Everything
+ * here is static: each test is one translation unit.
+ *
+ *  - CHECK-style macros that print every check ("  ok   ..." or a loud
+ *    "  FAIL file:line: ..."), KNOWN_BUG() for checks that document a
+ *    library bug (they still fail), NOTE() for information;
+ *  - vt_begin()/vt_end(): a watchdog (alarm) so a test never hangs, and the
+ *    final "<name>: N passed, M failed" line; exit status 1 on any failure;
+ *  - device, PD, CQs, and RC/UC/UD QP pairs connected to each other in one
+ *    process over the loopback GID (index 0, is_global = 1);
+ *  - polling a CQ with a timeout, expecting a completion;
+ *  - buffers with canary guard bytes around the registered range;
+ *  - waiting for an async event with a timeout.
+ */
+#ifndef VT_H
+#define VT_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <infiniband/verbs.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------ */
+/* reporting                                                            */
+/* ------------------------------------------------------------------ */
+
+static const char *vt_name = "vt";
+static int vt_npass, vt_nfail, vt_nknown;
+static pthread_mutex_t vt_print_lock = PTHREAD_MUTEX_INITIALIZER;
+
+__attribute__((format(printf, 5, 6)))
+static bool vt_report(bool ok, const char *file, int line, const char *tag, const char *fmt, ...)
+{
+	va_list ap;
+	const char *base = strrchr(file, '/');
+
+	base = base ? base + 1 : file;
+	pthread_mutex_lock(&vt_print_lock);
+	if (ok) {
+		vt_npass++;
+		printf("  ok    ");
+	} else {
+		vt_nfail++;
+		if (tag && !strcmp(tag, "KNOWN-BUG"))
+			vt_nknown++;
+		printf("  FAIL  %s:%d: %s%s", base, line, tag ? tag : "", tag ? ": " : "");
+	}
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+	pthread_mutex_unlock(&vt_print_lock);
+	return ok;
+}
+
+/* CHECK(cond, fmt, ...): one check; the message says what is expected. */
+#define CHECK(cond, ...) vt_report(!!(cond), __FILE__, __LINE__, NULL, __VA_ARGS__)
+/* A check that currently fails because of a known library bug: it still
+ * counts as a failure, but is labelled so nobody mistakes it for a flake. */
+#define KNOWN_BUG(cond, ...) vt_report(!!(cond), __FILE__, __LINE__, "KNOWN-BUG", __VA_ARGS__)
+
+#define NOTE(...)                                                  \
+	do {                                                       \
+		pthread_mutex_lock(&vt_print_lock);                \
+		printf("  note  ");                                \
+		printf(__VA_ARGS__);                               \
+		printf("\n");                                      \
+		fflush(stdout);                                    \
+		pthread_mutex_unlock(&vt_print_lock);              \
+	} while (0)
+
+#define SECTION(...)                                               \
+	do {                                                       \
+		printf("\n== ");                                   \
+		printf(__VA_ARGS__);                               \
+		printf("\n");                                      \
+		fflush(stdout);                                    \
+	} while (0)
+
+/* An integer comparison that prints both values. */
+#define CHECK_INT(got, want, ...)                                                              \
+	({                                                                                     \
+		long long vt_g_ = (long long)(got), vt_w_ = (long long)(want);                 \
+		char vt_m_[256];                                                               \
+		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);                                   \
+		vt_report(vt_g_ == vt_w_, __FILE__, __LINE__, NULL, "%s (got %lld, want %lld)", \
+			  vt_m_, vt_g_, vt_w_);                                                 \
+	})
+
+/* A verb returning an errno value (0 on success). */
+#define CHECK_RC(rc, want, ...)                                                                    \
+	({                                                                                         \
+		int vt_r_ = (rc), vt_e_ = (want);                                                  \
+		char vt_m_[256];                                                                   \
+		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);                                       \
+		vt_report(vt_r_ == vt_e_, __FILE__, __LINE__, NULL, "%s -> %s (got %d %s)", vt_m_,  \
+			  vt_e_ ? strerror(vt_e_) : "0", vt_r_, vt_r_ > 0 ? strerror(vt_r_) : ""); \
+	})
+
+/* A verb returning a pointer: NULL with errno == want (want 0: non-NULL). */
+#define CHECK_PTR_ERR(ptr, err_snapshot, want, ...)                                               \
+	({                                                                                        \
+		bool vt_ok_;                                                                      \
+		char vt_m_[256];                                                                  \
+		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);                                      \
+		if (want)                                                                         \
+			vt_ok_ = vt_report(!(ptr) && (err_snapshot) == (want), __FILE__, __LINE__, \
+					   NULL, "%s -> NULL, errno %s (got %p, errno %d %s)", vt_m_, \
+					   strerror(want), (void *)(ptr), (err_snapshot),           \
+					   strerror(err_snapshot));                                 \
+		else                                                                      \
+			vt_ok_ = vt_report(!!(ptr), __FILE__, __LINE__, NULL,                       \
+					   "%s -> success (got NULL, errno %d %s)", vt_m_,          \
+					   (err_snapshot), strerror(err_snapshot));                 \
+		vt_ok_;                                                                           \
+	})
+
+static const char *vt_status_str(int st) { return ibv_wc_status_str((enum ibv_wc_status)st); }
+
+static const char *vt_state_str(int s)
+{
+	static const char *n[] = { "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR", "UNKNOWN" };
+	return s >= 0 && s <= 7 ? n[s] : "?";
+}
+
+static const char *vt_qpt_str(enum ibv_qp_type t)
+{
+	return t == IBV_QPT_RC ? "RC" : t == IBV_QPT_UC ? "UC" : t == IBV_QPT_UD ? "UD" : "?";
+}
+
+/* ------------------------------------------------------------------ */
+/* time, watchdog, start/end                                            */
+/* ------------------------------------------------------------------ */
+
+static uint64_t vt_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void vt_sleep_ms(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+static void vt_sleep_us(unsigned us)
+{
+	struct timespec ts = { us / 1000000, (long)(us % 1000000) * 1000L };
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+static void vt_watchdog(int sig)
+{
+	char buf[256];
+	int n;
+	(void)sig;
+	n = snprintf(buf, sizeof(buf),
+		     "\n  FAIL  WATCHDOG: %s did not finish in time (hung?)\n%s: %d passed, %d failed\n", vt_name,
+		     vt_name, vt_npass, vt_nfail + 1);
+	if (n > 0) {
+		ssize_t r = write(1, buf, (size_t)n);
+		(void)r;
+	}
+	_exit(1);
+}
+
+/* seconds: the whole test must finish within it (never hang CI). */
+static void vt_begin(const char *name, unsigned seconds)
+{
+	vt_name = name;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	signal(SIGALRM, vt_watchdog);
+	signal(SIGPIPE, SIG_IGN);
+	alarm(seconds);
+	printf("%s: starting (pid %d)\n", name, getpid());
+}
+
+static int vt_end(void)
+{
+	alarm(0);
+	printf("\n%s: %d passed, %d failed", vt_name, vt_npass, vt_nfail);
+	if (vt_nknown)
+		printf(" (%d of them KNOWN-BUG)", vt_nknown);
+	printf("\n");
+	fflush(stdout);
+	return vt_nfail ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* random data and patterns                                             */
+/* ------------------------------------------------------------------ */
+
+static uint64_t vt_rng_state = 0x9e3779b97f4a7c15ull;
+
+static void vt_seed(uint64_t s) { vt_rng_state = s ? s : 0x9e3779b97f4a7c15ull; }
+
+static uint64_t vt_rand64_r(uint64_t *s)
+{
+	uint64_t x = *s;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	*s = x;
+	return x * 0x2545F4914F6CDD1Dull;
+}
+
+static uint64_t vt_rand64(void) { return vt_rand64_r(&vt_rng_state); }
+static uint32_t vt_rand(uint32_t n) { return n ? (uint32_t)(vt_rand64() % n) : 0; }
+
+/* Fill / verify a deterministic pattern that depends on seed and offset,
+ * so a misplaced byte (right value, wrong place) is caught too. */
+static uint8_t vt_pat(uint32_t seed, size_t i)
+{
+	uint32_t x = (uint32_t)i * 2654435761u ^ seed * 0x9E3779B1u;
+	x ^= x >> 15;
+	return (uint8_t)(x ^ (x >> 8) ^ (i >> 16));
+}
+
+static void vt_fill(void *p, size_t len, uint32_t seed)
+{
+	uint8_t *b = p;
+	for (size_t i = 0; i < len; i++)
+		b[i] = vt_pat(seed, i);
+}
+
+/* Returns the first differing offset, or -1. */
+static long vt_verify(const void *p, size_t len, uint32_t seed)
+{
+	const uint8_t *b = p;
+	for (size_t i = 0; i < len; i++)
+		if (b[i] != vt_pat(seed, i))
+			return (long)i;
+	return -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* buffers with guard (canary) bytes                                    */
+/* ------------------------------------------------------------------ */
+
+#define VT_GUARD_DEFAULT 4096
+
+struct vt_buf {
+	uint8_t *base;   /* allocation: guard | payload | guard */
+	size_t total;
+	uint8_t *p;      /* the payload, page aligned */
+	size_t len;
+	size_t guard;
+	struct ibv_mr *mr;
+};
+
+static uint8_t vt_canary(size_t i) { return (uint8_t)(0xA5 ^ (i * 29) ^ (i >> 8)); }
+
+/* len bytes of payload with guard bytes on both sides, the payload zeroed
+ * and, if access >= 0, registered (the payload only, not the guards). */
+static int vt_buf_alloc(struct vt_buf *b, struct ibv_pd *pd, size_t len, size_t guard, int access)
+{
+	void *m;
+	memset(b, 0, sizeof(*b));
+	guard = (guard + 4095) & ~(size_t)4095;
+	b->guard = guard;
+	b->len = len;
+	b->total = guard * 2 + ((len + 4095) & ~(size_t)4095);
+	if (posix_memalign(&m, 4096, b->total))
+		return ENOMEM;
+	b->base = m;
+	for (size_t i = 0; i < b->total; i++)
+		b->base[i] = vt_canary(i);
+	b->p = b->base + guard;
+	memset(b->p, 0, len);
+	if (access >= 0 && pd) {
+		b->mr = ibv_reg_mr(pd, b->p, len ? len : 1, access);
+		if (!b->mr) {
+			int e = errno;
+			free(b->base);
+			b->base = NULL;
+			return e ? e : EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* Are the bytes outside [p, p+len) untouched?  Reports one check. */
+static bool vt_buf_guard_ok_(struct vt_buf *b, const char *file, int line, const char *what)
+{
+	uint8_t *end = b->p + b->len;
+	for (size_t i = 0; i < b->total; i++) {
+		uint8_t *q = b->base + i;
+		if (q >= b->p && q < end)
+			continue;
+		if (*q != vt_canary(i)) {
+			long off = q < b->p ? -(long)(b->p - q) : (long)(q - end);
+			return vt_report(false, file, line, NULL,
+					 "%s: guard bytes outside the registered range untouched "
+					 "(byte at %s%ld changed: 0x%02x, want 0x%02x)",
+					 what, q < b->p ? "start" : "end+", off, *q, vt_canary(i));
+		}
+	}
+	return vt_report(true, file, line, NULL, "%s: guard bytes outside the registered range untouched", what);
+}
+#define CHECK_GUARDS(b, ...)                                        \
+	({                                                          \
+		char vt_m_[200];                                    \
+		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);        \
+		vt_buf_guard_ok_((b), __FILE__, __LINE__, vt_m_);   \
+	})
+
+/* The payload must hold the pattern of seed (reports one check). */
+#define CHECK_DATA(ptr, len, seed, ...)                                                                  \
+	({                                                                                               \
+		long vt_off_ = vt_verify((ptr), (len), (seed));                                          \
+		char vt_m_[200];                                                                         \
+		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);                                             \
+		vt_report(vt_off_ < 0, __FILE__, __LINE__, NULL, "%s: %zu bytes correct%s%ld", vt_m_,   \
+			  (size_t)(len), vt_off_ < 0 ? "" : " (FIRST BAD BYTE AT OFFSET ", vt_off_);       \
+	})
+
+static void vt_buf_free(struct vt_buf *b)
+{
+	if (b->mr)
+		ibv_dereg_mr(b->mr);
+	free(b->base);
+	memset(b, 0, sizeof(*b));
+}
+
+/* ------------------------------------------------------------------ */
+/* device                                                               */
+/* ------------------------------------------------------------------ */
+
+struct vt_dev {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_device_attr attr;
+	struct ibv_port_attr port;
+	union ibv_gid gid;   /* GID index 0 */
+	int gid_index;
+	char name[64];
+};
+
+/* Opens the first device, queries it and allocates a PD. */
+static bool vt_open(struct vt_dev *d)
+{
+	int n = 0;
+	struct ibv_device **list = ibv_get_device_list(&n);
+
+	memset(d, 0, sizeof(*d));
+	if (!CHECK(list && n > 0, "ibv_get_device_list finds a device (got %d; SOFTRDMA_CONF=%s)", n,
+		   getenv("SOFTRDMA_CONF") ? getenv("SOFTRDMA_CONF") : "(unset)")) {
+		if (list)
+			ibv_free_device_list(list);
+		return false;
+	}
+	snprintf(d->name, sizeof(d->name), "%s", ibv_get_device_name(list[0]));
+	d->ctx = ibv_open_device(list[0]);
+	ibv_free_device_list(list);
+	if (!CHECK(d->ctx, "ibv_open_device(%s) (errno %d %s)", d->name, errno, strerror(errno)))
+		return false;
+	if (ibv_query_device(d->ctx, &d->attr) || ibv_query_port(d->ctx, 1, &d->port) ||
+	    ibv_query_gid(d->ctx, 1, 0, &d->gid)) {
+		CHECK(0, "query device/port/gid of %s", d->name);
+		return false;
+	}
+	d->gid_index = 0;
+	d->pd = ibv_alloc_pd(d->ctx);
+	return CHECK(d->pd, "ibv_alloc_pd");
+}
+
+static void vt_close(struct vt_dev *d)
+{
+	if (d->pd)
+		CHECK_RC(ibv_dealloc_pd(d->pd), 0, "ibv_dealloc_pd");
+	if (d->ctx)
+		CHECK_RC(ibv_close_device(d->ctx), 0, "ibv_close_device");
+	memset(d, 0, sizeof(*d));
+}
+
+static int vt_mtu_bytes(enum ibv_mtu m) { return m >= IBV_MTU_256 && m <= IBV_MTU_4096 ? 128 << m : 0; }
+
+/* ------------------------------------------------------------------ */
+/* QPs                                                                  */
+/* ------------------------------------------------------------------ */
+
+struct vt_qp_cfg {
+	enum ibv_qp_type type;
+	uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline;
+	int cqe;                       /* entries per CQ */
+	int sq_sig_all;
+	struct ibv_srq *srq[2];        /* per side; NULL: own receive queue */
+	struct ibv_comp_channel *ch;   /* completion channel for the CQs */
+	uint64_t send_ops_flags;       /* != 0: ibv_create_qp_ex with these */
+	bool cq_ex;                    /* CQs from ibv_create_cq_ex */
+	uint64_t cq_ex_wc_flags;
+	/* connection */
+	enum ibv_mtu mtu;
+	uint8_t timeout, retry_cnt, rnr_retry, min_rnr_timer;
+	uint8_t max_rd_atomic, max_dest_rd_atomic;
+	unsigned access;
+	uint32_t psn[2];
+	uint32_t qkey;
+};
+
+static void vt_cfg_default(struct vt_qp_cfg *c, enum ibv_qp_type t)
+{
+	memset(c, 0, sizeof(*c));
+	c->type = t;
+	c->max_send_wr = 64;
+	c->max_recv_wr = 64;
+	c->max_send_sge = 4;
+	c->max_recv_sge = 4;
+	c->max_inline = 64;
+	c->cqe = 256;
+	c->mtu = IBV_MTU_4096;
+	c->timeout = 14;        /* ~67 ms */
+	c->retry_cnt = 7;
+	c->rnr_retry = 7;       /* infinite */
+	c->min_rnr_timer = 12;  /* 0.64 ms */
+	c->max_rd_atomic = 16;
+	c->max_dest_rd_atomic = 16;
+	c->access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+		    IBV_ACCESS_REMOTE_ATOMIC;
+	c->psn[0] = 0x1000 + (uint32_t)(vt_rand64() & 0x3fff);
+	c->psn[1] = 0xfff000 + (uint32_t)(vt_rand64() & 0x7ff); /* wraps past 2^24 soon */
+	c->qkey = 0x11111111;
+}
+
+/* The attributes and mask that move a QP of type t into state `to` along
+ * RESET->INIT->RTR->RTS (the required set, nothing optional). */
+static int vt_trans_attr(const struct vt_qp_cfg *c, enum ibv_qp_state to, uint32_t dest_qpn, uint32_t rq_psn,
+			 uint32_t sq_psn, const union ibv_gid *dgid, int sgid_index, struct ibv_qp_attr *a)
+{
+	int mask = IBV_QP_STATE;
+	memset(a, 0, sizeof(*a));
+	a->qp_state = to;
+	switch (to) {
+	case IBV_QPS_INIT:
+		a->pkey_index = 0;
+		a->port_num = 1;
+		mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+		if (c->type == IBV_QPT_UD) {
+			a->qkey = c->qkey;
+			mask |= IBV_QP_QKEY;
+		} else {
+			a->qp_access_flags = c->access;
+			mask |= IBV_QP_ACCESS_FLAGS;
+		}
+		break;
+	case IBV_QPS_RTR:
+		if (c->type == IBV_QPT_UD)
+			break;
+		a->path_mtu = c->mtu;
+		a->dest_qp_num = dest_qpn;
+		a->rq_psn = rq_psn;
+		a->ah_attr.is_global = 1;
+		a->ah_attr.port_num = 1;
+		a->ah_attr.grh.dgid = *dgid;
+		a->ah_attr.grh.sgid_index = (uint8_t)sgid_index;
+		a->ah_attr.grh.hop_limit = 64;
+		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+		if (c->type == IBV_QPT_RC) {
+			a->max_dest_rd_atomic = c->max_dest_rd_atomic;
+			a->min_rnr_timer = c->min_rnr_timer;
+			mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+		}
+		break;
+	case IBV_QPS_RTS:
+		a->sq_psn = sq_psn;
+		mask |= IBV_QP_SQ_PSN;
+		if (c->type == IBV_QPT_RC) {
+			a->timeout = c->timeout;
+			a->retry_cnt = c->retry_cnt;
+			a->rnr_retry = c->rnr_retry;
+			a->max_rd_atomic = c->max_rd_atomic;
+			mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+		}
+		break;
+	default:
+		break;
+	}
+	return mask;
+}
+
+static int vt_qp_state(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+	memset(&a, 0, sizeof(a));
+	if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia))
+		return -1;
+	return (int)a.qp_state;
+}
+
+/* Moves one QP RESET->INIT->RTR->RTS (or fewer: up to `to`). */
+static int vt_qp_connect(struct ibv_qp *qp, const struct vt_qp_cfg *c, enum ibv_qp_state to, uint32_t dest_qpn,
+			 uint32_t rq_psn, uint32_t sq_psn, const union ibv_gid *dgid, int sgid_index)
+{
+	struct ibv_qp_attr a;
+	int err;
+	for (int s = IBV_QPS_INIT; s <= (int)to; s++) {
+		int mask = vt_trans_attr(c, (enum ibv_qp_state)s, dest_qpn, rq_psn, sq_psn, dgid, sgid_index, &a);
+		err = ibv_modify_qp(qp, &a, mask);
+		if (err) {
+			NOTE("modify_qp(%s -> %s) failed: %d %s", vt_qpt_str(c->type), vt_state_str(s), err,
+			     strerror(err));
+			return err;
+		}
+	}
+	return 0;
+}
+
+struct vt_pair {
+	struct vt_dev *d;
+	struct vt_qp_cfg cfg;
+	struct ibv_cq *scq[2], *rcq[2];
+	struct ibv_cq_ex *scqx[2], *rcqx[2];
+	struct ibv_qp *qp[2];
+	struct ibv_ah *ah[2];   /* UD: ah[i] addresses side !i */
+	struct ibv_qp_cap cap[2];
+};
+
+static struct ibv_cq *vt_make_cq(struct vt_dev *d, const struct vt_qp_cfg *c, struct ibv_cq_ex **cqx, void *cq_ctx)
+{
+	*cqx = NULL;
+	if (c->cq_ex) {
+		struct ibv_cq_init_attr_ex ca;
+		memset(&ca, 0, sizeof(ca));
+		ca.cqe = (uint32_t)c->cqe;
+		ca.cq_context = cq_ctx;
+		ca.channel = c->ch;
+		ca.wc_flags = c->cq_ex_wc_flags ? c->cq_ex_wc_flags
+						: IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
+							  IBV_WC_EX_WITH_SRC_QP;
+		*cqx = ibv_create_cq_ex(d->ctx, &ca);
+		return *cqx ? ibv_cq_ex_to_cq(*cqx) : NULL;
+	}
+	return ibv_create_cq(d->ctx, c->cqe, cq_ctx, c->ch, 0);
+}
+
+/* Creates CQs (send and receive, per side) and the two QPs, in RESET. */
+static bool vt_pair_create(struct vt_dev *d, const struct vt_qp_cfg *c, struct vt_pair *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->d = d;
+	p->cfg = *c;
+	for (int i = 0; i < 2; i++) {
+		p->scq[i] = vt_make_cq(d, c, &p->scqx[i], p);
+		p->rcq[i] = vt_make_cq(d, c, &p->rcqx[i], p);
+		if (!CHECK(p->scq[i] && p->rcq[i], "create CQs (%d entries) for side %d (errno %d %s)", c->cqe, i,
+			   errno, strerror(errno)))
+			return false;
+		struct ibv_qp_init_attr_ex ia;
+		memset(&ia, 0, sizeof(ia));
+		ia.qp_type = c->type;
+		ia.send_cq = p->scq[i];
+		ia.recv_cq = p->rcq[i];
+		ia.srq = c->srq[i];
+		ia.sq_sig_all = c->sq_sig_all;
+		ia.cap.max_send_wr = c->max_send_wr;
+		ia.cap.max_recv_wr = c->srq[i] ? 0 : c->max_recv_wr;
+		ia.cap.max_send_sge = c->max_send_sge;
+		ia.cap.max_recv_sge = c->srq[i] ? 0 : c->max_recv_sge;
+		ia.cap.max_inline_data = c->max_inline;
+		ia.qp_context = p;
+		ia.comp_mask = IBV_QP_INIT_ATTR_PD;
+		ia.pd = d->pd;
+		if (c->send_ops_flags) {
+			ia.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+			ia.send_ops_flags = c->send_ops_flags;
+			p->qp[i] = ibv_create_qp_ex(d->ctx, &ia);
+		} else {
+			struct ibv_qp_init_attr ib;
+			memset(&ib, 0, sizeof(ib));
+			ib.qp_type = ia.qp_type;
+			ib.send_cq = ia.send_cq;
+			ib.recv_cq = ia.recv_cq;
+			ib.srq = ia.srq;
+			ib.sq_sig_all = ia.sq_sig_all;
+			ib.cap = ia.cap;
+			ib.qp_context = p;
+			p->qp[i] = ibv_create_qp(d->pd, &ib);
+			ia.cap = ib.cap;
+		}
+		if (!CHECK(p->qp[i], "create %s QP side %d (errno %d %s)", vt_qpt_str(c->type), i, errno,
+			   strerror(errno)))
+			return false;
+		p->cap[i] = ia.cap;
+	}
+	return true;
+}
+
+/* Both QPs to RTS, each addressing the other (UD: and an AH each). */
+static bool vt_pair_connect(struct vt_pair *p)
+{
+	struct vt_dev *d = p->d;
+	const struct vt_qp_cfg *c = &p->cfg;
+	for (int i = 0; i < 2; i++) {
+		int o = !i;
+		int err = vt_qp_connect(p->qp[i], c, IBV_QPS_RTS, p->qp[o]->qp_num, c->psn[o], c->psn[i], &d->gid,
+					d->gid_index);
+		if (!CHECK(!err, "%s QP %u connected to QP %u (RESET->INIT->RTR->RTS, gid index %d)",
+			   vt_qpt_str(c->type), p->qp[i]->qp_num, p->qp[o]->qp_num, d->gid_index))
+			return false;
+	}
+	if (c->type == IBV_QPT_UD) {
+		for (int i = 0; i < 2; i++) {
+			struct ibv_ah_attr ah;
+			memset(&ah, 0, sizeof(ah));
+			ah.is_global = 1;
+			ah.port_num = 1;
+			ah.grh.dgid = d->gid;
+			ah.grh.sgid_index = (uint8_t)d->gid_index;
+			ah.grh.hop_limit = 64;
+			p->ah[i] = ibv_create_ah(d->pd, &ah);
+			if (!CHECK(p->ah[i], "ibv_create_ah to the loopback GID (errno %d %s)", errno, strerror(errno)))
+				return false;
+		}
+	}
+	return true;
+}
+
+static bool vt_pair_setup(struct vt_dev *d, const struct vt_qp_cfg *c, struct vt_pair *p)
+{
+	return vt_pair_create(d, c, p) && vt_pair_connect(p);
+}
+
+static void vt_pair_destroy(struct vt_pair *p)
+{
+	for (int i = 0; i < 2; i++) {
+		if (p->ah[i])
+			ibv_destroy_ah(p->ah[i]);
+		if (p->qp[i]) {
+			int rc = ibv_destroy_qp(p->qp[i]);
+			if (rc)
+				CHECK_RC(rc, 0, "ibv_destroy_qp");
+		}
+	}
+	for (int i = 0; i < 2; i++) {
+		if (p->scq[i]) {
+			int rc = ibv_destroy_cq(p->scq[i]);
+			if (rc)
+				CHECK_RC(rc, 0, "ibv_destroy_cq");
+		}
+		if (p->rcq[i]) {
+			int rc = ibv_destroy_cq(p->rcq[i]);
+			if (rc)
+				CHECK_RC(rc, 0, "ibv_destroy_cq");
+		}
+	}
+	memset(p, 0, sizeof(*p));
+}
+
+/* ------------------------------------------------------------------ */
+/* posting                                                              */
+/* ------------------------------------------------------------------ */
+
+static int vt_post_recv(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len, uint32_t lkey)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
+	struct ibv_recv_wr wr, *bad = NULL;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = len || addr ? 1 : 0;
+	return ibv_post_recv(qp, &wr, &bad);
+}
+
+static int vt_post_srq_recv(struct ibv_srq *srq, uint64_t wr_id, void *addr, uint32_t len, uint32_t lkey)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
+	struct ibv_recv_wr wr, *bad = NULL;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	return ibv_post_srq_recv(srq, &wr, &bad);
+}
+
+/* One-SGE send-side work request (num_sge 0 when len == 0 and !addr). */
+static int vt_post_send(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, void *addr, uint32_t len,
+			uint32_t lkey, unsigned flags, uint64_t raddr, uint32_t rkey, uint32_t imm_host)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
+	struct ibv_send_wr wr, *bad = NULL;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.opcode = op;
+	wr.send_flags = flags;
+	wr.sg_list = &sge;
+	wr.num_sge = len || addr ? 1 : 0;
+	wr.imm_data = htonl(imm_host);
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+static int vt_post_atomic(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, void *res, uint32_t lkey,
+			  unsigned flags, uint64_t raddr, uint32_t rkey, uint64_t cmp_add, uint64_t swap)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)res, .length = 8, .lkey = lkey };
+	struct ibv_send_wr wr, *bad = NULL;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.opcode = op;
+	wr.send_flags = flags;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.wr.atomic.remote_addr = raddr;
+	wr.wr.atomic.rkey = rkey;
+	wr.wr.atomic.compare_add = cmp_add;
+	wr.wr.atomic.swap = swap;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+static int vt_post_ud_send(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len, uint32_t lkey,
+			   unsigned flags, struct ibv_ah *ah, uint32_t rqpn, uint32_t qkey)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
+	struct ibv_send_wr wr, *bad = NULL;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = flags;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = rqpn;
+	wr.wr.ud.remote_qkey = qkey;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+/* ------------------------------------------------------------------ */
+/* polling                                                              */
+/* ------------------------------------------------------------------ */
+
+/* Polls until n completions were collected or timeout_ms passed; returns
+ * how many.  Never blocks for long: spins, yields, then naps briefly. */
+static int vt_poll(struct ibv_cq *cq, int n, struct ibv_wc *wc, int timeout_ms)
+{
+	int got = 0;
+	uint64_t deadline = vt_now_ms() + (uint64_t)timeout_ms;
+	unsigned empty = 0;
+	while (got < n) {
+		int r = ibv_poll_cq(cq, n - got, wc + got);
+		if (r < 0) {
+			CHECK(0, "ibv_poll_cq returned %d", r);
+			return got;
+		}
+		if (r > 0) {
+			got += r;
+			empty = 0;
+			continue;
+		}
+		if (vt_now_ms() >= deadline)
+			break;
+		if (++empty < 64)
+			sched_yield();
+		else
+			vt_sleep_us(100);
+	}
+	return got;
+}
+
+/* Nothing arrives on cq for quiet_ms; reports one check. */
+#define CHECK_CQ_EMPTY(cq, quiet_ms, ...)                                                             \
+	({                                                                                            \
+		struct ibv_wc vt_w_;                                                                  \
+		int vt_n_ = vt_poll((cq), 1, &vt_w_, (quiet_ms));                                     \
+		char vt_m_[200];                                                                      \
+		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);                                          \
+		vt_report(vt_n_ == 0, __FILE__, __LINE__, NULL,                                       \
+			  "%s: no completion within %d ms%s%s wr_id %" PRIu64 ")", vt_m_, (quiet_ms),     \
+			  vt_n_ ? " (GOT ONE: " : "", vt_n_ ? vt_status_str(vt_w_.status) : "",          \
+			  vt_n_ ? vt_w_.wr_id : 0);                                                    \
+	})
+
+#define VT_ANY_OPCODE (-1)
+#define VT_TIMEOUT_MS 15000
+
+/* Polls one completion and checks wr_id, status and (unless -1) opcode.
+ * The completion is returned in *out (if not NULL). */
+static bool vt_expect_wc_(const char *file, int line, struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_status st,
+			  int opcode, struct ibv_wc *out, const char *what)
+{
+	struct ibv_wc wc;
+	uint64_t t0 = vt_now_ms();
+	memset(&wc, 0, sizeof(wc));
+	int n = vt_poll(cq, 1, &wc, VT_TIMEOUT_MS);
+	if (out)
+		*out = wc;
+	if (n != 1)
+		return vt_report(false, file, line, NULL, "%s: completion wr_id %" PRIu64 " %s (NONE within %d ms)",
+				 what, wr_id, vt_status_str(st), VT_TIMEOUT_MS);
+	bool ok = wc.wr_id == wr_id && wc.status == st && (opcode < 0 || (int)wc.opcode == opcode);
+	return vt_report(ok, file, line, NULL,
+			 "%s: completion wr_id %" PRIu64 " status %s (got wr_id %" PRIu64 " status %s (%d), opcode %d, "
+			 "vendor_err 0x%x, after %" PRIu64 " ms)",
+			 what, wr_id, vt_status_str(st), wc.wr_id, vt_status_str(wc.status), wc.status, wc.opcode,
+			 wc.vendor_err, vt_now_ms() - t0);
+}
+#define EXPECT_WC(cq, wr_id, st, opcode, out, ...)                                            \
+	({                                                                                    \
+		char vt_m_[200];                                                              \
+		int vt_op_ = (opcode);                                                        \
+		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);                                  \
+		if (vt_op_ >= 0)                                                              \
+			snprintf(vt_m_ + strlen(vt_m_), sizeof(vt_m_) - strlen(vt_m_), " [opcode %d]", vt_op_); \
+		vt_expect_wc_(__FILE__, __LINE__, (cq), (wr_id), (st), vt_op_, (out), vt_m_); \
+	})
+
+/* ------------------------------------------------------------------ */
+/* async events                                                         */
+/* ------------------------------------------------------------------ */
+
+/* Waits up to timeout_ms for the next async event (acked before return). */
+static bool vt_get_async(struct ibv_context *ctx, struct ibv_async_event *ev, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
+	int r;
+	do {
+		r = poll(&pfd, 1, timeout_ms);
+	} while (r < 0 && errno == EINTR);
+	if (r <= 0)
+		return false;
+	if (ibv_get_async_event(ctx, ev))
+		return false;
+	ibv_ack_async_event(ev);
+	return true;
+}
+
+#endif /* VT_H */
