@@ -193,6 +193,12 @@ static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate)
 	if (!duplicate) {
 		r->epsn = psn_add(r->epsn, npkts);
 		r->msn = (r->msn + 1) & 0xffffff;
+	} else if (psn_diff(psn_add(pkt->psn, npkts), r->epsn) > 0) {
+		/* A retried read may be cut differently from the original and
+		 * reach past what we have served: the rest is new work. */
+		r->epsn = psn_add(pkt->psn, npkts);
+		r->msn = (r->msn + 1) & 0xffffff;
+		r->nak_seq_sent = false;
 	}
 	for (uint32_t i = 0; i < npkts; i++) {
 		struct sr_pkt h;

@@ -22,7 +22,7 @@ struct sr_atomic_res {
 	uint64_t orig;
 };
 
-#define SR_ATOMIC_RES 16
+#define SR_ATOMIC_RES 256 /* >= max_dest_rd_atomic: every unacknowledged atomic can be replayed */
 #define SR_RX_BATCH 32
 #define SR_RX_BUF 8192
 
