@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <netinet/ip.h>
+#include <netinet/udp.h>
 #include <sys/socket.h>
 
 #include "roce/roce.h"
@@ -87,11 +88,16 @@ err:
 	}
 }
 
-static void set_rcvbuf(int fd)
+/* Returns the receive buffer the kernel granted (bytes of skb truesize). */
+static int set_rcvbuf(int fd)
 {
 	int sz = 8 << 20;
+	socklen_t l = sizeof(sz);
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)))
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+	if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, &l))
+		sz = 212992;
+	return sz;
 }
 
 static int rx_socket_open(struct sr_qp *qp)
@@ -105,7 +111,9 @@ static int rx_socket_open(struct sr_qp *qp)
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
-	set_rcvbuf(fd);
+	/* a GSO burst from the peer arrives as one buffer: one copy, one syscall */
+	setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one));
+	r->rcvbuf = set_rcvbuf(fd);
 	if (v4) {
 		struct sockaddr_in l, p;
 		to_sin(&qp->av.src, &l);
@@ -150,57 +158,39 @@ static void rx_socket_close(struct sr_qp *qp)
 
 /* ---- send ---- */
 
-int sr_roce_xmit(struct sr_qp *qp, struct sr_pkt *h, const struct iovec *pay, int npay, uint32_t paylen,
-		 const struct sr_av *av)
+static struct sr_icrc_env tx_env(struct sr_qp *qp, const struct sr_av *av, uint16_t id)
 {
-	struct sr_roce_qp *r = rqp(qp);
-	uint8_t hdr[SR_MAX_HDR_BYTES];
-	static const uint8_t zero_pad[4];
-	uint32_t icrc = 0;
-	struct iovec iov[SR_MAX_SGE + 4];
-	int n = 0;
+	struct sr_icrc_env env = {
+		.ipv6 = !is_v4(&av->dst),
+		.saddr = av->src.sin6_addr,
+		.daddr = av->dst.sin6_addr,
+		.sport = rqp(qp)->sport,
+		.dport = SR_ROCE_UDP_PORT,
+		.ipv4_id = id,
+		.ipv4_df = true,
+	};
+	return env;
+}
+
+/* One sendmsg: to av->dst:4791 from av->src (IP_PKTINFO), optionally as
+ * GSO segments of seg_size bytes. */
+static int tx_sendmsg(struct sr_qp *qp, const struct sr_av *av, struct iovec *iov, int niov, uint16_t seg_size)
+{
 	bool v4 = is_v4(&av->dst);
-	int fd = tx_socket(r, v4);
-
-	if (fd < 0)
-		return fd;
-	h->pad = (uint8_t)((4 - (paylen & 3)) & 3);
-	uint32_t hlen = sr_pkt_build_hdr(hdr, h);
-	iov[n].iov_base = hdr;
-	iov[n++].iov_len = hlen;
-	for (int i = 0; i < npay && n < SR_MAX_SGE + 2; i++)
-		iov[n++] = pay[i];
-	if (h->pad) {
-		iov[n].iov_base = (void *)zero_pad;
-		iov[n++].iov_len = h->pad;
-	}
-	if (qp->ctx->dev->crc) {
-		struct sr_icrc_env env = {
-			.ipv6 = !v4,
-			.saddr = av->src.sin6_addr,
-			.daddr = av->dst.sin6_addr,
-			.sport = r->sport,
-			.dport = SR_ROCE_UDP_PORT,
-			.ipv4_id = 0,
-			.ipv4_df = true,
-		};
-		icrc = sr_icrc_compute_iov(&env, iov, n);
-	}
-	uint8_t icrc_bytes[4];
-	memcpy(icrc_bytes, &icrc, 4); /* the ICRC travels in little-endian byte order, as rxe writes it */
-	iov[n].iov_base = icrc_bytes;
-	iov[n++].iov_len = 4;
-
+	int fd = tx_socket(rqp(qp), v4);
 	union {
-		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(uint16_t))];
 		struct cmsghdr align;
 	} cbuf;
 	struct msghdr msg = { 0 };
 	struct sockaddr_in sin;
 	struct sockaddr_in6 sin6;
+
+	if (fd < 0)
+		return fd;
 	memset(&cbuf, 0, sizeof(cbuf));
 	msg.msg_iov = iov;
-	msg.msg_iovlen = n;
+	msg.msg_iovlen = (size_t)niov;
 	msg.msg_control = cbuf.buf;
 	struct cmsghdr *cm = (struct cmsghdr *)cbuf.buf;
 	if (v4) {
@@ -228,6 +218,14 @@ int sr_roce_xmit(struct sr_qp *qp, struct sr_pkt *h, const struct iovec *pay, in
 		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
 		msg.msg_controllen = CMSG_SPACE(sizeof(pi));
 	}
+	if (seg_size) {
+		cm = (struct cmsghdr *)(cbuf.buf + msg.msg_controllen);
+		cm->cmsg_level = SOL_UDP;
+		cm->cmsg_type = UDP_SEGMENT;
+		cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+		memcpy(CMSG_DATA(cm), &seg_size, sizeof(seg_size));
+		msg.msg_controllen += CMSG_SPACE(sizeof(uint16_t));
+	}
 	ssize_t s;
 	do {
 		s = sendmsg(fd, &msg, 0);
@@ -238,6 +236,100 @@ int sr_roce_xmit(struct sr_qp *qp, struct sr_pkt *h, const struct iovec *pay, in
 		return -errno;
 	}
 	return 0;
+}
+
+static const uint8_t zero_pad[4];
+
+void sr_tx_batch_init(struct sr_tx_batch *b, struct sr_qp *qp, const struct sr_av *av)
+{
+	b->qp = qp;
+	b->av = av;
+	b->npkts = 0;
+	b->closed = false;
+	b->seg_size = 0;
+	b->total = 0;
+	b->niov = 0;
+}
+
+bool sr_tx_batch_add(struct sr_tx_batch *b, struct sr_pkt *h, const struct iovec *pay, int npay, uint32_t paylen)
+{
+	int i = b->npkts;
+	h->pad = (uint8_t)((4 - (paylen & 3)) & 3);
+	uint32_t hlen = sr_opcode[h->opcode].hdr_len;
+	uint32_t dlen = hlen + paylen + h->pad + SR_ICRC_BYTES;
+
+	if (i >= SR_TX_MAX_PKTS || b->niov + npay + 3 > SR_TX_MAX_IOV)
+		return false;
+	if (i) {
+		if (b->closed || dlen > b->seg_size || b->total + dlen > SR_TX_MAX_BYTES || rqp(b->qp)->no_gso)
+			return false;
+	}
+	sr_pkt_build_hdr(b->hdr[i], h);
+	int first = b->niov;
+	b->first_iov[i] = first;
+	b->iov[b->niov].iov_base = b->hdr[i];
+	b->iov[b->niov++].iov_len = hlen;
+	for (int k = 0; k < npay; k++)
+		b->iov[b->niov++] = pay[k];
+	if (h->pad) {
+		b->iov[b->niov].iov_base = (void *)zero_pad;
+		b->iov[b->niov++].iov_len = h->pad;
+	}
+	uint32_t icrc = 0;
+	if (b->qp->ctx->dev->crc) {
+		struct sr_icrc_env env = tx_env(b->qp, b->av, (uint16_t)i);
+		icrc = sr_icrc_compute_iov(&env, &b->iov[first], b->niov - first);
+	}
+	sr_icrc_store(b->icrc[i], icrc);
+	b->iov[b->niov].iov_base = b->icrc[i];
+	b->iov[b->niov++].iov_len = SR_ICRC_BYTES;
+	b->first_iov[i + 1] = b->niov;
+	if (!i)
+		b->seg_size = dlen;
+	else if (dlen < b->seg_size)
+		b->closed = true;
+	b->total += dlen;
+	b->npkts++;
+	return true;
+}
+
+int sr_tx_batch_flush(struct sr_tx_batch *b)
+{
+	int err = 0;
+	if (!b->npkts)
+		return 0;
+	if (b->npkts == 1) {
+		err = tx_sendmsg(b->qp, b->av, b->iov, b->niov, 0);
+	} else {
+		err = tx_sendmsg(b->qp, b->av, b->iov, b->niov, (uint16_t)b->seg_size);
+		if (err == -EINVAL || err == -EOPNOTSUPP || err == -EIO) {
+			/* no GSO here: send each datagram on its own, its ICRC
+			 * recomputed for the ID 0 a plain send gets */
+			rqp(b->qp)->no_gso = true;
+			err = 0;
+			for (int i = 0; i < b->npkts; i++) {
+				int f = b->first_iov[i], l = b->first_iov[i + 1];
+				if (b->qp->ctx->dev->crc) {
+					struct sr_icrc_env env = tx_env(b->qp, b->av, 0);
+					sr_icrc_store(b->icrc[i], sr_icrc_compute_iov(&env, &b->iov[f], l - f - 1));
+				}
+				int e = tx_sendmsg(b->qp, b->av, &b->iov[f], l - f, 0);
+				if (e)
+					err = e;
+			}
+		}
+	}
+	sr_tx_batch_init(b, b->qp, b->av);
+	return err;
+}
+
+int sr_roce_xmit(struct sr_qp *qp, struct sr_pkt *h, const struct iovec *pay, int npay, uint32_t paylen,
+		 const struct sr_av *av)
+{
+	struct sr_tx_batch b;
+	sr_tx_batch_init(&b, qp, av);
+	sr_tx_batch_add(&b, h, pay, npay, paylen);
+	return sr_tx_batch_flush(&b);
 }
 
 /* ---- receive ---- */
@@ -252,7 +344,7 @@ static bool icrc_ok(struct sr_qp *qp, const uint8_t *buf, size_t len, const stru
 		.daddr = env->dst.sin6_addr,
 		.sport = ntohs(env->src.sin6_port),
 		.dport = SR_ROCE_UDP_PORT,
-		.ipv4_id = 0,
+		.ipv4_id = env->ipv4_id_guess,
 		.ipv4_df = true,
 	};
 	return sr_icrc_verify(&e, buf, len);
@@ -301,63 +393,89 @@ void sr_roce_deliver(struct sr_qp *qp, const struct sr_ipc_pkt *meta, const uint
 	sr_req_progress(qp);
 }
 
-static __thread uint8_t (*rx_bufs)[SR_RX_BUF];
+/* Receive buffers of the thread doing the receiving (progress thread or
+ * a polling application thread); GRO hands us up to 64 KiB at once. */
+#define SR_RX_GRO_BUF 65536
+#define SR_RX_GRO_BATCH 8
+static __thread uint8_t *rx_bufs;
+
+static void rx_datagram(struct sr_qp *qp, const uint8_t *b, size_t len, struct sr_rx_env *env)
+{
+	if (len >= SR_BTH_BYTES) {
+		uint32_t dqpn = ((uint32_t)b[5] << 16) | ((uint32_t)b[6] << 8) | b[7];
+		if (dqpn != sr_roce_qpn(qp)) {
+			/* another QP's packet (a source-port collision): let the daemon route it */
+			struct sr_daemon_conn *d = qp->ctx->daemon;
+			struct sr_ipc_pkt meta = { .src = env->src, .dst = env->dst, .len = (uint32_t)len };
+			if (d)
+				sr_daemon_forward(d, &meta, b, (uint32_t)len);
+			return;
+		}
+	}
+	roce_rx_one(qp, b, len, env);
+}
 
 static void roce_on_readable(struct sr_qp *qp, int fd_unused)
 {
 	struct sr_roce_qp *r = rqp(qp);
-	struct mmsghdr msgs[SR_RX_BATCH];
-	struct iovec iov[SR_RX_BATCH];
-	struct sockaddr_storage names[SR_RX_BATCH];
+	struct mmsghdr msgs[SR_RX_GRO_BATCH];
+	struct iovec iov[SR_RX_GRO_BATCH];
+	struct sockaddr_storage names[SR_RX_GRO_BATCH];
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cbufs[SR_RX_GRO_BATCH];
 	struct sr_rx_env env;
 
 	(void)fd_unused;
 	if (r->rx_fd < 0)
 		return;
-	if (!rx_bufs) {
-		rx_bufs = malloc(SR_RX_BATCH * SR_RX_BUF);
-		if (!rx_bufs)
-			return;
-	}
-	memset(&env.dst, 0, sizeof(env.dst));
+	if (!rx_bufs && !(rx_bufs = malloc((size_t)SR_RX_GRO_BATCH * SR_RX_GRO_BUF)))
+		return;
+	memset(&env, 0, sizeof(env));
 	env.dst = qp->av.src;
-	for (int rounds = 0; rounds < 8; rounds++) {
-		for (int i = 0; i < SR_RX_BATCH; i++) {
-			iov[i].iov_base = rx_bufs[i];
-			iov[i].iov_len = SR_RX_BUF;
+	for (int rounds = 0; rounds < 16; rounds++) {
+		for (int i = 0; i < SR_RX_GRO_BATCH; i++) {
+			iov[i].iov_base = rx_bufs + (size_t)i * SR_RX_GRO_BUF;
+			iov[i].iov_len = SR_RX_GRO_BUF;
 			memset(&msgs[i].msg_hdr, 0, sizeof(msgs[i].msg_hdr));
 			msgs[i].msg_hdr.msg_iov = &iov[i];
 			msgs[i].msg_hdr.msg_iovlen = 1;
 			msgs[i].msg_hdr.msg_name = &names[i];
 			msgs[i].msg_hdr.msg_namelen = sizeof(names[i]);
+			msgs[i].msg_hdr.msg_control = cbufs[i].buf;
+			msgs[i].msg_hdr.msg_controllen = sizeof(cbufs[i].buf);
 		}
-		int n = recvmmsg(r->rx_fd, msgs, SR_RX_BATCH, MSG_DONTWAIT, NULL);
+		int n = recvmmsg(r->rx_fd, msgs, SR_RX_GRO_BATCH, MSG_DONTWAIT, NULL);
 		if (n <= 0)
 			break;
-		for (int i = 0; i < n; i++) {
+		for (int i = 0; i < n && !qp->dead && qp->attr.qp_state != IBV_QPS_ERR; i++) {
 			if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC)
 				continue;
-			size_t len = msgs[i].msg_len;
-			const uint8_t *b = rx_bufs[i];
-			from_sockaddr(&names[i], &env.src);
-			if (len >= SR_BTH_BYTES) {
-				uint32_t dqpn = ((uint32_t)b[5] << 16) | ((uint32_t)b[6] << 8) | b[7];
-				if (dqpn != sr_roce_qpn(qp)) {
-					/* another QP's packet (a source-port collision): let the daemon route it */
-					struct sr_daemon_conn *d = qp->ctx->daemon;
-					struct sr_ipc_pkt meta = { .src = env.src, .dst = env.dst, .len = (uint32_t)len };
-					if (d)
-						sr_daemon_forward(d, &meta, b, (uint32_t)len);
-					continue;
+			size_t len = msgs[i].msg_len, seg = len;
+			const uint8_t *b = iov[i].iov_base;
+			for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msgs[i].msg_hdr); cm;
+			     cm = CMSG_NXTHDR(&msgs[i].msg_hdr, cm)) {
+				if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
+					int g;
+					memcpy(&g, CMSG_DATA(cm), sizeof(g));
+					if (g > 0)
+						seg = (size_t)g;
 				}
 			}
-			roce_rx_one(qp, b, len, &env);
-			if (qp->dead || qp->attr.qp_state == IBV_QPS_ERR)
-				break;
+			from_sockaddr(&names[i], &env.src);
+			/* segment k of a coalesced burst was sent as GSO segment k */
+			uint16_t k = 0;
+			for (size_t off = 0; off < len; off += seg, k++) {
+				env.ipv4_id_guess = k;
+				rx_datagram(qp, b + off, len - off < seg ? len - off : seg, &env);
+				if (qp->dead || qp->attr.qp_state == IBV_QPS_ERR)
+					break;
+			}
 		}
 		sr_resp_flush_ack(qp);
 		sr_req_progress(qp);
-		if (n < SR_RX_BATCH)
+		if (n < SR_RX_GRO_BATCH)
 			break;
 	}
 }
@@ -414,13 +532,16 @@ static void roce_qp_destroy(struct sr_qp *qp)
 	qp->tp = NULL;
 }
 
-static uint32_t window_for(uint32_t mtu)
+static uint32_t window_for(uint32_t mtu, int rcvbuf)
 {
-	/* stay well inside a default-sized socket receive buffer (~208 KiB,
-	 * ~2x overhead per datagram in skb truesize) so that a window's worth
-	 * of packets is not dropped at the receiver */
-	uint32_t w = (96u * 1024) / (mtu + 256);
-	return w < 8 ? 8 : w;
+	/* A window's worth of packets must fit the peer's socket receive
+	 * buffer (skb truesize is ~mtu + 256 per datagram without GRO).  We
+	 * size it by our own buffer, assuming a peer configured like us:
+	 * 208 KiB (the unprivileged default) gives ~22 packets of 4 KiB. */
+	if (rcvbuf <= 0)
+		rcvbuf = 212992;
+	uint32_t w = (uint32_t)rcvbuf / 2 / (mtu + 256);
+	return w < 8 ? 8 : w > 512 ? 512 : w;
 }
 
 static int roce_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask, enum ibv_qp_state old)
@@ -441,7 +562,7 @@ static int roce_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask, 
 		r->retry_left = qp->attr.retry_cnt;
 	if (mask & IBV_QP_RNR_RETRY)
 		r->rnr_retry_left = qp->attr.rnr_retry;
-	r->window = window_for(r->mtu);
+	r->window = window_for(r->mtu, r->rcvbuf);
 
 	if (next == IBV_QPS_RTR && old == IBV_QPS_INIT && t != IBV_QPT_UD) {
 		int err = rx_socket_open(qp);

@@ -10,6 +10,7 @@
  * that the responder's burst of read responses fits the receive buffer;
  * each piece is an ordinary read request for the next PSNs of the WQE. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "roce/roce.h"
@@ -153,7 +154,19 @@ static void req_local_error(struct sr_qp *qp, struct sr_send_wqe *w, enum ibv_wc
 
 /* Send the next packet(s) of w. Returns false when the window (or the
  * read/atomic limit) stops us. */
-static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w)
+static void batch_add(struct sr_tx_batch *b, const struct sr_av *av, struct sr_pkt *h, const struct iovec *pay,
+		      int npay, uint32_t paylen)
+{
+	if (b->av != av && b->npkts)
+		sr_tx_batch_flush(b);
+	b->av = av;
+	if (!sr_tx_batch_add(b, h, pay, npay, paylen)) {
+		sr_tx_batch_flush(b);
+		sr_tx_batch_add(b, h, pay, npay, paylen);
+	}
+}
+
+static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_batch *b)
 {
 	struct sr_roce_qp *r = rqp(qp);
 	enum ibv_qp_type t = qp->ibqp.qp_base.qp_type;
@@ -188,7 +201,7 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w)
 			h.reth_rkey = w->rkey;
 			h.reth_len = (uint32_t)len;
 			h.ackreq = true;
-			sr_roce_xmit(qp, &h, NULL, 0, 0, av);
+			batch_add(b, av, &h, NULL, 0, 0);
 			w->sent_pkts += n;
 			r->rd_outstanding++;
 			continue;
@@ -203,7 +216,7 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w)
 			h.atm_swap_add = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->swap : w->compare_add;
 			h.atm_compare = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->compare_add : 0;
 			h.ackreq = true;
-			sr_roce_xmit(qp, &h, NULL, 0, 0, av);
+			batch_add(b, av, &h, NULL, 0, 0);
 			w->sent_pkts = 1;
 			r->rd_outstanding++;
 			continue;
@@ -238,7 +251,7 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w)
 			h.ackreq = true;
 			r->noack_pkts = 0;
 		}
-		sr_roce_xmit(qp, &h, iov, n, len, av);
+		batch_add(b, av, &h, iov, n, len);
 		w->sent_pkts++;
 	}
 	return true;
@@ -250,9 +263,15 @@ void sr_req_progress(struct sr_qp *qp)
 	struct sr_sq *sq = &qp->sq;
 	enum ibv_qp_type t = qp->ibqp.qp_base.qp_type;
 	bool sent = false;
+	struct sr_tx_batch *b;
+	static __thread struct sr_tx_batch *tls_batch;
 
-	if (!r || qp->attr.qp_state != IBV_QPS_RTS || r->rnr_deadline)
+	if (!r || qp->attr.qp_state != IBV_QPS_RTS || r->rnr_deadline || sq->cur == sq->head)
 		return;
+	if (!tls_batch && !(tls_batch = malloc(sizeof(*tls_batch))))
+		return;
+	b = tls_batch;
+	sr_tx_batch_init(b, qp, &qp->av);
 	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
 	while (sq->cur != sq->head) {
 		struct sr_send_wqe *w = sr_sq_wqe(sq, sq->cur);
@@ -274,7 +293,7 @@ void sr_req_progress(struct sr_qp *qp)
 			req_local_error(qp, w, IBV_WC_LOC_QP_OP_ERR);
 			break;
 		}
-		bool done = req_send_wqe(qp, w);
+		bool done = req_send_wqe(qp, w, b);
 		sent = true;
 		if (qp->attr.qp_state != IBV_QPS_RTS)
 			break;
@@ -287,6 +306,8 @@ void sr_req_progress(struct sr_qp *qp)
 		}
 		sq->cur++;
 	}
+	/* the batch points into registered memory: send before unlocking */
+	sr_tx_batch_flush(b);
 	pthread_rwlock_unlock(&qp->ctx->mr_lock);
 	if (t != IBV_QPT_RC)
 		sr_sq_complete(qp);

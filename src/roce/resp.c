@@ -4,6 +4,7 @@
  * region, executes reads and atomics, and answers with (coalesced) ACKs,
  * NAKs, read responses and atomic ACKs. */
 #include <arpa/inet.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "roce/roce.h"
@@ -173,7 +174,13 @@ static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate)
 	uint32_t mtu = r->mtu;
 	uint32_t npkts = len ? (len + mtu - 1) / mtu : 1;
 	uint8_t *src = NULL;
+	static __thread struct sr_tx_batch *tls_batch;
+	struct sr_tx_batch *b;
 
+	if (!tls_batch && !(tls_batch = malloc(sizeof(*tls_batch))))
+		return;
+	b = tls_batch;
+	sr_tx_batch_init(b, qp, &qp->av);
 	if (!qp_allows(qp, IBV_ACCESS_REMOTE_READ)) {
 		if (!duplicate)
 			resp_fatal(qp, pkt->psn, SR_AETH_NAK_INVALID_REQ);
@@ -221,8 +228,12 @@ static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate)
 		if (!len)
 			n = 0;
 		struct iovec iov = { .iov_base = src ? src + off : NULL, .iov_len = n };
-		sr_roce_xmit(qp, &h, &iov, n ? 1 : 0, n, &qp->av);
+		if (!sr_tx_batch_add(b, &h, &iov, n ? 1 : 0, n)) {
+			sr_tx_batch_flush(b);
+			sr_tx_batch_add(b, &h, &iov, n ? 1 : 0, n);
+		}
 	}
+	sr_tx_batch_flush(b);
 	pthread_rwlock_unlock(&qp->ctx->mr_lock);
 }
 

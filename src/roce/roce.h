@@ -13,6 +13,28 @@
 /* Per-packet receive context: where it came from, for ICRC and replies. */
 struct sr_rx_env {
 	struct sockaddr_in6 src, dst;
+	uint16_t ipv4_id_guess; /* segment index within a GRO batch: what a GSO sender used */
+};
+
+/* A run of packets to one destination sent with one sendmsg using UDP GSO
+ * (UDP_SEGMENT): every datagram but the last has the same size.  The
+ * kernel gives GSO segment i IPv4 ID i (DF, unconnected socket), so the
+ * ICRC of packet i is computed with ID i. */
+#define SR_TX_MAX_PKTS 64
+#define SR_TX_MAX_BYTES 65000
+#define SR_TX_MAX_IOV 512
+struct sr_tx_batch {
+	struct sr_qp *qp;
+	const struct sr_av *av;
+	int npkts;
+	bool closed;          /* a short datagram ended the run */
+	uint32_t seg_size;
+	uint32_t total;
+	int niov;
+	struct iovec iov[SR_TX_MAX_IOV];
+	int first_iov[SR_TX_MAX_PKTS + 1];
+	uint8_t hdr[SR_TX_MAX_PKTS][SR_MAX_HDR_BYTES];
+	uint8_t icrc[SR_TX_MAX_PKTS][4];
 };
 
 /* A saved atomic result, replayed for a duplicate atomic request. */
@@ -63,6 +85,8 @@ struct sr_roce_qp {
 	uint32_t ares_next;
 	struct sr_recv_wqe *rwqe; /* current receive WQE (max_sge entries) */
 	uint64_t stat_drop;
+	bool no_gso;
+	int rcvbuf;              /* granted SO_RCVBUF of rx_fd */             /* the kernel refused UDP_SEGMENT: one datagram per sendmsg */
 };
 
 static inline struct sr_roce_qp *rqp(struct sr_qp *qp) { return qp->tp; }
@@ -80,6 +104,10 @@ static inline uint32_t psn_add(uint32_t a, uint32_t n) { return (a + n) & SR_PSN
 int sr_roce_xmit(struct sr_qp *qp, struct sr_pkt *h, const struct iovec *pay, int npay, uint32_t paylen,
 		 const struct sr_av *av);
 uint32_t sr_roce_qpn(struct sr_qp *qp);
+void sr_tx_batch_init(struct sr_tx_batch *b, struct sr_qp *qp, const struct sr_av *av);
+/* Add a packet; false when it cannot join this batch (flush, then add). */
+bool sr_tx_batch_add(struct sr_tx_batch *b, struct sr_pkt *h, const struct iovec *pay, int npay, uint32_t paylen);
+int sr_tx_batch_flush(struct sr_tx_batch *b);
 
 /* req.c */
 void sr_req_progress(struct sr_qp *qp);
