@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "core/sr.h"
@@ -229,6 +230,8 @@ static void *progress_main(void *arg)
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	/* our naps and timers are in microseconds; the default 50 us slack would swamp them */
+	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 
 	while (!atomic_load(&ctx->stop)) {
 		free_zombies(ctx);
@@ -253,14 +256,14 @@ static void *progress_main(void *arg)
 		 * in would only fight it for the lock (and on a busy machine get
 		 * preempted while holding it).  Stay a backstop: look again soon. */
 		uint64_t lp = atomic_load_explicit(&ctx->last_poll_ns, memory_order_relaxed);
-		if (n > 0 && lp && sr_now_ns() - lp < 50000) {
+		if (n > 0 && lp && sr_now_ns() - lp < 10000) {
 			for (int i = 0; i < n; i++)
 				if (evs[i].data.ptr == SR_EP_DOORBELL) {
 					uint64_t v;
 					ssize_t r = read(ctx->doorbell, &v, sizeof(v));
 					(void)r;
 				}
-			struct timespec nap = { 0, 20000 };
+			struct timespec nap = { 0, 10000 };
 			nanosleep(&nap, NULL);
 			continue;
 		}
