@@ -5,7 +5,7 @@ set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libibverbs-dev librdmacm-dev libisal-dev
       ibverbs-utils rdmacm-utils perftest qperf tshark iproute2 nftables
-      clang valgrind gdb strace python3 iperf3 procps)
+      clang valgrind gdb strace python3 iperf3 procps time gnuplot-nox)
 
 missing=()
 for p in "${pkgs[@]}"; do
