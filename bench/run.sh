@@ -86,14 +86,15 @@ fi
 echo "== raw TCP/UDP: qperf"
 qperf >> "$log" 2>&1 &
 qs=$!; sleep 0.5
+mbps() { awk -v k="$1" '$1==k {v=$3; if ($4 ~ /^GB/) v*=1000; if ($4 ~ /^KB/) v/=1000; print v}'; }
 for sz in 4096 65536; do
-	v=$(qperf -t $DUR -m $sz 127.0.0.1 tcp_bw 2>&1 | awk '/bw/ {print $3, $4}')
-	rec qperf_tcp_bw $sz "$(echo "$v" | awk '{v=$1; if ($2 ~ /^GB/) v*=1000; if ($2 ~ /^KB/) v/=1000; print v}')" MB/s
-	v=$(qperf -t $DUR -m $sz 127.0.0.1 udp_bw 2>&1 | awk '/recv_bw/ {print $3, $4}')
-	rec qperf_udp_bw $sz "$(echo "$v" | awk '{v=$1; if ($2 ~ /^GB/) v*=1000; if ($2 ~ /^KB/) v/=1000; print v}')" MB/s
+	rec qperf_tcp_bw $sz "$(qperf -t $DUR -m $sz 127.0.0.1 tcp_bw 2>&1 | mbps bw)" MB/s
+	# a UDP datagram carries at most 65507 bytes
+	usz=$sz; [ $usz -gt 65000 ] && usz=65000
+	rec qperf_udp_bw $sz "$(qperf -t $DUR -m $usz 127.0.0.1 udp_bw 2>&1 | mbps recv_bw)" MB/s
 done
-rec qperf_tcp_lat 64 "$(qperf -t $DUR -m 64 127.0.0.1 tcp_lat 2>&1 | awk '/latency/ {print $3}')" us
-rec qperf_udp_lat 64 "$(qperf -t $DUR -m 64 127.0.0.1 udp_lat 2>&1 | awk '/latency/ {print $3}')" us
+rec qperf_tcp_lat 64 "$(qperf -t $DUR -m 64 127.0.0.1 tcp_lat 2>&1 | awk '$1=="latency" {v=$3; if ($4 ~ /^ms/) v*=1000; print v}')" us
+rec qperf_udp_lat 64 "$(qperf -t $DUR -m 64 127.0.0.1 udp_lat 2>&1 | awk '$1=="latency" {v=$3; if ($4 ~ /^ms/) v*=1000; print v}')" us
 kill $qs 2>/dev/null; wait $qs 2>/dev/null
 
 if command -v iperf3 >/dev/null; then
@@ -102,7 +103,7 @@ if command -v iperf3 >/dev/null; then
 	iperf3 -s -1 -p $p >> "$log" 2>&1 &
 	sleep 0.5
 	v=$(iperf3 -c 127.0.0.1 -p $p -t $DUR -J 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/8e6)' 2>/dev/null)
-	rec iperf3_tcp_bw 131072 "${v:-0}" MB/s
+	rec iperf3_tcp_bw 131072 "$(printf '%.1f' "${v:-0}")" MB/s
 	wait 2>/dev/null
 fi
 
@@ -112,7 +113,7 @@ import csv, sys
 d = {}
 for r in csv.DictReader(open(sys.argv[1])):
     try: d[(r["metric"], r["size"])] = float(r["value"])
-    except ValueError: pass
+    except (TypeError, ValueError): pass
 def ratio(a, b, label):
     if a in d and b in d and d[b] > 0:
         print(f"{label:52s} {d[a]:10.1f} / {d[b]:10.1f} = {d[a]/d[b]:.2f}")
