@@ -507,6 +507,10 @@ static int roce_qp_create(struct sr_qp *qp)
 	}
 	qp->ibqp.qp_base.qp_num = (uint32_t)qpn;
 	r->sport = sr_qpn_src_port((uint32_t)qpn);
+	/* SOFTRDMA_GSO=0: one datagram per sendmsg (packet captures then show
+	 * each RoCE packet as the wire carries it) */
+	const char *gso = getenv("SOFTRDMA_GSO");
+	r->no_gso = gso && !strcmp(gso, "0");
 	r->tx4 = r->tx6 = r->rx_fd = -1;
 	qp->tp = r;
 	return 0;
