@@ -159,6 +159,7 @@ struct ibv_context *sr_open_device(struct ibv_device *ibdev)
 	ctx_refresh_netdev(ctx);
 	ctx->node_guid = guid_from_netdev(&ctx->nd, dev->conf.name);
 	pthread_mutex_init(&ctx->lock, NULL);
+	pthread_mutex_init(&ctx->async_lock, NULL);
 	pthread_mutex_init(&ctx->progress_lock, NULL);
 	pthread_rwlock_init(&ctx->mr_lock, NULL);
 	ctx->epfd = -1;
@@ -198,6 +199,7 @@ int sr_close_device(struct ibv_context *c)
 	sr_progress_stop(ctx);
 	close(c->async_fd);
 	close(ctx->async_wr);
+	free(ctx->async_q);
 	free(ctx->mr_tab);
 	free(ctx->qpn_tab);
 	free(ctx);
@@ -350,7 +352,11 @@ int sr_query_pkey(struct ibv_context *c, uint8_t port, int index, __be16 *pkey)
 	return 0;
 }
 
-/* ---- async events: a pipe of fixed-size records, so async_fd polls ---- */
+/* ---- async events ----
+ * The events wait in a queue; the pipe behind context->async_fd carries one
+ * token byte per event, so the fd polls readable exactly while events wait.
+ * Destroying a QP or SRQ purges its unread events (and their tokens), as
+ * uverbs does, so no event names a freed object. */
 
 struct sr_async_rec {
 	enum ibv_event_type type;
@@ -359,25 +365,78 @@ struct sr_async_rec {
 
 void sr_post_async_event(struct sr_context *ctx, enum ibv_event_type type, void *obj)
 {
-	struct sr_async_rec r = { .type = type, .obj = obj };
+	char tok = 1;
 	ssize_t n;
+
+	pthread_mutex_lock(&ctx->async_lock);
+	if (ctx->async_n == ctx->async_cap) {
+		uint32_t nc = ctx->async_cap ? ctx->async_cap * 2 : 16;
+		struct sr_async_rec *q = nc <= 65536 ? realloc(ctx->async_q, nc * sizeof(*q)) : NULL;
+		if (!q) {
+			pthread_mutex_unlock(&ctx->async_lock);
+			SR_DBG("async event %d lost (queue full)", type);
+			return;
+		}
+		ctx->async_q = q;
+		ctx->async_cap = nc;
+	}
+	ctx->async_q[ctx->async_n].type = type;
+	ctx->async_q[ctx->async_n].obj = obj;
+	ctx->async_n++;
 	do {
-		n = write(ctx->async_wr, &r, sizeof(r));
+		n = write(ctx->async_wr, &tok, 1);
 	} while (n < 0 && errno == EINTR);
-	if (n != sizeof(r))
-		SR_DBG("async event %d lost (queue full)", type);
+	pthread_mutex_unlock(&ctx->async_lock);
+}
+
+void sr_purge_async_events(struct sr_context *ctx, void *obj)
+{
+	uint32_t j = 0, removed;
+	char buf[64];
+
+	pthread_mutex_lock(&ctx->async_lock);
+	for (uint32_t i = 0; i < ctx->async_n; i++)
+		if (ctx->async_q[i].obj != obj)
+			ctx->async_q[j++] = ctx->async_q[i];
+	removed = ctx->async_n - j;
+	ctx->async_n = j;
+	/* take back their tokens (non-blocking: a reader may hold one) */
+	int fl = fcntl(ctx->vctx.context.async_fd, F_GETFL);
+	fcntl(ctx->vctx.context.async_fd, F_SETFL, fl | O_NONBLOCK);
+	while (removed) {
+		ssize_t n = read(ctx->vctx.context.async_fd, buf, removed < sizeof(buf) ? removed : sizeof(buf));
+		if (n <= 0)
+			break;
+		removed -= (uint32_t)n;
+	}
+	fcntl(ctx->vctx.context.async_fd, F_SETFL, fl);
+	pthread_mutex_unlock(&ctx->async_lock);
 }
 
 int sr_get_async_event(struct ibv_context *c, struct ibv_async_event *ev)
 {
+	struct sr_context *ctx = to_sctx(c);
 	struct sr_async_rec r;
-	ssize_t n;
+	char tok;
 
-	do {
-		n = read(c->async_fd, &r, sizeof(r));
-	} while (n < 0 && errno == EINTR);
-	if (n != sizeof(r))
-		return -1;
+	for (;;) {
+		ssize_t n;
+		do {
+			n = read(c->async_fd, &tok, 1);
+		} while (n < 0 && errno == EINTR);
+		if (n != 1)
+			return -1; /* EAGAIN for a non-blocking fd, as rdma-core */
+		pthread_mutex_lock(&ctx->async_lock);
+		if (ctx->async_n) {
+			r = ctx->async_q[0];
+			memmove(ctx->async_q, ctx->async_q + 1, (ctx->async_n - 1) * sizeof(*ctx->async_q));
+			ctx->async_n--;
+			pthread_mutex_unlock(&ctx->async_lock);
+			break;
+		}
+		/* its event was purged while we read the token: wait for the next */
+		pthread_mutex_unlock(&ctx->async_lock);
+	}
 	memset(ev, 0, sizeof(*ev));
 	ev->event_type = r.type;
 	switch (r.type) {

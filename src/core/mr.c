@@ -23,6 +23,9 @@ struct ibv_pd *sr_alloc_pd(struct ibv_context *c)
 
 int sr_dealloc_pd(struct ibv_pd *pd)
 {
+	/* as uverbs: a PD still used by an MR, QP, SRQ or AH can't go */
+	if (atomic_load(&to_spd(pd)->usecnt))
+		return EBUSY;
 	free(to_spd(pd));
 	return 0;
 }
@@ -109,6 +112,7 @@ struct ibv_mr *sr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint64_t iov
 		errno = -err;
 		return NULL;
 	}
+	atomic_fetch_add(&mr->pd->usecnt, 1);
 	return &mr->ibmr;
 }
 
@@ -138,6 +142,8 @@ int sr_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, s
 		ibmr->length = len;
 	}
 	if (flags & IBV_REREG_MR_CHANGE_PD) {
+		atomic_fetch_sub(&mr->pd->usecnt, 1);
+		atomic_fetch_add(&to_spd(pd)->usecnt, 1);
 		mr->pd = to_spd(pd);
 		ibmr->pd = pd;
 	}
@@ -163,6 +169,7 @@ int sr_dereg_mr(struct ibv_mr *ibmr)
 			ctx->mr_next = mr->index;
 	}
 	pthread_rwlock_unlock(&ctx->mr_lock);
+	atomic_fetch_sub(&mr->pd->usecnt, 1);
 	free(mr);
 	return 0;
 }

@@ -91,9 +91,8 @@ void sr_ctx_remove_qp(struct sr_context *ctx, struct sr_qp *qp)
 
 /* ---- daemon connection ---- */
 
-static void daemon_pkt(void *arg, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len)
+void sr_ctx_deliver(struct sr_context *ctx, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len)
 {
-	struct sr_context *ctx = arg;
 	uint32_t qpn;
 	struct sr_qp *qp;
 	extern void sr_roce_deliver(struct sr_qp * qp, const struct sr_ipc_pkt *meta, const uint8_t *data,
@@ -112,6 +111,11 @@ static void daemon_pkt(void *arg, const struct sr_ipc_pkt *meta, const uint8_t *
 		pthread_mutex_unlock(&qp->lock);
 	}
 	pthread_mutex_unlock(&ctx->lock);
+}
+
+static void daemon_pkt(void *arg, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len)
+{
+	sr_ctx_deliver(arg, meta, data, len);
 }
 
 struct sr_daemon_conn *sr_ctx_daemon(struct sr_context *ctx, int *err)
@@ -217,6 +221,7 @@ void sr_progress_poll(struct sr_context *ctx)
 		pthread_mutex_unlock(&qp->lock);
 	}
 	pthread_mutex_unlock(&ctx->lock);
+	t->rx_flush(ctx);
 	if (ctx->daemon && !sr_daemon_dead(ctx->daemon))
 		sr_daemon_on_readable(ctx->daemon);
 	pthread_mutex_unlock(&ctx->progress_lock);
@@ -289,6 +294,7 @@ static void *progress_main(void *arg)
 				pthread_mutex_unlock(&qp->lock);
 			}
 		}
+		ctx->dev->tops->rx_flush(ctx);
 		pthread_mutex_unlock(&ctx->progress_lock);
 	}
 	return NULL;

@@ -82,8 +82,8 @@ static const struct qp_trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 				 [T_UC] = M(CUR_STATE) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(PATH_MIG_STATE),
 				 [T_UD] = M(CUR_STATE) | M(QKEY) } },
 		[IBV_QPS_SQD] = { .valid = true,
-			.opt = { [T_RC] = M(CUR_STATE) | M(AV) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX) |
-					  M(MIN_RNR_TIMER) | M(PATH_MIG_STATE) | M(TIMEOUT) | M(RETRY_CNT) |
+			.opt = { [T_RC] = M(CUR_STATE) | M(PORT) | M(AV) | M(ALT_PATH) | M(ACCESS_FLAGS) |
+					  M(PKEY_INDEX) | M(MIN_RNR_TIMER) | M(PATH_MIG_STATE) | M(TIMEOUT) | M(RETRY_CNT) |
 					  M(RNR_RETRY) | M(MAX_QP_RD_ATOMIC) | M(MAX_DEST_RD_ATOMIC),
 				 [T_UC] = M(CUR_STATE) | M(AV) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX) |
 					  M(PATH_MIG_STATE),
@@ -106,7 +106,8 @@ static bool modify_is_ok(enum ibv_qp_state cur, enum ibv_qp_state next, enum ibv
 {
 	if (cur > IBV_QPS_ERR || next > IBV_QPS_ERR)
 		return false;
-	if ((mask & IBV_QP_CUR_STATE) && cur != IBV_QPS_RTS && cur != IBV_QPS_SQD && cur != IBV_QPS_SQE)
+	if ((mask & IBV_QP_CUR_STATE) && cur != IBV_QPS_RTR && cur != IBV_QPS_RTS && cur != IBV_QPS_SQD &&
+	    cur != IBV_QPS_SQE)
 		return false;
 	const struct qp_trans *t = &qp_table[cur][next];
 	if (!t->valid)
@@ -319,6 +320,8 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 	}
 
 	err = ctx->dev->tops->qp_create(qp);
+	if (!err)
+		atomic_fetch_add(&to_spd(ia->pd)->usecnt, 1);
 	if (err) {
 		free(qp->sq.buf);
 		free(qp->rq.buf);
@@ -599,6 +602,8 @@ int sr_destroy_qp(struct ibv_qp *ibqp)
 	/* outside qp->lock: the transport talks to the daemon, and packets
 	 * delivered meanwhile take ctx->lock before a qp->lock */
 	ctx->dev->tops->qp_destroy(qp);
+	atomic_fetch_sub(&to_spd(ibqp->pd)->usecnt, 1);
+	sr_purge_async_events(ctx, ibqp);
 	/* freed by the progress thread once no event can still refer to it */
 	pthread_mutex_lock(&ctx->lock);
 	qp->zombie_next = ctx->zombies;
@@ -704,7 +709,8 @@ static int post_one_send(struct sr_qp *qp, const struct ibv_send_wr *wr)
 		w->num_sge = 0;
 	} else {
 		w->num_sge = (uint32_t)wr->num_sge;
-		memcpy(w->sge, wr->sg_list, (size_t)wr->num_sge * sizeof(struct ibv_sge));
+		if (wr->num_sge)
+			memcpy(w->sge, wr->sg_list, (size_t)wr->num_sge * sizeof(struct ibv_sge));
 	}
 	w->state = SR_WQE_POSTED;
 	w->status = IBV_WC_SUCCESS;
@@ -841,6 +847,7 @@ struct ibv_srq *sr_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
 	srq->limit = attr->attr.srq_limit;
 	attr->attr.max_wr = srq->rq.max_wr;
 	attr->attr.max_sge = srq->rq.max_sge;
+	atomic_fetch_add(&to_spd(pd)->usecnt, 1);
 	srq->ibsrq.context = pd->context;
 	srq->ibsrq.srq_context = attr->srq_context;
 	srq->ibsrq.pd = pd;
@@ -915,6 +922,8 @@ int sr_destroy_srq(struct ibv_srq *ibsrq)
 	pthread_mutex_unlock(&ctx->lock);
 	pthread_mutex_lock(&ctx->progress_lock);
 	pthread_mutex_unlock(&ctx->progress_lock);
+	atomic_fetch_sub(&to_spd(ibsrq->pd)->usecnt, 1);
+	sr_purge_async_events(ctx, ibsrq);
 	free(srq->rq.buf);
 	free(srq);
 	return 0;
@@ -960,11 +969,13 @@ struct ibv_ah *sr_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 	}
 	ah->ibah.context = pd->context;
 	ah->ibah.pd = pd;
+	atomic_fetch_add(&to_spd(pd)->usecnt, 1);
 	return &ah->ibah;
 }
 
 int sr_destroy_ah(struct ibv_ah *ah)
 {
+	atomic_fetch_sub(&to_spd(ah->pd)->usecnt, 1);
 	free(to_sah(ah));
 	return 0;
 }

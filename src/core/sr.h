@@ -61,7 +61,10 @@ struct sr_context {
 	struct sr_gid_entry gid[SR_MAX_ADDRS];
 	uint64_t node_guid;        /* host order */
 
-	int async_wr;              /* write end of the async event pipe */
+	int async_wr;              /* write end of the async event pipe (one token byte per event) */
+	pthread_mutex_t async_lock; /* protects the async event queue */
+	struct sr_async_rec *async_q;
+	uint32_t async_n, async_cap;
 
 	/* lock protects: qp_list, qpn table, daemon connect, zombies, pd/cq counts */
 	pthread_mutex_t lock;
@@ -92,6 +95,7 @@ struct sr_context {
 
 struct sr_pd {
 	struct ibv_pd ibpd;
+	atomic_int usecnt;  /* MRs, QPs, SRQs, AHs using it */
 };
 
 struct sr_mr {
@@ -248,6 +252,8 @@ struct sr_transport_ops {
 	void (*on_timer)(struct sr_qp *qp, uint64_t now_ns);
 	uint64_t (*next_deadline)(struct sr_qp *qp); /* 0 = none */
 	void (*on_readable)(struct sr_qp *qp, int fd);
+	/* after a round of on_readable calls, with no QP locked */
+	void (*rx_flush)(struct sr_context *ctx);
 };
 
 /* ---- helpers shared across core/ and transports ---- */
@@ -283,6 +289,8 @@ int sr_gid_to_sockaddr(struct sr_context *ctx, const union ibv_gid *gid, struct 
 void sr_post_async_event(struct sr_context *ctx, enum ibv_event_type type, void *obj);
 int sr_get_async_event(struct ibv_context *c, struct ibv_async_event *ev);
 void sr_ack_async_event(struct ibv_async_event *ev);
+/* Forget unread async events naming obj (a QP or SRQ being destroyed). */
+void sr_purge_async_events(struct sr_context *ctx, void *obj);
 
 /* mr.c */
 struct ibv_pd *sr_alloc_pd(struct ibv_context *c);
@@ -354,6 +362,9 @@ int sr_progress_add_fd(struct sr_context *ctx, int fd, struct sr_qp *qp);
 void sr_progress_del_fd(struct sr_context *ctx, int fd);
 struct sr_daemon_conn *sr_ctx_daemon(struct sr_context *ctx, int *err);
 struct sr_qp *sr_ctx_find_qp(struct sr_context *ctx, uint32_t qpn); /* ctx->lock held */
+struct sr_ipc_pkt;
+/* Deliver a datagram to the QP of this context it is addressed to (no lock held). */
+void sr_ctx_deliver(struct sr_context *ctx, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len);
 void sr_ctx_add_qp(struct sr_context *ctx, struct sr_qp *qp);
 void sr_ctx_remove_qp(struct sr_context *ctx, struct sr_qp *qp);
 

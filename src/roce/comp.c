@@ -294,6 +294,8 @@ void sr_comp_rx(struct sr_qp *qp, struct sr_pkt *pkt)
 			return;
 		switch (syn) {
 		case SR_AETH_NAK_PSN_SEQ:
+			if (r->rnr_deadline)
+				break; /* waiting out an RNR NAK: the retry resends from there */
 			SR_DBG("QP %u: PSN sequence NAK psn %u", sr_roce_qpn(qp), pkt->psn);
 			comp_retry(qp, pkt->psn);
 			break;

@@ -399,20 +399,51 @@ void sr_roce_deliver(struct sr_qp *qp, const struct sr_ipc_pkt *meta, const uint
 #define SR_RX_GRO_BATCH 8
 static __thread uint8_t *rx_bufs;
 
+/* Datagrams a flow socket received for another QP (two flows on one UDP
+ * 4-tuple: a source-port hash collision).  They are set aside while the
+ * receiving QP is locked and routed after (sr_roce_rx_flush): to a QP of
+ * this context if it has one, else through the daemon. */
+#define SR_REDO_MAX 64
+struct sr_redo {
+	struct sr_ipc_pkt meta;
+	uint8_t *data;
+};
+static __thread struct sr_redo redo[SR_REDO_MAX];
+static __thread int nredo;
+
 static void rx_datagram(struct sr_qp *qp, const uint8_t *b, size_t len, struct sr_rx_env *env)
 {
 	if (len >= SR_BTH_BYTES) {
 		uint32_t dqpn = ((uint32_t)b[5] << 16) | ((uint32_t)b[6] << 8) | b[7];
 		if (dqpn != sr_roce_qpn(qp)) {
-			/* another QP's packet (a source-port collision): let the daemon route it */
-			struct sr_daemon_conn *d = qp->ctx->daemon;
-			struct sr_ipc_pkt meta = { .src = env->src, .dst = env->dst, .len = (uint32_t)len };
-			if (d)
-				sr_daemon_forward(d, &meta, b, (uint32_t)len);
+			if (nredo < SR_REDO_MAX && (redo[nredo].data = malloc(len))) {
+				memcpy(redo[nredo].data, b, len);
+				redo[nredo].meta = (struct sr_ipc_pkt){ .src = env->src, .dst = env->dst,
+									.len = (uint32_t)len };
+				nredo++;
+			}
 			return;
 		}
 	}
 	roce_rx_one(qp, b, len, env);
+}
+
+static void roce_rx_flush(struct sr_context *ctx)
+{
+	while (nredo) {
+		struct sr_redo x = redo[--nredo];
+		uint8_t *b = x.data;
+		uint32_t dqpn = ((uint32_t)b[5] << 16) | ((uint32_t)b[6] << 8) | b[7];
+		bool local;
+		pthread_mutex_lock(&ctx->lock);
+		local = sr_ctx_find_qp(ctx, dqpn) != NULL;
+		pthread_mutex_unlock(&ctx->lock);
+		if (local)
+			sr_ctx_deliver(ctx, &x.meta, b, x.meta.len);
+		else if (ctx->daemon)
+			sr_daemon_forward(ctx->daemon, &x.meta, b, x.meta.len);
+		free(b);
+	}
 }
 
 static void roce_on_readable(struct sr_qp *qp, int fd_unused)
@@ -601,4 +632,5 @@ const struct sr_transport_ops sr_roce_ops = {
 	.on_timer = roce_on_timer,
 	.next_deadline = roce_next_deadline,
 	.on_readable = roce_on_readable,
+	.rx_flush = roce_rx_flush,
 };

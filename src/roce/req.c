@@ -227,7 +227,8 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
 		uint32_t len = (uint32_t)(w->length - off < r->mtu ? w->length - off : r->mtu);
 		int n = gather(qp, w, off, len, iov);
 		if (n < 0) {
-			req_local_error(qp, w, IBV_WC_LOC_PROT_ERR);
+			/* a bad lkey: rxe reports LOC_QP_OP_ERR */
+			req_local_error(qp, w, IBV_WC_LOC_QP_OP_ERR);
 			return false;
 		}
 		h.opcode = send_opcode(t, w->opcode, first, last);

@@ -387,8 +387,11 @@ static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt)
 	if (need_rwqe && !r->rwqe_valid) {
 		if (!sr_rq_take(qp, r->rwqe)) {
 			if (rc) {
-				/* RNR NAK: the requester retries after min_rnr_timer */
+				/* RNR NAK: the requester retries after min_rnr_timer.  The
+				 * rest of this message is already on its way: drop it
+				 * quietly (no sequence NAK) until the retry arrives. */
 				r->ack_pending = false;
+				r->nak_seq_sent = true;
 				send_aeth(qp, pkt->psn, SR_AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f));
 				return;
 			}

@@ -1,0 +1,1291 @@
+/* test_transfer: data correctness between two QPs of one process over the
+ * loopback Soft-RoCE device.
+ *
+ * RC and UC: SEND, SEND_WITH_IMM, RDMA_WRITE, RDMA_WRITE_WITH_IMM (UC has
+ * no READ/atomics), sizes 0 B .. 4 MiB (RC) including sizes that are not
+ * multiples of the MTU, at unaligned offsets; RC: RDMA_READ, CMP_AND_SWP,
+ * FETCH_AND_ADD (and 1000 fetch-adds from four QPs at once summing
+ * correctly); inline sends; multi-SGE gather/scatter; unsignaled WRs with a
+ * signaled one at the end; sq_sig_all; 1000 small WRs in flight; SRQ
+ * receives and the SRQ limit event; RNR recovery; solicited events through
+ * a completion channel; the ibv_wr_* API; the ibv_create_cq_ex polling API;
+ * UD send/recv with the 40-byte GRH.  Every buffer has canary bytes around
+ * its registered range, checked after each transfer. */
+#include "vt.h"
+
+static struct vt_dev D;
+
+#define MiB (1024u * 1024u)
+#define BIG (4 * MiB)
+#define SLACK 64 /* bytes around a transfer inside the region that must stay untouched */
+
+/* Bytes [off, off+len) hold the pattern; the SLACK bytes before and after
+ * (inside the zeroed region) are still zero. */
+static bool check_placed(struct vt_buf *b, size_t off, size_t len, uint32_t seed, const char *what)
+{
+	bool ok = CHECK_DATA(b->p + off, len, seed, "%s: data", what);
+	size_t lo = off > SLACK ? off - SLACK : 0, hi = off + len + SLACK < b->len ? off + len + SLACK : b->len;
+	size_t bad = (size_t)-1;
+	for (size_t i = lo; i < hi; i++) {
+		if (i >= off && i < off + len)
+			continue;
+		if (b->p[i]) {
+			bad = i;
+			break;
+		}
+	}
+	ok &= CHECK(bad == (size_t)-1, "%s: bytes next to the target range untouched\t(offset %zd changed)", what,
+		    (ssize_t)bad - (ssize_t)off);
+	ok &= CHECK_GUARDS(b, "%s", what);
+	return ok;
+}
+
+static void zero_around(struct vt_buf *b, size_t off, size_t len)
+{
+	size_t lo = off > SLACK ? off - SLACK : 0, hi = off + len + SLACK < b->len ? off + len + SLACK : b->len;
+	memset(b->p + lo, 0, hi - lo);
+}
+
+/* Transfers without errors raise no async events. */
+static void check_no_async(const char *what)
+{
+	struct ibv_async_event ev;
+	int n = 0;
+	while (vt_get_async(D.ctx, &ev, 0)) {
+		n++;
+		bool qp_ev = (ev.event_type >= IBV_EVENT_QP_FATAL && ev.event_type <= IBV_EVENT_PATH_MIG_ERR) ||
+			     ev.event_type == IBV_EVENT_QP_LAST_WQE_REACHED;
+		/* element.qp is not dereferenced: the QP may be destroyed by now */
+		CHECK(0, "%s: unexpected async event %s (%s %p)", what, ibv_event_type_str(ev.event_type),
+		      qp_ev ? "QP" : "object", qp_ev ? (void *)ev.element.qp : ev.element.cq);
+	}
+	if (!n)
+		CHECK(1, "%s: no async events", what);
+}
+
+/* ------------------------------------------------------------------ */
+/* SEND / WRITE / READ over a range of sizes                            */
+/* ------------------------------------------------------------------ */
+
+static const size_t rc_sizes[] = { 0, 1, 7, 1000, 4095, 4096, 4097, 8193, 65536, 100003, 1048577, BIG };
+static const size_t uc_sizes[] = { 0, 1, 7, 1000, 4095, 4096, 4097, 8193, 65536 };
+
+static bool one_send(struct vt_pair *p, struct vt_buf *s, struct vt_buf *r, size_t len, bool imm, uint32_t seed)
+{
+	const char *T = vt_qpt_str(p->cfg.type);
+	char what[128];
+	struct ibv_wc wc;
+	size_t soff = 3, roff = 5; /* unaligned on both sides */
+	size_t post = len + SLACK <= r->len - roff ? len + SLACK : len; /* a larger buffer than the message */
+	snprintf(what, sizeof(what), "%s %s %zu B", T, imm ? "SEND_WITH_IMM" : "SEND", len);
+	if (len + soff > s->len || len + roff > r->len)
+		soff = roff = 0;
+	vt_fill(s->p + soff, len, seed);
+	zero_around(r, roff, post);
+	if (!CHECK_RC(vt_post_recv(p->qp[1], seed, r->p + roff, (uint32_t)post, r->mr->lkey), 0, "%s: post_recv", what))
+		return false;
+	if (!CHECK_RC(vt_post_send(p->qp[0], seed, imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND, len ? s->p + soff : NULL,
+				  (uint32_t)len, s->mr->lkey, IBV_SEND_SIGNALED, 0, 0, seed * 7u + 1),
+		     0, "%s: post_send", what))
+		return false;
+	bool ok = EXPECT_WC(p->scq[0], seed, IBV_WC_SUCCESS, IBV_WC_SEND, &wc, "%s: sender", what);
+	if (!EXPECT_WC(p->rcq[1], seed, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "%s: receiver", what))
+		return false;
+	ok &= CHECK_INT(wc.byte_len, len, "%s: byte_len", what);
+	ok &= CHECK_INT(wc.qp_num, p->qp[1]->qp_num, "%s: qp_num is the receiving QP", what);
+	if (imm) {
+		ok &= CHECK(wc.wc_flags & IBV_WC_WITH_IMM, "%s: IBV_WC_WITH_IMM set\t(wc_flags 0x%x)", what,
+			    wc.wc_flags);
+		ok &= CHECK_INT(ntohl(wc.imm_data), seed * 7u + 1, "%s: imm_data", what);
+	} else {
+		ok &= CHECK(!(wc.wc_flags & IBV_WC_WITH_IMM), "%s: no IBV_WC_WITH_IMM\t(wc_flags 0x%x)", what,
+			    wc.wc_flags);
+	}
+	ok &= check_placed(r, roff, len, seed, what);
+	ok &= CHECK_GUARDS(s, "%s: source buffer", what);
+	return ok;
+}
+
+static bool one_write(struct vt_pair *p, struct vt_buf *s, struct vt_buf *r, size_t len, bool imm, uint32_t seed)
+{
+	const char *T = vt_qpt_str(p->cfg.type);
+	char what[128];
+	struct ibv_wc wc;
+	size_t soff = 1, roff = 11;
+	snprintf(what, sizeof(what), "%s %s %zu B", T, imm ? "RDMA_WRITE_WITH_IMM" : "RDMA_WRITE", len);
+	if (len + soff > s->len || len + roff > r->len)
+		soff = roff = 0;
+	vt_fill(s->p + soff, len, seed);
+	zero_around(r, roff, len);
+	if (imm && !CHECK_RC(vt_post_recv(p->qp[1], seed, NULL, 0, 0), 0, "%s: post_recv (no SGE)", what))
+		return false;
+	if (!CHECK_RC(vt_post_send(p->qp[0], seed, imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE,
+				  len ? s->p + soff : NULL, (uint32_t)len, s->mr->lkey, IBV_SEND_SIGNALED,
+				  (uintptr_t)r->p + roff, r->mr->rkey, 0xC0DE0000u + seed),
+		     0, "%s: post_send", what))
+		return false;
+	if (!EXPECT_WC(p->scq[0], seed, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, &wc, "%s: sender", what))
+		return false;
+	bool ok = true;
+	if (imm) {
+		if (!EXPECT_WC(p->rcq[1], seed, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, &wc, "%s: receiver", what))
+			return false;
+		ok &= CHECK_INT(wc.byte_len, len, "%s: byte_len is the write length", what);
+		ok &= CHECK(wc.wc_flags & IBV_WC_WITH_IMM, "%s: IBV_WC_WITH_IMM set\t(wc_flags 0x%x)", what,
+			    wc.wc_flags);
+		ok &= CHECK_INT(ntohl(wc.imm_data), 0xC0DE0000u + seed, "%s: imm_data", what);
+	} else if (p->cfg.type == IBV_QPT_RC) {
+		/* on RC the send completion means the data is placed */
+		ok &= CHECK_CQ_EMPTY(p->rcq[1], 0, "%s: the target gets no completion", what);
+	}
+	if (!imm && p->cfg.type == IBV_QPT_UC) {
+		/* UC: the send completion only means "sent"; wait for placement */
+		uint64_t end = vt_now_ms() + 5000;
+		while (len && vt_verify(r->p + roff, len, seed) >= 0 && vt_now_ms() < end)
+			vt_sleep_ms(1);
+	}
+	ok &= check_placed(r, roff, len, seed, what);
+	return ok;
+}
+
+static bool one_read(struct vt_pair *p, struct vt_buf *local, struct vt_buf *remote, size_t len, uint32_t seed)
+{
+	char what[128];
+	struct ibv_wc wc;
+	size_t loff = 13, roff = 2;
+	snprintf(what, sizeof(what), "RC RDMA_READ %zu B", len);
+	if (len + loff > local->len || len + roff > remote->len)
+		loff = roff = 0;
+	vt_fill(remote->p + roff, len, seed);
+	zero_around(local, loff, len);
+	if (!CHECK_RC(vt_post_send(p->qp[0], seed, IBV_WR_RDMA_READ, len ? local->p + loff : NULL, (uint32_t)len,
+				  local->mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)remote->p + roff, remote->mr->rkey, 0),
+		     0, "%s: post_send", what))
+		return false;
+	if (!EXPECT_WC(p->scq[0], seed, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, &wc, "%s", what))
+		return false;
+	bool ok = CHECK_INT(wc.byte_len, len, "%s: byte_len", what);
+	ok &= check_placed(local, loff, len, seed, what);
+	ok &= CHECK_DATA(remote->p + roff, len, seed, "%s: the source is unchanged", what);
+	ok &= CHECK_CQ_EMPTY(p->rcq[1], 0, "%s: the target gets no completion", what);
+	return ok;
+}
+
+static void test_sizes(enum ibv_qp_type t)
+{
+	SECTION("%s: SEND, SEND_WITH_IMM, RDMA_WRITE, RDMA_WRITE_WITH_IMM%s over sizes 0 B .. %s", vt_qpt_str(t),
+		t == IBV_QPT_RC ? ", RDMA_READ" : "", t == IBV_QPT_RC ? "4 MiB" : "64 KiB");
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf s, r;
+	vt_cfg_default(&c, t);
+	if (!vt_pair_setup(&D, &c, &p))
+		return;
+	unsigned acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	if (vt_buf_alloc(&s, D.pd, BIG + 4096, 4096, (int)acc) || vt_buf_alloc(&r, D.pd, BIG + 4096, 4096, (int)acc)) {
+		CHECK(0, "allocate and register two %u-byte buffers", BIG + 4096);
+		return;
+	}
+	const size_t *sz = t == IBV_QPT_RC ? rc_sizes : uc_sizes;
+	size_t n = t == IBV_QPT_RC ? sizeof(rc_sizes) / sizeof(rc_sizes[0]) : sizeof(uc_sizes) / sizeof(uc_sizes[0]);
+	uint32_t seed = 1;
+	for (int op = 0; op < 5; op++) {
+		if (op == 4 && t != IBV_QPT_RC)
+			break;
+		for (size_t i = 0; i < n; i++) {
+			bool ok;
+			seed++;
+			switch (op) {
+			case 0: ok = one_send(&p, &s, &r, sz[i], false, seed); break;
+			case 1: ok = one_send(&p, &s, &r, sz[i], true, seed); break;
+			case 2: ok = one_write(&p, &s, &r, sz[i], false, seed); break;
+			case 3: ok = one_write(&p, &s, &r, sz[i], true, seed); break;
+			default: ok = one_read(&p, &s, &r, sz[i], seed); break;
+			}
+			if (!ok) {
+				NOTE("stopping this series after the first failure");
+				break;
+			}
+		}
+	}
+	vt_buf_free(&s);
+	vt_buf_free(&r);
+	vt_pair_destroy(&p);
+}
+
+/* ------------------------------------------------------------------ */
+/* multi-SGE                                                            */
+/* ------------------------------------------------------------------ */
+
+static void test_sge(enum ibv_qp_type t)
+{
+	SECTION("%s: multi-SGE gather and scatter", vt_qpt_str(t));
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf a, b, r1, r2, flat;
+	vt_cfg_default(&c, t);
+	c.max_send_sge = 4;
+	c.max_recv_sge = 4;
+	if (!vt_pair_setup(&D, &c, &p))
+		return;
+	int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	vt_buf_alloc(&a, D.pd, 16384, 4096, acc);
+	vt_buf_alloc(&b, D.pd, 16384, 4096, acc);
+	vt_buf_alloc(&r1, D.pd, 16384, 4096, acc);
+	vt_buf_alloc(&r2, D.pd, 16384, 4096, acc);
+	vt_buf_alloc(&flat, D.pd, 16384, 4096, acc);
+	/* message = a[1..8) + b[3..1003) + a[2000] + b[5000..9100) = 5108 bytes */
+	struct ibv_sge g[4] = {
+		{ (uintptr_t)a.p + 1, 7, a.mr->lkey },
+		{ (uintptr_t)b.p + 3, 1000, b.mr->lkey },
+		{ (uintptr_t)a.p + 2000, 1, a.mr->lkey },
+		{ (uintptr_t)b.p + 5000, 4100, b.mr->lkey },
+	};
+	uint32_t total = 0;
+	uint8_t *msg = malloc(8192);
+	vt_fill(msg, 8192, 42);
+	for (int i = 0; i < 4; i++) {
+		memcpy((void *)(uintptr_t)g[i].addr, msg + total, g[i].length);
+		total += g[i].length;
+	}
+	/* receive into r1[10..110) + r2[0..5000) + r1[7000..7100): 5200 bytes */
+	struct ibv_sge sc[3] = {
+		{ (uintptr_t)r1.p + 10, 100, r1.mr->lkey },
+		{ (uintptr_t)r2.p, 5000, r2.mr->lkey },
+		{ (uintptr_t)r1.p + 7000, 100, r1.mr->lkey },
+	};
+	struct ibv_recv_wr rw = { .wr_id = 1, .sg_list = sc, .num_sge = 3 }, *rbad;
+	struct ibv_send_wr sw, *sbad;
+	memset(&sw, 0, sizeof(sw));
+	sw.wr_id = 2;
+	sw.opcode = IBV_WR_SEND;
+	sw.send_flags = IBV_SEND_SIGNALED;
+	sw.sg_list = g;
+	sw.num_sge = 4;
+	CHECK_RC(ibv_post_recv(p.qp[1], &rw, &rbad), 0, "post_recv with 3 SGEs");
+	CHECK_RC(ibv_post_send(p.qp[0], &sw, &sbad), 0, "SEND gathering 4 SGEs from 2 regions (%u B)", total);
+	struct ibv_wc wc;
+	EXPECT_WC(p.scq[0], 2, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "4-SGE SEND: sender");
+	if (EXPECT_WC(p.rcq[1], 1, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "4-SGE SEND: receiver"))
+		CHECK_INT(wc.byte_len, total, "4-SGE SEND: byte_len");
+	/* the scattered pieces: 100 + 5000 + 8 */
+	bool ok = !memcmp(r1.p + 10, msg, 100) && !memcmp(r2.p, msg + 100, 5000) && !memcmp(r1.p + 7000, msg + 5100, 8);
+	CHECK(ok, "4-SGE SEND into 3 SGEs: every byte in its place");
+	bool clean = true;
+	for (size_t i = 0; i < r1.len; i++)
+		if ((i < 10 || (i >= 110 && i < 7000) || i >= 7008) && r1.p[i])
+			clean = false;
+	for (size_t i = 5000; i < r2.len; i++)
+		if (r2.p[i])
+			clean = false;
+	CHECK(clean, "4-SGE SEND: nothing written outside the used part of the scatter list");
+	CHECK_GUARDS(&r1, "4-SGE SEND: receive region 1");
+	CHECK_GUARDS(&r2, "4-SGE SEND: receive region 2");
+
+	/* RDMA WRITE gathering 4 SGEs into one contiguous remote range */
+	memset(&sw, 0, sizeof(sw));
+	sw.wr_id = 3;
+	sw.opcode = IBV_WR_RDMA_WRITE;
+	sw.send_flags = IBV_SEND_SIGNALED;
+	sw.sg_list = g;
+	sw.num_sge = 4;
+	sw.wr.rdma.remote_addr = (uintptr_t)flat.p + 100;
+	sw.wr.rdma.rkey = flat.mr->rkey;
+	CHECK_RC(ibv_post_send(p.qp[0], &sw, &sbad), 0, "RDMA_WRITE gathering 4 SGEs");
+	EXPECT_WC(p.scq[0], 3, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL, "4-SGE RDMA_WRITE");
+	if (t == IBV_QPT_UC)
+		vt_sleep_ms(50);
+	CHECK(!memcmp(flat.p + 100, msg, total) && !flat.p[99] && !flat.p[100 + total],
+	      "4-SGE RDMA_WRITE: the remote range holds the concatenation, nothing around it");
+	CHECK_GUARDS(&flat, "4-SGE RDMA_WRITE: target");
+
+	if (t == IBV_QPT_RC) {
+		/* RDMA READ scattering into 3 SGEs */
+		memset(r1.p, 0, r1.len);
+		memset(r2.p, 0, r2.len);
+		memset(&sw, 0, sizeof(sw));
+		sw.wr_id = 4;
+		sw.opcode = IBV_WR_RDMA_READ;
+		sw.send_flags = IBV_SEND_SIGNALED;
+		sc[2].length = 8;
+		sw.sg_list = sc;
+		sw.num_sge = 3;
+		sw.wr.rdma.remote_addr = (uintptr_t)flat.p + 100;
+		sw.wr.rdma.rkey = flat.mr->rkey;
+		CHECK_RC(ibv_post_send(p.qp[0], &sw, &sbad), 0, "RDMA_READ scattering into 3 SGEs (%u B)", total);
+		if (EXPECT_WC(p.scq[0], 4, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, &wc, "3-SGE RDMA_READ"))
+			CHECK_INT(wc.byte_len, total, "3-SGE RDMA_READ: byte_len");
+		ok = !memcmp(r1.p + 10, msg, 100) && !memcmp(r2.p, msg + 100, 5000) && !memcmp(r1.p + 7000, msg + 5100, 8) &&
+		     !r1.p[9] && !r1.p[110] && !r1.p[7008] && !r2.p[5000];
+		CHECK(ok, "3-SGE RDMA_READ: every byte in its place, nothing next to the pieces");
+		CHECK_GUARDS(&r1, "3-SGE RDMA_READ: region 1");
+		CHECK_GUARDS(&r2, "3-SGE RDMA_READ: region 2");
+	}
+	free(msg);
+	vt_buf_free(&a);
+	vt_buf_free(&b);
+	vt_buf_free(&r1);
+	vt_buf_free(&r2);
+	vt_buf_free(&flat);
+	vt_pair_destroy(&p);
+}
+
+/* ------------------------------------------------------------------ */
+/* inline                                                               */
+/* ------------------------------------------------------------------ */
+
+static void test_inline(enum ibv_qp_type t)
+{
+	SECTION("%s: inline SEND, SEND_WITH_IMM and RDMA_WRITE", vt_qpt_str(t));
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf r;
+	vt_cfg_default(&c, t);
+	c.max_inline = 200;
+	if (!vt_pair_setup(&D, &c, &p))
+		return;
+	vt_buf_alloc(&r, D.pd, 8192, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	uint32_t cap = p.cap[0].max_inline_data;
+	CHECK(cap >= 200, "max_inline_data %u >= the 200 requested", cap);
+	uint32_t sizes[] = { 1, 17, 100, cap };
+	for (int i = 0; i < 4; i++) {
+		uint8_t stack[512];
+		uint32_t len = sizes[i], seed = 500 + (uint32_t)i;
+		struct ibv_wc wc;
+		for (int op = 0; op < 3; op++) {
+			const char *name = op == 0 ? "SEND" : op == 1 ? "SEND_WITH_IMM" : "RDMA_WRITE";
+			vt_fill(stack, len, seed + (uint32_t)op * 17);
+			zero_around(&r, 100, len);
+			if (op < 2)
+				vt_post_recv(p.qp[1], 9, r.p + 100, len + SLACK, r.mr->lkey);
+			int rc = vt_post_send(p.qp[0], 8,
+					      op == 0 ? IBV_WR_SEND : op == 1 ? IBV_WR_SEND_WITH_IMM : IBV_WR_RDMA_WRITE, stack,
+					      len, 0 /* lkey is ignored for inline */, IBV_SEND_INLINE | IBV_SEND_SIGNALED,
+					      (uintptr_t)r.p + 100, r.mr->rkey, 4242);
+			memset(stack, 0xEE, sizeof(stack)); /* inline data was copied at post time */
+			if (!CHECK_RC(rc, 0, "%s inline %s %u B from an unregistered stack buffer", vt_qpt_str(t), name, len))
+				continue;
+			EXPECT_WC(p.scq[0], 8, IBV_WC_SUCCESS, op < 2 ? IBV_WC_SEND : IBV_WC_RDMA_WRITE, NULL,
+				  "  ...sender");
+			if (op < 2) {
+				if (EXPECT_WC(p.rcq[1], 9, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "  ...receiver")) {
+					CHECK_INT(wc.byte_len, len, "  ...byte_len");
+					if (op == 1)
+						CHECK(wc.wc_flags & IBV_WC_WITH_IMM && ntohl(wc.imm_data) == 4242,
+						      "  ...imm_data 4242");
+				}
+			} else if (t == IBV_QPT_UC) {
+				uint64_t end = vt_now_ms() + 3000;
+				while (vt_verify(r.p + 100, len, seed + (uint32_t)op * 17) >= 0 && vt_now_ms() < end)
+					vt_sleep_ms(1);
+			}
+			check_placed(&r, 100, len, seed + (uint32_t)op * 17, "  ...inline payload as it was at post time");
+		}
+	}
+	vt_buf_free(&r);
+	vt_pair_destroy(&p);
+}
+
+/* ------------------------------------------------------------------ */
+/* atomics                                                              */
+/* ------------------------------------------------------------------ */
+
+static void test_atomics(void)
+{
+	SECTION("RC: ATOMIC_CMP_AND_SWP and ATOMIC_FETCH_AND_ADD");
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf tgt, res;
+	vt_cfg_default(&c, IBV_QPT_RC);
+	if (!vt_pair_setup(&D, &c, &p))
+		return;
+	vt_buf_alloc(&tgt, D.pd, 4096, 4096,
+		     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+	vt_buf_alloc(&res, D.pd, 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
+	uint64_t *t64 = (uint64_t *)tgt.p, *r64 = (uint64_t *)res.p;
+	struct ibv_wc wc;
+
+	t64[8] = 0x1122334455667788ull;
+	r64[3] = 0xdeadbeefull;
+	CHECK_RC(vt_post_atomic(p.qp[0], 1, IBV_WR_ATOMIC_CMP_AND_SWP, &r64[3], res.mr->lkey, IBV_SEND_SIGNALED,
+				(uintptr_t)&t64[8], tgt.mr->rkey, 0x1122334455667788ull, 0xa5a5a5a5a5a5a5a5ull),
+		 0, "CMP_AND_SWP (compare matches)");
+	if (EXPECT_WC(p.scq[0], 1, IBV_WC_SUCCESS, IBV_WC_COMP_SWAP, &wc, "CMP_AND_SWP"))
+		CHECK_INT(wc.byte_len, 8, "CMP_AND_SWP: byte_len 8");
+	CHECK(r64[3] == 0x1122334455667788ull, "CMP_AND_SWP returns the original value\t(got 0x%" PRIx64 ")", r64[3]);
+	CHECK(t64[8] == 0xa5a5a5a5a5a5a5a5ull, "CMP_AND_SWP swapped the target\t(got 0x%" PRIx64 ")", t64[8]);
+
+	CHECK_RC(vt_post_atomic(p.qp[0], 2, IBV_WR_ATOMIC_CMP_AND_SWP, &r64[4], res.mr->lkey, IBV_SEND_SIGNALED,
+				(uintptr_t)&t64[8], tgt.mr->rkey, 0x1111ull, 0x2222ull),
+		 0, "CMP_AND_SWP (compare does not match)");
+	EXPECT_WC(p.scq[0], 2, IBV_WC_SUCCESS, IBV_WC_COMP_SWAP, NULL, "CMP_AND_SWP mismatch");
+	CHECK(r64[4] == 0xa5a5a5a5a5a5a5a5ull, "CMP_AND_SWP mismatch returns the current value\t(got 0x%" PRIx64 ")",
+	      r64[4]);
+	CHECK(t64[8] == 0xa5a5a5a5a5a5a5a5ull, "CMP_AND_SWP mismatch leaves the target alone\t(got 0x%" PRIx64 ")",
+	      t64[8]);
+
+	t64[9] = 0xfffffffffffffffeull;
+	CHECK_RC(vt_post_atomic(p.qp[0], 3, IBV_WR_ATOMIC_FETCH_AND_ADD, &r64[5], res.mr->lkey, IBV_SEND_SIGNALED,
+				(uintptr_t)&t64[9], tgt.mr->rkey, 5, 0),
+		 0, "FETCH_AND_ADD 5");
+	if (EXPECT_WC(p.scq[0], 3, IBV_WC_SUCCESS, IBV_WC_FETCH_ADD, &wc, "FETCH_AND_ADD"))
+		CHECK_INT(wc.byte_len, 8, "FETCH_AND_ADD: byte_len 8");
+	CHECK(r64[5] == 0xfffffffffffffffeull, "FETCH_AND_ADD returns the original value\t(got 0x%" PRIx64 ")", r64[5]);
+	CHECK(t64[9] == 3, "FETCH_AND_ADD wraps modulo 2^64: target is 3\t(got 0x%" PRIx64 ")", t64[9]);
+	CHECK(t64[7] == 0 && t64[10] == 0 && r64[2] == 0 && r64[6] == 0, "atomics touch only their 8 bytes");
+	CHECK_GUARDS(&tgt, "atomic target");
+	CHECK_GUARDS(&res, "atomic results");
+
+	/* 4 QPs, 250 fetch-adds each, all on one 64-bit word, posted interleaved */
+	enum { NQ = 4, PER = 250 };
+	struct vt_pair q[NQ];
+	int made = 0;
+	struct vt_qp_cfg c2 = c;
+	c2.max_send_wr = PER + 8;
+	c2.cqe = PER + 16;
+	c2.max_rd_atomic = 8;
+	c2.max_dest_rd_atomic = 8;
+	for (; made < NQ; made++)
+		if (!vt_pair_setup(&D, &c2, &q[made]))
+			break;
+	if (made == NQ) {
+		uint64_t init = 1000000007ull;
+		t64[16] = init;
+		memset(res.p, 0, res.len);
+		uint64_t add[NQ][PER], sum = 0;
+		for (int i = 0; i < PER; i++) {
+			for (int k = 0; k < NQ; k++) {
+				add[k][i] = 1 + vt_rand(1000);
+				sum += add[k][i];
+			}
+		}
+		struct vt_buf big;
+		vt_buf_alloc(&big, D.pd, NQ * PER * 8, 4096, IBV_ACCESS_LOCAL_WRITE);
+		uint64_t *out = (uint64_t *)big.p;
+		int posted = 0;
+		for (int i = 0; i < PER; i++)
+			for (int k = 0; k < NQ; k++)
+				if (!vt_post_atomic(q[k].qp[0], (uint64_t)(k * PER + i), IBV_WR_ATOMIC_FETCH_AND_ADD,
+						    &out[k * PER + i], big.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)&t64[16],
+						    tgt.mr->rkey, add[k][i], 0))
+					posted++;
+		CHECK_INT(posted, NQ * PER, "posted %d FETCH_AND_ADDs on %d QPs to one word", NQ * PER, NQ);
+		int done = 0, bad = 0;
+		for (int k = 0; k < NQ; k++) {
+			struct ibv_wc w[PER];
+			int got = vt_poll(q[k].scq[0], PER, w, VT_TIMEOUT_MS);
+			done += got;
+			for (int i = 0; i < got; i++)
+				if (w[i].status != IBV_WC_SUCCESS || w[i].wr_id != (uint64_t)(k * PER + i))
+					bad++;
+		}
+		CHECK(done == NQ * PER && !bad, "all %d FETCH_AND_ADDs complete successfully, in order per QP\t(%d "
+		      "done, %d bad)", NQ * PER, done, bad);
+		CHECK(t64[16] == init + sum, "the word holds the initial value plus the sum of all adds\t(got %" PRIu64
+		      ", want %" PRIu64 ")", t64[16], init + sum);
+		/* linearizable: sorted by returned value, each next value = previous + its add */
+		struct pr {
+			uint64_t v, a;
+		} *all = malloc(sizeof(*all) * NQ * PER);
+		for (int k = 0; k < NQ; k++)
+			for (int i = 0; i < PER; i++)
+				all[k * PER + i] = (struct pr){ out[k * PER + i], add[k][i] };
+		for (int i = 1; i < NQ * PER; i++) /* insertion sort: 1000 entries */
+			for (int j = i; j > 0 && all[j - 1].v > all[j].v; j--) {
+				struct pr tmp = all[j];
+				all[j] = all[j - 1];
+				all[j - 1] = tmp;
+			}
+		bool chain = all[0].v == init;
+		for (int i = 1; i < NQ * PER; i++)
+			chain &= all[i].v == all[i - 1].v + all[i - 1].a;
+		CHECK(chain, "the returned values form one chain init, init+a1, init+a1+a2, ... (each add applied "
+			     "exactly once, atomically)");
+		bool mono = true;
+		for (int k = 0; k < NQ; k++)
+			for (int i = 1; i < PER; i++)
+				mono &= out[k * PER + i] > out[k * PER + i - 1];
+		CHECK(mono, "per QP, the fetch-adds executed in posting order");
+		CHECK_GUARDS(&big, "fetch-add results");
+		free(all);
+		vt_buf_free(&big);
+	}
+	for (int k = 0; k < made; k++)
+		vt_pair_destroy(&q[k]);
+	CHECK_GUARDS(&tgt, "atomic target after the concurrent fetch-adds");
+	vt_buf_free(&tgt);
+	vt_buf_free(&res);
+	vt_pair_destroy(&p);
+}
+
+/* ------------------------------------------------------------------ */
+/* signaling, deep queues                                               */
+/* ------------------------------------------------------------------ */
+
+static void test_signaling(void)
+{
+	SECTION("RC: unsignaled WRs with a signaled one at the end; sq_sig_all");
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf s, r;
+	vt_cfg_default(&c, IBV_QPT_RC);
+	c.max_send_wr = 128;
+	if (!vt_pair_setup(&D, &c, &p))
+		return;
+	vt_buf_alloc(&s, D.pd, 65536, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_buf_alloc(&r, D.pd, 65536, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	vt_fill(s.p, 65536, 31);
+	int err = 0;
+	for (int i = 0; i < 50; i++)
+		err |= vt_post_send(p.qp[0], 1000 + (uint64_t)i, IBV_WR_RDMA_WRITE, s.p + i * 1024, 1024, s.mr->lkey, 0,
+				    (uintptr_t)r.p + (uint64_t)i * 1024, r.mr->rkey, 0);
+	vt_post_recv(p.qp[1], 77, r.p + 60000, 100, r.mr->lkey);
+	err |= vt_post_send(p.qp[0], 2000, IBV_WR_SEND, s.p + 60000, 100, s.mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0);
+	CHECK_RC(err, 0, "post 50 unsignaled 1 KiB RDMA_WRITEs and a signaled SEND");
+	EXPECT_WC(p.scq[0], 2000, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "the signaled SEND is the only send completion");
+	CHECK_CQ_EMPTY(p.scq[0], 100, "no completion for the 50 unsignaled WRITEs");
+	EXPECT_WC(p.rcq[1], 77, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "the SEND arrives");
+	CHECK(!memcmp(r.p, s.p, 50 * 1024), "the unsignaled WRITEs placed their data before the SEND completed");
+	CHECK_GUARDS(&r, "unsignaled WRITE target");
+	vt_pair_destroy(&p);
+
+	c.sq_sig_all = 1;
+	err = 0;
+	if (vt_pair_setup(&D, &c, &p)) {
+		for (int i = 0; i < 10; i++)
+			err |= vt_post_send(p.qp[0], 3000 + (uint64_t)i, IBV_WR_RDMA_WRITE, s.p, 512, s.mr->lkey, 0,
+					    (uintptr_t)r.p, r.mr->rkey, 0);
+		CHECK_RC(err, 0, "sq_sig_all QP: post 10 WRITEs without IBV_SEND_SIGNALED");
+		struct ibv_wc wc[10];
+		int n = vt_poll(p.scq[0], 10, wc, VT_TIMEOUT_MS);
+		bool ok = n == 10;
+		for (int i = 0; i < n; i++)
+			ok &= wc[i].status == IBV_WC_SUCCESS && wc[i].wr_id == 3000 + (uint64_t)i;
+		CHECK(ok, "sq_sig_all: every WR completes, in order\t(got %d)", n);
+		CHECK_CQ_EMPTY(p.scq[0], 20, "sq_sig_all: nothing more");
+		vt_pair_destroy(&p);
+	}
+	vt_buf_free(&s);
+	vt_buf_free(&r);
+}
+
+static void test_deep_queue(enum ibv_qp_type t)
+{
+	enum { N = 1000 };
+	SECTION("%s: %d small WRs in flight", vt_qpt_str(t), N);
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf s, r;
+	vt_cfg_default(&c, t);
+	c.max_send_wr = 1024;
+	c.max_recv_wr = 1024;
+	c.cqe = 2048;
+	if (!vt_pair_setup(&D, &c, &p))
+		return;
+	vt_buf_alloc(&s, D.pd, N * 64, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_buf_alloc(&r, D.pd, N * 64, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	vt_fill(s.p, N * 64, 99);
+	static struct ibv_recv_wr rw[N];
+	static struct ibv_sge rs[N], ss[N];
+	static struct ibv_send_wr sw[N];
+	for (int i = 0; i < N; i++) {
+		rs[i] = (struct ibv_sge){ (uintptr_t)r.p + (uint64_t)i * 64, 64, r.mr->lkey };
+		rw[i] = (struct ibv_recv_wr){ .wr_id = (uint64_t)i, .sg_list = &rs[i], .num_sge = 1,
+					      .next = i + 1 < N ? &rw[i + 1] : NULL };
+		ss[i] = (struct ibv_sge){ (uintptr_t)s.p + (uint64_t)i * 64, 16 + (uint32_t)(i % 48), s.mr->lkey };
+		memset(&sw[i], 0, sizeof(sw[i]));
+		sw[i].wr_id = 10000 + (uint64_t)i;
+		sw[i].opcode = IBV_WR_SEND;
+		sw[i].send_flags = IBV_SEND_SIGNALED;
+		sw[i].sg_list = &ss[i];
+		sw[i].num_sge = 1;
+		sw[i].next = i + 1 < N ? &sw[i + 1] : NULL;
+	}
+	struct ibv_recv_wr *rbad;
+	struct ibv_send_wr *sbad;
+	CHECK_RC(ibv_post_recv(p.qp[1], rw, &rbad), 0, "post %d receives in one chain", N);
+	uint64_t t0 = vt_now_ms();
+	CHECK_RC(ibv_post_send(p.qp[0], sw, &sbad), 0, "post %d SENDs (16..63 B) in one chain", N);
+	static struct ibv_wc wc[N];
+	int n = vt_poll(p.rcq[1], N, wc, VT_TIMEOUT_MS);
+	bool ok = n == N;
+	for (int i = 0; i < n; i++)
+		ok &= wc[i].status == IBV_WC_SUCCESS && wc[i].wr_id == (uint64_t)i && wc[i].byte_len == 16 + (uint32_t)(i % 48);
+	CHECK(ok, "%d receive completions, in order, with the right lengths\t(got %d)", N, n);
+	bool data = true;
+	for (int i = 0; i < N; i++)
+		data &= !memcmp(r.p + i * 64, s.p + i * 64, 16 + (size_t)(i % 48));
+	CHECK(data, "every message landed in its own receive buffer");
+	n = vt_poll(p.scq[0], N, wc, VT_TIMEOUT_MS);
+	ok = n == N;
+	for (int i = 0; i < n; i++)
+		ok &= wc[i].status == IBV_WC_SUCCESS && wc[i].wr_id == 10000 + (uint64_t)i;
+	CHECK(ok, "%d send completions, in order\t(got %d)", N, n);
+	NOTE("%d SENDs took %" PRIu64 " ms", N, vt_now_ms() - t0);
+
+	if (t == IBV_QPT_RC) {
+		/* 1000 RDMA WRITEs posted one by one while earlier ones are in flight */
+		memset(r.p, 0, r.len);
+		int err = 0;
+		for (int i = 0; i < N; i++)
+			err |= vt_post_send(p.qp[0], 20000 + (uint64_t)i, IBV_WR_RDMA_WRITE, s.p + i * 64, 64, s.mr->lkey,
+					    IBV_SEND_SIGNALED, (uintptr_t)r.p + (uint64_t)(N - 1 - i) * 64, r.mr->rkey, 0);
+		CHECK_RC(err, 0, "post %d 64-byte RDMA_WRITEs one at a time", N);
+		n = vt_poll(p.scq[0], N, wc, VT_TIMEOUT_MS);
+		ok = n == N;
+		for (int i = 0; i < n; i++)
+			ok &= wc[i].status == IBV_WC_SUCCESS && wc[i].wr_id == 20000 + (uint64_t)i;
+		CHECK(ok, "%d write completions, in order\t(got %d)", N, n);
+		data = true;
+		for (int i = 0; i < N; i++)
+			data &= !memcmp(r.p + (N - 1 - i) * 64, s.p + i * 64, 64);
+		CHECK(data, "every WRITE placed at its own offset");
+	}
+	CHECK_GUARDS(&r, "deep queue receive region");
+	vt_buf_free(&s);
+	vt_buf_free(&r);
+	vt_pair_destroy(&p);
+}
+
+/* ------------------------------------------------------------------ */
+/* SRQ, RNR                                                             */
+/* ------------------------------------------------------------------ */
+
+static void test_srq(void)
+{
+	SECTION("RC: two QPs receiving through one SRQ; the SRQ limit event");
+	struct ibv_srq_init_attr sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 128;
+	sa.attr.max_sge = 1;
+	struct ibv_srq *srq = ibv_create_srq(D.pd, &sa);
+	if (!CHECK(srq, "ibv_create_srq(128)"))
+		return;
+	struct vt_qp_cfg c;
+	struct vt_pair p[2];
+	struct vt_buf s, r;
+	vt_cfg_default(&c, IBV_QPT_RC);
+	c.srq[1] = srq;
+	if (!vt_pair_setup(&D, &c, &p[0]) || !vt_pair_setup(&D, &c, &p[1])) {
+		ibv_destroy_srq(srq);
+		return;
+	}
+	vt_buf_alloc(&s, D.pd, 65536, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_buf_alloc(&r, D.pd, 40 * 1024, 4096, IBV_ACCESS_LOCAL_WRITE);
+	int err = 0;
+	for (int i = 0; i < 40; i++)
+		err |= vt_post_srq_recv(srq, (uint64_t)i, r.p + i * 1024, 1024, r.mr->lkey);
+	CHECK_RC(err, 0, "post 40 receives (1 KiB each) to the SRQ");
+	struct ibv_srq_attr la = { .srq_limit = 8 };
+	CHECK_RC(ibv_modify_srq(srq, &la, IBV_SRQ_LIMIT), 0, "arm the SRQ limit at 8");
+	/* 16 SENDs from each pair: message j of pair k is seed 1000*k + j, length 100 + j */
+	for (int j = 0; j < 16; j++)
+		for (int k = 0; k < 2; k++) {
+			uint8_t *m = s.p + (size_t)(k * 16 + j) * 1024;
+			vt_fill(m, 1024, 1000u * (uint32_t)k + (uint32_t)j);
+			err |= vt_post_send(p[k].qp[0], (uint64_t)j, IBV_WR_SEND, m, 100 + (uint32_t)j, s.mr->lkey,
+					    IBV_SEND_SIGNALED, 0, 0, 0);
+		}
+	CHECK_RC(err, 0, "post 16 SENDs on each of the two QPs");
+	bool used[40] = { false };
+	bool ok = true;
+	for (int k = 0; k < 2; k++) {
+		struct ibv_wc wc[16];
+		int n = vt_poll(p[k].rcq[1], 16, wc, VT_TIMEOUT_MS);
+		ok &= CHECK_INT(n, 16, "QP %u received 16 messages through the SRQ", p[k].qp[1]->qp_num);
+		int next = 0;
+		for (int i = 0; i < n; i++) {
+			uint64_t slot = wc[i].wr_id;
+			bool good = wc[i].status == IBV_WC_SUCCESS && wc[i].qp_num == p[k].qp[1]->qp_num && slot < 40 &&
+				    !used[slot];
+			if (good) {
+				used[slot] = true;
+				/* messages of one QP arrive in order */
+				good = wc[i].byte_len == 100 + (uint32_t)next &&
+				       vt_verify(r.p + slot * 1024, 100 + (size_t)next, 1000u * (uint32_t)k + (uint32_t)next) < 0;
+				next++;
+			}
+			ok &= CHECK(good, "SRQ completion %d of QP %u: success, its own qp_num, an unused SRQ slot, "
+				    "the right message\t(status %s, qp_num %u, wr_id %" PRIu64 ", byte_len %u)",
+				    i, p[k].qp[1]->qp_num, vt_status_str(wc[i].status), wc[i].qp_num, slot, wc[i].byte_len);
+		}
+		struct ibv_wc sw[16];
+		n = vt_poll(p[k].scq[0], 16, sw, VT_TIMEOUT_MS);
+		CHECK_INT(n, 16, "QP %u: 16 send completions", p[k].qp[0]->qp_num);
+	}
+	/* 8 receives are left: the limit (8) is not yet crossed */
+	struct ibv_async_event ev;
+	bool got = vt_get_async(D.ctx, &ev, 100);
+	CHECK(!got, "no SRQ limit event while 8 receives remain (limit 8)\t(got event %s)",
+	      got ? ibv_event_type_str(ev.event_type) : "");
+	vt_post_send(p[0].qp[0], 99, IBV_WR_SEND, s.p, 10, s.mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0);
+	{
+		struct ibv_wc wc;
+		int n = vt_poll(p[0].rcq[1], 1, &wc, VT_TIMEOUT_MS);
+		CHECK(n == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id < 40 && !used[wc.wr_id],
+		      "one more SEND lands in one of the 8 SRQ slots left\t(got %d, status %s, wr_id %" PRIu64 ")", n,
+		      vt_status_str(wc.status), wc.wr_id);
+	}
+	got = false;
+	uint64_t end = vt_now_ms() + 5000;
+	while (!got && vt_now_ms() < end) {
+		if (!vt_get_async(D.ctx, &ev, 500))
+			continue;
+		if (ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED)
+			got = true;
+		else
+			NOTE("async event %s while waiting for SRQ_LIMIT_REACHED", ibv_event_type_str(ev.event_type));
+	}
+	if (CHECK(got, "IBV_EVENT_SRQ_LIMIT_REACHED once fewer than 8 receives remain"))
+		CHECK(ev.element.srq == srq, "  ...for our SRQ");
+	struct ibv_srq_attr q;
+	ibv_query_srq(srq, &q);
+	CHECK_INT(q.srq_limit, 0, "the limit disarms after the event");
+	CHECK_GUARDS(&r, "SRQ receive buffers");
+	vt_pair_destroy(&p[0]);
+	vt_pair_destroy(&p[1]);
+	CHECK_RC(ibv_destroy_srq(srq), 0, "ibv_destroy_srq");
+	vt_buf_free(&s);
+	vt_buf_free(&r);
+}
+
+static void rnr_one(size_t len, bool known_bug)
+{
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf s, r;
+	char what[96];
+	vt_cfg_default(&c, IBV_QPT_RC);
+	c.rnr_retry = 7;      /* retry forever */
+	c.min_rnr_timer = 12; /* 0.64 ms */
+	c.retry_cnt = 7;
+	if (!vt_pair_setup(&D, &c, &p))
+		return;
+	snprintf(what, sizeof(what), "RC SEND %zu B (%zu packets) with no receive posted, rnr_retry 7", len,
+		 (len + 4095) / 4096);
+	vt_buf_alloc(&s, D.pd, len, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_buf_alloc(&r, D.pd, len, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_fill(s.p, len, 8);
+	CHECK_RC(vt_post_send(p.qp[0], 1, IBV_WR_SEND, s.p, (uint32_t)len, s.mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0), 0,
+		 "%s", what);
+	struct ibv_wc wc;
+	int n = vt_poll(p.scq[0], 1, &wc, 200);
+	if (known_bug)
+		KNOWN_BUG(n == 0,
+			  "%s: the SEND keeps waiting (RNR NAK, retry) while no receive is posted\t(got %s after < 200 ms: "
+			  "each RNR round also draws a PSN-sequence NAK for the message's later packets, and the requester "
+			  "charges those to retry_cnt, so a multi-packet SEND dies with RETRY_EXC_ERR after retry_cnt RNR "
+			  "rounds although rnr_retry = 7 means retry forever)",
+			  what, n ? vt_status_str(wc.status) : "");
+	else
+		CHECK(n == 0, "%s: the SEND keeps waiting while no receive is posted\t(got %s)", what,
+		      n ? vt_status_str(wc.status) : "");
+	if (n == 0) {
+		CHECK_RC(vt_post_recv(p.qp[1], 2, r.p, (uint32_t)len, r.mr->lkey), 0, "post the receive 200 ms later");
+		EXPECT_WC(p.scq[0], 1, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "  ...the SEND completes");
+		if (EXPECT_WC(p.rcq[1], 2, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "  ...the receive completes"))
+			CHECK_INT(wc.byte_len, len, "  ...byte_len");
+		check_placed(&r, 0, len, 8, "RNR-delayed SEND");
+	}
+	vt_buf_free(&s);
+	vt_buf_free(&r);
+	vt_pair_destroy(&p);
+	if (n) { /* the failure above raised its own events */
+		struct ibv_async_event ev;
+		while (vt_get_async(D.ctx, &ev, 0))
+			NOTE("(async event %s after that failure)", ibv_event_type_str(ev.event_type));
+	} else {
+		check_no_async(what);
+	}
+}
+
+static void test_rnr_recovery(void)
+{
+	SECTION("RC: a SEND waits out RNR NAKs until a receive is posted");
+	rnr_one(1000, false);
+	rnr_one(9000, true);
+}
+
+/* ------------------------------------------------------------------ */
+/* completion channel, solicited events                                 */
+/* ------------------------------------------------------------------ */
+
+static bool channel_ready(struct ibv_comp_channel *ch, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
+	int r;
+	do {
+		r = poll(&pfd, 1, timeout_ms);
+	} while (r < 0 && errno == EINTR);
+	return r > 0 && (pfd.revents & POLLIN);
+}
+
+static void test_events(void)
+{
+	SECTION("RC: solicited events through a completion channel");
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
+	if (!CHECK(ch, "ibv_create_comp_channel"))
+		return;
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf s, r;
+	vt_cfg_default(&c, IBV_QPT_RC);
+	c.ch = ch;
+	if (!vt_pair_setup(&D, &c, &p)) {
+		ibv_destroy_comp_channel(ch);
+		return;
+	}
+	vt_buf_alloc(&s, D.pd, 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_buf_alloc(&r, D.pd, 8 * 256, 4096, IBV_ACCESS_LOCAL_WRITE);
+	for (int i = 0; i < 8; i++)
+		vt_post_recv(p.qp[1], (uint64_t)i, r.p + i * 256, 256, r.mr->lkey);
+	struct ibv_cq *rcq = p.rcq[1];
+	struct ibv_wc wc;
+	struct ibv_cq *ecq = NULL;
+	void *ectx = NULL;
+	unsigned acks = 0;
+
+	CHECK_RC(ibv_req_notify_cq(rcq, 1), 0, "ibv_req_notify_cq(solicited_only = 1)");
+	vt_post_send(p.qp[0], 1, IBV_WR_SEND, s.p, 10, s.mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0);
+	EXPECT_WC(p.scq[0], 1, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "unsolicited SEND delivered (acknowledged)");
+	CHECK(!channel_ready(ch, 200), "an unsolicited completion raises no event when armed for solicited only");
+	EXPECT_WC(rcq, 0, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "  ...but its completion is on the CQ");
+
+	vt_post_send(p.qp[0], 2, IBV_WR_SEND, s.p, 20, s.mr->lkey, IBV_SEND_SIGNALED | IBV_SEND_SOLICITED, 0, 0, 0);
+	if (CHECK(channel_ready(ch, 5000), "a SEND with IBV_SEND_SOLICITED makes the channel fd readable (poll())")) {
+		CHECK_RC(ibv_get_cq_event(ch, &ecq, &ectx), 0, "ibv_get_cq_event");
+		CHECK(ecq == rcq && ectx == &p, "  ...names the receive CQ and its cq_context");
+		acks++;
+	}
+	EXPECT_WC(rcq, 1, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "  ...the solicited completion");
+	CHECK_INT(wc.byte_len, 20, "  ...byte_len");
+
+	/* not re-armed: no event */
+	vt_post_send(p.qp[0], 3, IBV_WR_SEND, s.p, 30, s.mr->lkey, IBV_SEND_SIGNALED | IBV_SEND_SOLICITED, 0, 0, 0);
+	EXPECT_WC(p.scq[0], 2, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "(sender completions)");
+	EXPECT_WC(p.scq[0], 3, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "(sender completions)");
+	CHECK(!channel_ready(ch, 200), "no event without ibv_req_notify_cq (notification is one-shot)");
+	EXPECT_WC(rcq, 2, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "  ...its completion is on the CQ");
+
+	/* armed for any completion */
+	CHECK_RC(ibv_req_notify_cq(rcq, 0), 0, "ibv_req_notify_cq(solicited_only = 0)");
+	vt_post_send(p.qp[0], 4, IBV_WR_SEND, s.p, 40, s.mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0);
+	if (CHECK(channel_ready(ch, 5000), "armed for any completion: an unsolicited SEND raises the event")) {
+		CHECK_RC(ibv_get_cq_event(ch, &ecq, &ectx), 0, "ibv_get_cq_event");
+		CHECK(ecq == rcq, "  ...names the receive CQ");
+		acks++;
+	}
+	EXPECT_WC(rcq, 3, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "  ...the completion");
+	CHECK(!channel_ready(ch, 50), "exactly one event per arming");
+
+	/* the sender side: its CQ is on the same channel */
+	CHECK_RC(ibv_req_notify_cq(p.scq[0], 0), 0, "arm the send CQ too");
+	vt_post_send(p.qp[0], 5, IBV_WR_SEND, s.p, 50, s.mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0);
+	if (CHECK(channel_ready(ch, 5000), "a send completion raises an event on the send CQ")) {
+		ecq = NULL;
+		CHECK_RC(ibv_get_cq_event(ch, &ecq, &ectx), 0, "ibv_get_cq_event");
+		CHECK(ecq == p.scq[0], "  ...names the send CQ");
+		ibv_ack_cq_events(p.scq[0], 1);
+	}
+	EXPECT_WC(p.scq[0], 4, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "(sender completions)");
+	EXPECT_WC(p.scq[0], 5, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "(sender completions)");
+	EXPECT_WC(rcq, 4, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "(receive)");
+	ibv_ack_cq_events(rcq, acks);
+	vt_pair_destroy(&p);
+	CHECK_RC(ibv_destroy_comp_channel(ch), 0, "ibv_destroy_comp_channel after all events were acked");
+	vt_buf_free(&s);
+	vt_buf_free(&r);
+}
+
+/* ------------------------------------------------------------------ */
+/* ibv_wr_* and ibv_cq_ex                                               */
+/* ------------------------------------------------------------------ */
+
+static void test_wr_api(void)
+{
+	SECTION("RC: the ibv_wr_* API (ibv_qp_ex)");
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf s, r, res;
+	vt_cfg_default(&c, IBV_QPT_RC);
+	c.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |
+			   IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
+			   IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+	if (!vt_pair_setup(&D, &c, &p))
+		return;
+	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(p.qp[0]);
+	if (!CHECK(x, "ibv_qp_to_qp_ex on a QP made by ibv_create_qp_ex with send_ops_flags")) {
+		vt_pair_destroy(&p);
+		return;
+	}
+	int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+	vt_buf_alloc(&s, D.pd, 16384, 4096, acc);
+	vt_buf_alloc(&r, D.pd, 16384, 4096, acc);
+	vt_buf_alloc(&res, D.pd, 4096, 4096, acc);
+	vt_fill(s.p, 16384, 61);
+	uint64_t *word = (uint64_t *)(r.p + 12288);
+	*word = 40;
+	vt_post_recv(p.qp[1], 101, r.p, 3000, r.mr->lkey);
+	vt_post_recv(p.qp[1], 103, NULL, 0, 0);
+	vt_post_recv(p.qp[1], 107, r.p + 8000, 100, r.mr->lkey);
+	uint8_t inl[20];
+	vt_fill(inl, 20, 62);
+	struct ibv_sge two[2] = { { (uintptr_t)s.p + 3000, 500, s.mr->lkey }, { (uintptr_t)s.p + 6000, 524, s.mr->lkey } };
+
+	ibv_wr_start(x);
+	x->wr_id = 1;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(x);
+	ibv_wr_set_sge(x, s.mr->lkey, (uintptr_t)s.p, 3000);
+	x->wr_id = 2;
+	ibv_wr_rdma_write(x, r.mr->rkey, (uintptr_t)r.p + 4000);
+	ibv_wr_set_sge_list(x, 2, two);
+	x->wr_id = 3;
+	ibv_wr_rdma_write_imm(x, r.mr->rkey, (uintptr_t)r.p + 6000, htonl(0xabcd));
+	ibv_wr_set_sge(x, s.mr->lkey, (uintptr_t)s.p + 7000, 777);
+	x->wr_id = 4;
+	ibv_wr_atomic_fetch_add(x, r.mr->rkey, (uintptr_t)word, 2);
+	ibv_wr_set_sge(x, res.mr->lkey, (uintptr_t)res.p, 8);
+	x->wr_id = 5;
+	ibv_wr_atomic_cmp_swp(x, r.mr->rkey, (uintptr_t)word, 42, 1000);
+	ibv_wr_set_sge(x, res.mr->lkey, (uintptr_t)res.p + 8, 8);
+	x->wr_id = 6;
+	ibv_wr_rdma_read(x, r.mr->rkey, (uintptr_t)r.p + 4000);
+	ibv_wr_set_sge(x, res.mr->lkey, (uintptr_t)res.p + 64, 1024);
+	x->wr_id = 7;
+	ibv_wr_send_imm(x, htonl(77));
+	ibv_wr_set_inline_data(x, inl, 20);
+	CHECK_RC(ibv_wr_complete(x), 0, "ibv_wr_start; send, rdma_write (2 SGEs), rdma_write_imm, atomic_fetch_add, "
+					 "atomic_cmp_swp, rdma_read, send_imm (inline); ibv_wr_complete");
+	memset(inl, 0, sizeof(inl));
+	static const int ops[] = { IBV_WC_SEND, IBV_WC_RDMA_WRITE, IBV_WC_RDMA_WRITE, IBV_WC_FETCH_ADD, IBV_WC_COMP_SWAP,
+				   IBV_WC_RDMA_READ, IBV_WC_SEND };
+	for (int i = 0; i < 7; i++)
+		EXPECT_WC(p.scq[0], (uint64_t)i + 1, IBV_WC_SUCCESS, ops[i], NULL, "wr_* WR %d", i + 1);
+	struct ibv_wc wc;
+	if (EXPECT_WC(p.rcq[1], 101, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "wr_send: receiver"))
+		CHECK(wc.byte_len == 3000 && !memcmp(r.p, s.p, 3000), "wr_send: 3000 bytes delivered");
+	CHECK(!memcmp(r.p + 4000, s.p + 3000, 500) && !memcmp(r.p + 4500, s.p + 6000, 524),
+	      "wr_rdma_write with wr_set_sge_list: both pieces placed");
+	if (EXPECT_WC(p.rcq[1], 103, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, &wc, "wr_rdma_write_imm: receiver"))
+		CHECK(wc.byte_len == 777 && (wc.wc_flags & IBV_WC_WITH_IMM) && ntohl(wc.imm_data) == 0xabcd &&
+			      !memcmp(r.p + 6000, s.p + 7000, 777),
+		      "wr_rdma_write_imm: byte_len 777, imm 0xabcd, data placed");
+	uint64_t *rr = (uint64_t *)res.p;
+	CHECK(rr[0] == 40 && rr[1] == 42 && *word == 1000,
+	      "wr_atomic_fetch_add returned 40, wr_atomic_cmp_swp saw 42 and swapped in 1000\t(got %" PRIu64 ", %" PRIu64
+	      ", word %" PRIu64 ")",
+	      rr[0], rr[1], *word);
+	CHECK(!memcmp(res.p + 64, r.p + 4000, 1024), "wr_rdma_read: 1024 bytes read back");
+	if (EXPECT_WC(p.rcq[1], 107, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "wr_send_imm (inline): receiver"))
+		CHECK(wc.byte_len == 20 && ntohl(wc.imm_data) == 77 && vt_verify(r.p + 8000, 20, 62) < 0,
+		      "wr_send_imm: inline payload as at wr_set_inline_data time, imm 77");
+
+	/* wr_abort: nothing is posted */
+	vt_post_recv(p.qp[1], 108, r.p, 100, r.mr->lkey);
+	ibv_wr_start(x);
+	x->wr_id = 8;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(x);
+	ibv_wr_set_sge(x, s.mr->lkey, (uintptr_t)s.p, 10);
+	ibv_wr_abort(x);
+	CHECK_CQ_EMPTY(p.scq[0], 100, "ibv_wr_abort: nothing is sent");
+	CHECK_CQ_EMPTY(p.rcq[1], 0, "ibv_wr_abort: nothing is received");
+	ibv_wr_start(x);
+	x->wr_id = 9;
+	ibv_wr_send(x);
+	ibv_wr_set_sge(x, s.mr->lkey, (uintptr_t)s.p, 10);
+	CHECK_RC(ibv_wr_complete(x), 0, "a batch after the aborted one");
+	EXPECT_WC(p.scq[0], 9, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "  ...sends");
+	EXPECT_WC(p.rcq[1], 108, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "  ...and consumes the receive posted before the abort");
+	CHECK_GUARDS(&r, "wr_* target");
+	CHECK_GUARDS(&res, "wr_* results");
+	vt_buf_free(&s);
+	vt_buf_free(&r);
+	vt_buf_free(&res);
+	vt_pair_destroy(&p);
+}
+
+/* Polls n completions through the extended API; returns how many. */
+struct exwc {
+	uint64_t wr_id;
+	int status, opcode;
+	uint32_t byte_len, qp_num, src_qp, imm, flags;
+};
+
+static int poll_ex(struct ibv_cq_ex *cq, int n, struct exwc *out, int timeout_ms)
+{
+	struct ibv_poll_cq_attr pa = { .comp_mask = 0 };
+	uint64_t end = vt_now_ms() + (uint64_t)timeout_ms;
+	int got = 0;
+	while (got < n) {
+		int rc = ibv_start_poll(cq, &pa);
+		if (rc == ENOENT) {
+			if (vt_now_ms() > end)
+				return got;
+			sched_yield();
+			continue;
+		}
+		if (rc) {
+			CHECK_RC(rc, 0, "ibv_start_poll");
+			return got;
+		}
+		do {
+			struct exwc *w = &out[got++];
+			w->wr_id = cq->wr_id;
+			w->status = cq->status;
+			w->opcode = ibv_wc_read_opcode(cq);
+			w->byte_len = ibv_wc_read_byte_len(cq);
+			w->qp_num = ibv_wc_read_qp_num(cq);
+			w->src_qp = ibv_wc_read_src_qp(cq);
+			w->flags = ibv_wc_read_wc_flags(cq);
+			w->imm = w->flags & IBV_WC_WITH_IMM ? ntohl(ibv_wc_read_imm_data(cq)) : 0;
+		} while (got < n && ibv_next_poll(cq) == 0);
+		ibv_end_poll(cq);
+	}
+	return got;
+}
+
+static void test_cq_ex(void)
+{
+	SECTION("RC: ibv_create_cq_ex and the start/next/end_poll API");
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf s, r;
+	vt_cfg_default(&c, IBV_QPT_RC);
+	c.cq_ex = true;
+	if (!vt_pair_setup(&D, &c, &p))
+		return;
+	vt_buf_alloc(&s, D.pd, 8192, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_buf_alloc(&r, D.pd, 8192, 4096, IBV_ACCESS_LOCAL_WRITE);
+	for (int i = 0; i < 5; i++)
+		vt_post_recv(p.qp[1], 50 + (uint64_t)i, r.p + i * 1024, 1024, r.mr->lkey);
+	for (int i = 0; i < 5; i++)
+		vt_post_send(p.qp[0], 60 + (uint64_t)i, IBV_WR_SEND_WITH_IMM, s.p, 100 + (uint32_t)i * 111, s.mr->lkey,
+			     IBV_SEND_SIGNALED, 0, 0, 9000 + (uint32_t)i);
+	struct exwc w[5];
+	memset(w, 0, sizeof(w));
+	int n = poll_ex(p.rcqx[1], 5, w, VT_TIMEOUT_MS);
+	CHECK_INT(n, 5, "ibv_start_poll/ibv_next_poll deliver 5 receive completions");
+	for (int i = 0; i < n; i++)
+		CHECK(w[i].wr_id == 50 + (uint64_t)i && w[i].status == IBV_WC_SUCCESS && w[i].opcode == IBV_WC_RECV &&
+			      w[i].byte_len == 100 + (uint32_t)i * 111 && w[i].qp_num == p.qp[1]->qp_num &&
+			      (w[i].flags & IBV_WC_WITH_IMM) && w[i].imm == 9000 + (uint32_t)i,
+		      "cq_ex receive %d: wr_id, status, opcode, byte_len, qp_num, WITH_IMM, imm\t(wr_id %" PRIu64
+		      " status %d opcode %d byte_len %u qp_num %u flags 0x%x imm %u)",
+		      i, w[i].wr_id, w[i].status, w[i].opcode, w[i].byte_len, w[i].qp_num, w[i].flags, w[i].imm);
+	n = poll_ex(p.scqx[0], 5, w, VT_TIMEOUT_MS);
+	bool ok = n == 5;
+	for (int i = 0; i < n; i++)
+		ok &= w[i].wr_id == 60 + (uint64_t)i && w[i].status == IBV_WC_SUCCESS && w[i].opcode == IBV_WC_SEND;
+	CHECK(ok, "cq_ex: 5 send completions in order\t(got %d)", n);
+	struct ibv_poll_cq_attr pa = { .comp_mask = 0 };
+	CHECK_RC(ibv_start_poll(p.rcqx[1], &pa), ENOENT, "ibv_start_poll on an empty CQ");
+	/* the same CQ through the plain ibv_poll_cq */
+	vt_post_recv(p.qp[1], 70, r.p, 1024, r.mr->lkey);
+	vt_post_send(p.qp[0], 71, IBV_WR_SEND, s.p, 33, s.mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0);
+	struct ibv_wc wc;
+	if (EXPECT_WC(ibv_cq_ex_to_cq(p.rcqx[1]), 70, IBV_WC_SUCCESS, IBV_WC_RECV, &wc,
+		      "ibv_poll_cq on an extended CQ (ibv_cq_ex_to_cq)"))
+		CHECK_INT(wc.byte_len, 33, "  ...byte_len");
+	EXPECT_WC(ibv_cq_ex_to_cq(p.scqx[0]), 71, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "  ...sender");
+	vt_buf_free(&s);
+	vt_buf_free(&r);
+	vt_pair_destroy(&p);
+}
+
+/* ------------------------------------------------------------------ */
+/* UD                                                                   */
+/* ------------------------------------------------------------------ */
+
+static void test_ud(void)
+{
+	SECTION("UD: send/recv with the 40-byte GRH, replies through ibv_create_ah_from_wc, Q_Key check");
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf s, r;
+	vt_cfg_default(&c, IBV_QPT_UD);
+	if (!vt_pair_setup(&D, &c, &p))
+		return;
+	int mtu = vt_mtu_bytes(D.port.active_mtu);
+	vt_buf_alloc(&s, D.pd, 8192, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_buf_alloc(&r, D.pd, 16384, 4096, IBV_ACCESS_LOCAL_WRITE);
+	size_t sizes[] = { 0, 1, 100, 1025, (size_t)mtu };
+	struct ibv_wc wc;
+	for (int i = 0; i < 5; i++) {
+		size_t len = sizes[i];
+		char what[64];
+		snprintf(what, sizeof(what), "UD SEND %zu B", len);
+		vt_fill(s.p, len, 70 + (uint32_t)i);
+		zero_around(&r, 0, 40 + len + 100);
+		vt_post_recv(p.qp[1], 200 + (uint64_t)i, r.p, (uint32_t)(40 + len + 100), r.mr->lkey);
+		CHECK_RC(vt_post_ud_send(p.qp[0], 300 + (uint64_t)i, s.p, (uint32_t)len, s.mr->lkey, IBV_SEND_SIGNALED,
+					 p.ah[0], p.qp[1]->qp_num, c.qkey),
+			 0, "%s: post_send", what);
+		EXPECT_WC(p.scq[0], 300 + (uint64_t)i, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "%s: sender", what);
+		if (!EXPECT_WC(p.rcq[1], 200 + (uint64_t)i, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "%s: receiver", what))
+			break;
+		CHECK_INT(wc.byte_len, len + 40, "%s: byte_len = payload + 40", what);
+		CHECK(wc.wc_flags & IBV_WC_GRH, "%s: IBV_WC_GRH set\t(wc_flags 0x%x)", what, wc.wc_flags);
+		CHECK_INT(wc.src_qp, p.qp[0]->qp_num, "%s: src_qp is the sender", what);
+		CHECK_INT(wc.qp_num, p.qp[1]->qp_num, "%s: qp_num is the receiver", what);
+		CHECK_INT(wc.pkey_index, 0, "%s: pkey_index", what);
+		/* RoCEv2 over IPv4: the IPv4 header sits in the last 20 bytes of the GRH area */
+		const uint8_t *ip = r.p + 20;
+		bool zero20 = true;
+		for (int k = 0; k < 20; k++)
+			zero20 &= r.p[k] == 0;
+		CHECK(zero20 && (ip[0] >> 4) == 4 && ip[9] == 17 && ip[12] == 127 && ip[15] == 1 && ip[16] == 127 &&
+			      ip[19] == 1,
+		      "%s: GRH area: 20 zero bytes, then the IPv4 header (UDP, 127.0.0.1 -> 127.0.0.1)\t(first bytes "
+		      "%02x %02x / %02x, proto %u)",
+		      what, r.p[0], r.p[1], ip[0], ip[9]);
+		CHECK_DATA(r.p + 40, len, 70 + (uint32_t)i, "%s: payload after the GRH", what);
+		bool clean = true;
+		for (size_t k = 40 + len; k < 40 + len + 100; k++)
+			clean &= r.p[k] == 0;
+		CHECK(clean, "%s: nothing written after the payload", what);
+		CHECK_GUARDS(&r, "%s", what);
+	}
+	/* a reply addressed from the received work completion */
+	struct ibv_ah *ah = ibv_create_ah_from_wc(D.pd, &wc, (struct ibv_grh *)r.p, 1);
+	if (CHECK(ah, "ibv_create_ah_from_wc from the last receive\t(errno %d)", errno)) {
+		vt_post_recv(p.qp[0], 400, r.p + 8192, 200, r.mr->lkey);
+		vt_fill(s.p, 55, 90);
+		vt_post_ud_send(p.qp[1], 401, s.p, 55, s.mr->lkey, IBV_SEND_SIGNALED, ah, wc.src_qp, c.qkey);
+		EXPECT_WC(p.scq[1], 401, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "reply through that AH: sender");
+		struct ibv_wc w2;
+		if (EXPECT_WC(p.rcq[0], 400, IBV_WC_SUCCESS, IBV_WC_RECV, &w2, "reply: received by the original sender"))
+			CHECK(w2.byte_len == 95 && w2.src_qp == p.qp[1]->qp_num && vt_verify(r.p + 8192 + 40, 55, 90) < 0,
+			      "reply: byte_len 95, src_qp, data");
+		ibv_destroy_ah(ah);
+	}
+	/* wrong Q_Key: dropped silently, the receive stays posted */
+	vt_post_recv(p.qp[1], 500, r.p, 1000, r.mr->lkey);
+	vt_post_ud_send(p.qp[0], 501, s.p, 10, s.mr->lkey, IBV_SEND_SIGNALED, p.ah[0], p.qp[1]->qp_num, c.qkey ^ 0x10);
+	EXPECT_WC(p.scq[0], 501, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "UD SEND with a wrong Q_Key: the sender completes");
+	CHECK_CQ_EMPTY(p.rcq[1], 200, "UD SEND with a wrong Q_Key is dropped by the receiver");
+	vt_post_ud_send(p.qp[0], 502, s.p, 11, s.mr->lkey, IBV_SEND_SIGNALED, p.ah[0], p.qp[1]->qp_num, c.qkey);
+	EXPECT_WC(p.scq[0], 502, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "then a SEND with the right Q_Key");
+	if (EXPECT_WC(p.rcq[1], 500, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "  ...lands in the receive still posted"))
+		CHECK_INT(wc.byte_len, 51, "  ...byte_len");
+	/* to a QPN nobody has: the sender completes, nothing else happens */
+	vt_post_ud_send(p.qp[0], 503, s.p, 11, s.mr->lkey, IBV_SEND_SIGNALED, p.ah[0], 0xabcdef, c.qkey);
+	EXPECT_WC(p.scq[0], 503, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "UD SEND to a QPN that does not exist completes");
+	CHECK_GUARDS(&r, "UD receive region");
+	vt_buf_free(&s);
+	vt_buf_free(&r);
+	vt_pair_destroy(&p);
+}
+
+/* ------------------------------------------------------------------ */
+/* two flows on one UDP 4-tuple                                         */
+/* ------------------------------------------------------------------ */
+
+static uint16_t src_port_of(uint32_t qpn) { return (uint16_t)(0xC000u + ((qpn * 0x61C88647u) >> 18)); }
+
+/* RoCEv2 peers pick their UDP source port from their QPN with a 14-bit
+ * hash (rxe: 0xC000 + hash_32(qpn, 14)), so two remote QPs on one host can
+ * share a source port, and two local QPs connected to them then receive on
+ * the same 4-tuple.  Both connections must still work.  The "other" QP
+ * here is connected to a QPN that hashes to the real peer's port (a peer
+ * on another host would have exactly that); it is connected once after
+ * and once before the real pair, since which socket the kernel prefers
+ * depends on the order. */
+static void test_port_collision(void)
+{
+	SECTION("RC: two local QPs whose peers share a UDP source port (as QPNs of a kernel rxe host can)");
+	struct vt_buf s, r;
+	vt_buf_alloc(&s, D.pd, 8192, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_buf_alloc(&r, D.pd, 8192, 4096, IBV_ACCESS_LOCAL_WRITE);
+	for (int before = 0; before < 2; before++) {
+		struct vt_qp_cfg c;
+		struct vt_pair p, f;
+		vt_cfg_default(&c, IBV_QPT_RC);
+		c.timeout = 12;
+		c.retry_cnt = 3;
+		if (!vt_pair_create(&D, &c, &p) || !vt_pair_create(&D, &c, &f))
+			return;
+		uint32_t y = p.qp[0]->qp_num, fake = 0;
+		for (uint32_t q = 0x900000; q < 0xffffff && !fake; q++)
+			if (src_port_of(q) == src_port_of(y))
+				fake = q;
+		const char *when = before ? "before" : "after";
+		if (before)
+			vt_qp_connect(f.qp[1], &c, IBV_QPS_RTR, fake, 0, 0, &D.gid, D.gid_index);
+		vt_pair_connect(&p);
+		if (!before)
+			vt_qp_connect(f.qp[1], &c, IBV_QPS_RTR, fake, 0, 0, &D.gid, D.gid_index);
+		NOTE("sender QP %u (UDP port %u) -> QP %u; QP %u connected %s it, to QPN 0x%x (UDP port %u)", y,
+		     src_port_of(y), p.qp[1]->qp_num, f.qp[1]->qp_num, when, fake, src_port_of(fake));
+		vt_fill(s.p, 5000, 600 + (uint32_t)before);
+		memset(r.p, 0, 8192);
+		vt_post_recv(p.qp[1], 1, r.p, 8192, r.mr->lkey);
+		vt_post_send(p.qp[0], 2, IBV_WR_SEND, s.p, 5000, s.mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0);
+		struct ibv_wc wc;
+		memset(&wc, 0, sizeof(wc));
+		int n = vt_poll(p.scq[0], 1, &wc, VT_TIMEOUT_MS);
+		KNOWN_BUG(n == 1 && wc.status == IBV_WC_SUCCESS,
+			  "SEND to a QP while another local QP (connected %s) has a flow on the same UDP 4-tuple: "
+			  "completes\t(got %s: the other QP's flow socket receives the datagrams, hands them to "
+			  "softrdmad, which drops them as a loop because both QPs belong to this process)",
+			  when, n ? vt_status_str(wc.status) : "nothing");
+		if (n == 1 && wc.status == IBV_WC_SUCCESS) {
+			EXPECT_WC(p.rcq[1], 1, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "  ...and is received");
+			CHECK_DATA(r.p, 5000, 600 + (uint32_t)before, "  ...data");
+		}
+		struct ibv_async_event ev;
+		while (vt_get_async(D.ctx, &ev, 0))
+			;
+		vt_pair_destroy(&p);
+		vt_pair_destroy(&f);
+	}
+	vt_buf_free(&s);
+	vt_buf_free(&r);
+}
+
+int main(void)
+{
+	vt_begin("test_transfer", 240);
+	const char *seed = getenv("VT_SEED");
+	uint64_t sd = seed ? strtoull(seed, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+	vt_seed(sd);
+	NOTE("random seed %" PRIu64 " (set VT_SEED to repeat)", sd);
+	if (!vt_open(&D))
+		return vt_end();
+	uint64_t t0 = vt_now_ms();
+	test_sizes(IBV_QPT_RC);
+	check_no_async("after test_sizes(IBV_QPT_RC)");
+	test_sizes(IBV_QPT_UC);
+	check_no_async("after test_sizes(IBV_QPT_UC)");
+	test_sge(IBV_QPT_RC);
+	check_no_async("after test_sge(IBV_QPT_RC)");
+	test_sge(IBV_QPT_UC);
+	check_no_async("after test_sge(IBV_QPT_UC)");
+	test_inline(IBV_QPT_RC);
+	check_no_async("after test_inline(IBV_QPT_RC)");
+	test_inline(IBV_QPT_UC);
+	check_no_async("after test_inline(IBV_QPT_UC)");
+	test_atomics();
+	check_no_async("after test_atomics()");
+	test_signaling();
+	check_no_async("after test_signaling()");
+	test_deep_queue(IBV_QPT_RC);
+	check_no_async("after test_deep_queue(IBV_QPT_RC)");
+	test_srq();
+	check_no_async("after test_srq()");
+	test_rnr_recovery();
+	check_no_async("after test_rnr_recovery()");
+	test_events();
+	check_no_async("after test_events()");
+	test_wr_api();
+	check_no_async("after test_wr_api()");
+	test_cq_ex();
+	check_no_async("after test_cq_ex()");
+	test_ud();
+	check_no_async("after test_ud()");
+	test_port_collision();
+	NOTE("total %" PRIu64 " ms", vt_now_ms() - t0);
+	vt_close(&D);
+	return vt_end();
+}
