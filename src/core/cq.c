@@ -186,6 +186,24 @@ struct ibv_cq_ex *sr_create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr
 	return x;
 }
 
+/* Drop the unread events of cq from its channel, keeping the others. */
+static void purge_channel(struct ibv_comp_channel *ibch, struct sr_cq *cq)
+{
+	struct sr_comp_channel *ch = (struct sr_comp_channel *)ibch;
+	struct sr_cq *keep[256], *p;
+	int nkeep = 0;
+	int fl = fcntl(ibch->fd, F_GETFL);
+
+	fcntl(ibch->fd, F_SETFL, fl | O_NONBLOCK);
+	while (nkeep < 256 && read(ibch->fd, &p, sizeof(p)) == sizeof(p))
+		if (p != cq)
+			keep[nkeep++] = p;
+	fcntl(ibch->fd, F_SETFL, fl);
+	for (int i = 0; i < nkeep; i++)
+		if (write(ch->wr_fd, &keep[i], sizeof(keep[i])) != sizeof(keep[i]))
+			break;
+}
+
 int sr_destroy_cq(struct ibv_cq *ibcq)
 {
 	struct sr_cq *cq = to_scq(ibcq);
@@ -199,10 +217,17 @@ int sr_destroy_cq(struct ibv_cq *ibcq)
 		}
 	pthread_mutex_unlock(&ctx->lock);
 	if (ibcq->channel) {
+		purge_channel(ibcq->channel, cq);
 		pthread_mutex_lock(&ibcq->context->mutex);
 		ibcq->channel->refcnt--;
 		pthread_mutex_unlock(&ibcq->context->mutex);
 	}
+	sr_purge_async_events(ctx, ibcq);
+	/* as rdma-core: wait until every event handed to the application is acknowledged */
+	pthread_mutex_lock(&ibcq->mutex);
+	while (ibcq->comp_events_completed < atomic_load(&cq->events_reported))
+		pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
+	pthread_mutex_unlock(&ibcq->mutex);
 	/* let any in-flight progress-thread access finish */
 	pthread_mutex_lock(&ctx->progress_lock);
 	pthread_mutex_unlock(&ctx->progress_lock);
@@ -289,8 +314,7 @@ static void cq_signal(struct sr_cq *cq)
 int sr_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
 	struct sr_cq *cq = to_scq(ibcq);
-	if (!ibcq->channel)
-		return EINVAL;
+	/* without a channel the notification has nowhere to go; like rxe, not an error */
 	pthread_mutex_lock(&cq->lock);
 	/* "any" beats "solicited" when both are requested before an event */
 	if (!solicited_only || !cq->armed)
@@ -334,6 +358,7 @@ int sr_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **ibcq, void **cq
 	} while (r < 0 && errno == EINTR);
 	if (r != sizeof(cq))
 		return -1;
+	atomic_fetch_add(&cq->events_reported, 1);
 	*ibcq = (struct ibv_cq *)&cq->ibcq;
 	*cq_context = cq->ibcq.cq_context;
 	return 0;

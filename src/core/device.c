@@ -23,6 +23,24 @@ uint64_t sr_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static pthread_key_t sr_tls_key[SR_TLS_NSLOTS];
+static pthread_once_t sr_tls_once = PTHREAD_ONCE_INIT;
+
+static void sr_tls_init(void)
+{
+	for (int i = 0; i < SR_TLS_NSLOTS; i++)
+		pthread_key_create(&sr_tls_key[i], free);
+}
+
+void *sr_tls_buf(enum sr_tls_slot slot, size_t size)
+{
+	pthread_once(&sr_tls_once, sr_tls_init);
+	void *p = pthread_getspecific(sr_tls_key[slot]);
+	if (!p && (p = malloc(size)))
+		pthread_setspecific(sr_tls_key[slot], p);
+	return p;
+}
+
 void sr_log(const char *fmt, ...)
 {
 	va_list ap;

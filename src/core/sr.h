@@ -125,6 +125,7 @@ struct sr_cq {
 	bool is_ex;
 	uint64_t wc_flags_ex;
 	struct ibv_wc cur;      /* current entry of the ex polling API */
+	atomic_uint events_reported; /* completion events handed out by ibv_get_cq_event */
 };
 
 struct sr_recv_wqe {
@@ -270,6 +271,11 @@ static inline struct sr_srq *to_ssrq(struct ibv_srq *s) { return (struct sr_srq 
 static inline struct sr_ah *to_sah(struct ibv_ah *a) { return (struct sr_ah *)a; }
 
 uint64_t sr_now_ns(void);
+
+/* Per-thread scratch buffers (receive staging, send batches) that are freed
+ * when the thread exits.  Returns NULL when out of memory. */
+enum sr_tls_slot { SR_TLS_RX, SR_TLS_TX_BATCH, SR_TLS_RESP_BATCH, SR_TLS_NSLOTS };
+void *sr_tls_buf(enum sr_tls_slot slot, size_t size);
 void sr_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 extern int sr_debug;
 #define SR_DBG(...) do { if (sr_debug) sr_log(__VA_ARGS__); } while (0)

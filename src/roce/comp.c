@@ -75,7 +75,8 @@ static void comp_fail(struct sr_qp *qp, uint32_t psn, enum ibv_wc_status st)
 	}
 	rqp(qp)->retrans_deadline = 0;
 	rqp(qp)->rnr_deadline = 0;
-	sr_qp_to_error(qp, IBV_EVENT_QP_FATAL);
+	/* the error completion tells the requester; like rxe, no async event */
+	sr_qp_to_error(qp, (enum ibv_event_type)-1);
 }
 
 /* Everything up to and including psn has been acknowledged. Retires WQEs

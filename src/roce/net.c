@@ -397,7 +397,6 @@ void sr_roce_deliver(struct sr_qp *qp, const struct sr_ipc_pkt *meta, const uint
  * a polling application thread); GRO hands us up to 64 KiB at once. */
 #define SR_RX_GRO_BUF 65536
 #define SR_RX_GRO_BATCH 8
-static __thread uint8_t *rx_bufs;
 
 /* Datagrams a flow socket received for another QP (two flows on one UDP
  * 4-tuple: a source-port hash collision).  They are set aside while the
@@ -461,7 +460,8 @@ static void roce_on_readable(struct sr_qp *qp, int fd_unused)
 	(void)fd_unused;
 	if (r->rx_fd < 0)
 		return;
-	if (!rx_bufs && !(rx_bufs = malloc((size_t)SR_RX_GRO_BATCH * SR_RX_GRO_BUF)))
+	uint8_t *rx_bufs = sr_tls_buf(SR_TLS_RX, (size_t)SR_RX_GRO_BATCH * SR_RX_GRO_BUF);
+	if (!rx_bufs)
 		return;
 	memset(&env, 0, sizeof(env));
 	env.dst = qp->av.src;

@@ -149,7 +149,7 @@ static void req_local_error(struct sr_qp *qp, struct sr_send_wqe *w, enum ibv_wc
 {
 	w->state = SR_WQE_DONE;
 	w->status = st;
-	sr_qp_to_error(qp, IBV_EVENT_QP_FATAL);
+	sr_qp_to_error(qp, (enum ibv_event_type)-1);
 }
 
 /* Send the next packet(s) of w. Returns false when the window (or the
@@ -265,13 +265,11 @@ void sr_req_progress(struct sr_qp *qp)
 	enum ibv_qp_type t = qp->ibqp.qp_base.qp_type;
 	bool sent = false;
 	struct sr_tx_batch *b;
-	static __thread struct sr_tx_batch *tls_batch;
 
 	if (!r || qp->attr.qp_state != IBV_QPS_RTS || r->rnr_deadline || sq->cur == sq->head)
 		return;
-	if (!tls_batch && !(tls_batch = malloc(sizeof(*tls_batch))))
+	if (!(b = sr_tls_buf(SR_TLS_TX_BATCH, sizeof(*b))))
 		return;
-	b = tls_batch;
 	sr_tx_batch_init(b, qp, &qp->av);
 	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
 	while (sq->cur != sq->head) {

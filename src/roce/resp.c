@@ -174,12 +174,11 @@ static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate)
 	uint32_t mtu = r->mtu;
 	uint32_t npkts = len ? (len + mtu - 1) / mtu : 1;
 	uint8_t *src = NULL;
-	static __thread struct sr_tx_batch *tls_batch;
 	struct sr_tx_batch *b;
 
-	if (!tls_batch && !(tls_batch = malloc(sizeof(*tls_batch))))
+	/* a separate slot: the requester's batch may be in use up the stack */
+	if (!(b = sr_tls_buf(SR_TLS_RESP_BATCH, sizeof(*b))))
 		return;
-	b = tls_batch;
 	sr_tx_batch_init(b, qp, &qp->av);
 	if (!qp_allows(qp, IBV_ACCESS_REMOTE_READ)) {
 		if (!duplicate)

@@ -59,6 +59,32 @@ static bool wait_state(struct ibv_qp *qp, enum ibv_qp_state want, int timeout_ms
 			  (qp)->qp_num, vt_state_str(want), vt_state_str(vt_s_));                   \
 	})
 
+/* Every async event read by wait_qp_event() and drain_async() is logged
+ * here (type and element pointer, never dereferenced). */
+static struct {
+	int n;
+	int type[256];
+	void *obj[256];
+} seen;
+
+static void seen_log(const struct ibv_async_event *ev)
+{
+	if (seen.n < 256) {
+		seen.type[seen.n] = ev->event_type;
+		seen.obj[seen.n] = ev->element.qp;
+		seen.n++;
+	}
+}
+
+/* Events naming obj since the last reset. */
+static int seen_for(void *obj)
+{
+	int k = 0;
+	for (int i = 0; i < seen.n; i++)
+		k += seen.obj[i] == obj;
+	return k;
+}
+
 /* Waits for an async event about qp whose type is in `types` (bitmask of
  * 1 << event_type); other events are reported as notes.  Returns the
  * event type found or -1. */
@@ -69,6 +95,7 @@ static int wait_qp_event(struct ibv_qp *qp, unsigned types, int timeout_ms)
 	while (vt_now_ms() < end) {
 		if (!vt_get_async(D.ctx, &ev, 50))
 			continue;
+		seen_log(&ev);
 		bool qp_ev = ev.event_type >= IBV_EVENT_QP_FATAL && ev.event_type <= IBV_EVENT_PATH_MIG_ERR;
 		qp_ev |= ev.event_type == IBV_EVENT_QP_LAST_WQE_REACHED;
 		if (qp_ev && ev.element.qp == qp && (types & (1u << ev.event_type)))
@@ -84,6 +111,7 @@ static void drain_async(const char *why)
 {
 	struct ibv_async_event ev;
 	while (vt_get_async(D.ctx, &ev, 0)) {
+		seen_log(&ev);
 		bool qp_ev = ev.event_type >= IBV_EVENT_QP_FATAL && ev.event_type <= IBV_EVENT_PATH_MIG_ERR;
 		NOTE("%s: async event %s (%s %p)", why, ibv_event_type_str(ev.event_type), qp_ev ? "QP" : "object",
 		     qp_ev ? (void *)ev.element.qp : ev.element.cq);
@@ -91,6 +119,41 @@ static void drain_async(const char *why)
 }
 
 #define QP_ERR_EVENTS ((1u << IBV_EVENT_QP_FATAL) | (1u << IBV_EVENT_QP_REQ_ERR) | (1u << IBV_EVENT_QP_ACCESS_ERR))
+
+/* An error the requester learns from its error completion raises no
+ * affiliated async event at the requester (IBTA 10.10.2.3; neither rxe
+ * nor mlx5 raise one).  Counted per scenario, reported once at the end
+ * (one cause, one failure).  Call instead of drain_async(). */
+static int quiet_scenarios, noisy_scenarios;
+static char noisy_names[512];
+
+static void check_requester_quiet(struct ibv_qp *qp, const char *what)
+{
+	vt_sleep_ms(20);
+	drain_async(what);
+	int k = seen_for(qp);
+	quiet_scenarios++;
+	if (k) {
+		noisy_scenarios++;
+		NOTE("%s: %d async event(s) for the requester QP %u, whose error its completion reported", what, k,
+		     qp->qp_num);
+		if (strlen(noisy_names) < 300) {
+			strcat(noisy_names, noisy_scenarios > 1 ? "; " : "");
+			strncat(noisy_names, what, 60);
+		}
+	}
+}
+
+static void requester_quiet_summary(void)
+{
+	SECTION("async events at requesters whose errors were reported by completions");
+	KNOWN_BUG(noisy_scenarios == 0,
+		  "in %d error scenarios, no requester QP got an async event for an error its own completion reported "
+		  "(IBTA 10.10.2.3; rxe and mlx5 raise none)\t(%d scenarios got one: softrdma raises "
+		  "IBV_EVENT_QP_FATAL, \"local work queue catastrophic error\", for every requester error, which "
+		  "applications read as a broken QP; e.g. %s)",
+		  quiet_scenarios, noisy_scenarios, noisy_names);
+}
 
 /* The QP of `side` is in ERR: outstanding receives (ids pre_recv[0..n))
  * flush, and so does every send and receive posted now. */
@@ -215,17 +278,19 @@ static void remote_error(enum op o, enum target t)
 	CHECK_DATA(loc.p, 8192, 11, "%s: the local buffer is unchanged (no read data, no atomic result)", what);
 	CHECK_GUARDS(&loc, "%s: local buffer", what);
 
-	/* the responder takes itself to ERR and says so */
-	unsigned ev = t == T_NO_ACCESS_QP ? QP_ERR_EVENTS : QP_ERR_EVENTS;
+	/* the responder takes itself to ERR and says so: an R_Key violation
+	 * is IBV_EVENT_QP_ACCESS_ERR (IBTA C9-222.1.1, rxe); the QP refusing
+	 * the operation itself: one of the QP error events */
+	seen.n = 0;
+	unsigned ev = t == T_NO_ACCESS_QP ? QP_ERR_EVENTS : 1u << IBV_EVENT_QP_ACCESS_ERR;
 	int got = wait_qp_event(p.qp[1], ev, 3000);
-	CHECK(got >= 0, "%s: responder QP %u gets an async QP error event (QP_FATAL/QP_REQ_ERR/QP_ACCESS_ERR)\t(none "
-		  "within 3 s)",
-	      what, p.qp[1]->qp_num);
+	CHECK(got >= 0, "%s: responder QP %u gets the async event %s\t(none within 3 s)", what, p.qp[1]->qp_num,
+	      t == T_NO_ACCESS_QP ? "QP_FATAL/QP_REQ_ERR/QP_ACCESS_ERR" : "IBV_EVENT_QP_ACCESS_ERR");
 	if (got >= 0)
 		NOTE("responder event: %s", ibv_event_type_str((enum ibv_event_type)got));
 	check_flushing(&p, 1, pre, 2, "responder");
 	check_flushing(&p, 0, pre, 2, "requester");
-	drain_async(what);
+	check_requester_quiet(p.qp[0], what);
 	vt_buf_free(&loc);
 	vt_buf_free(&rem);
 	vt_pair_destroy(&p);
@@ -321,11 +386,12 @@ static void send_too_long(size_t rbuf, size_t msg)
 	CHECK(changed == (size_t)-1, "%s: nothing written outside the posted receive buffer\t(offset %zd from its start "
 	      "changed)", what, (ssize_t)changed - 1000);
 	CHECK_GUARDS(&r, "%s: receive region", what);
-	int got = wait_qp_event(p.qp[1], QP_ERR_EVENTS, 3000);
-	CHECK(got >= 0, "%s: responder QP %u gets an async QP error event\t(none within 3 s)", what, p.qp[1]->qp_num);
+	/* the error is tied to a receive WQE: its completion reports it (an
+	 * affiliated async event may or may not come) */
+	seen.n = 0;
 	check_flushing(&p, 1, pre, 1, "receiver");
 	check_flushing(&p, 0, NULL, 0, "sender");
-	drain_async(what);
+	check_requester_quiet(p.qp[0], what);
 	vt_buf_free(&s);
 	vt_buf_free(&r);
 	vt_pair_destroy(&p);
@@ -351,10 +417,12 @@ static void rnr_exhausted(int rnr_retry)
 	EXPECT_WC(p.scq[0], 1, IBV_WC_RNR_RETRY_EXC_ERR, VT_ANY_OPCODE, NULL, "%s: sender", what);
 	NOTE("RNR_RETRY_EXC_ERR after %" PRIu64 " ms", vt_now_ms() - t0);
 	EXPECT_WC(p.scq[0], 2, IBV_WC_WR_FLUSH_ERR, VT_ANY_OPCODE, NULL, "%s: the WR behind it flushes", what);
+	seen.n = 0;
 	check_flushing(&p, 0, NULL, 0, "sender");
 	CHECK_STATE(p.qp[1], IBV_QPS_RTS, 0, "%s: the receiver is not hurt by RNR", what);
 	CHECK_CQ_EMPTY(p.rcq[1], 0, "%s: the receiver has no completion", what);
-	drain_async(what);
+	check_requester_quiet(p.qp[0], what);
+	CHECK_INT(seen_for(p.qp[1]), 0, "%s: no async event for the receiver", what);
 	vt_buf_free(&s);
 	vt_pair_destroy(&p);
 }
@@ -367,6 +435,7 @@ static void bad_lkey_send(void)
 {
 	const char *what = "RC SEND from a local SGE with a bad lkey";
 	SECTION("%s", what);
+	seen.n = 0;
 	struct vt_qp_cfg c;
 	struct vt_pair p;
 	struct vt_buf s, r;
@@ -394,7 +463,7 @@ static void bad_lkey_send(void)
 	check_flushing(&p, 0, NULL, 0, "sender");
 	CHECK_CQ_EMPTY(p.rcq[1], 100, "%s: nothing reaches the receiver", what);
 	CHECK_STATE(p.qp[1], IBV_QPS_RTS, 0, "%s: the receiver is unaffected", what);
-	drain_async(what);
+	check_requester_quiet(p.qp[0], what);
 	vt_buf_free(&s);
 	vt_buf_free(&r);
 	vt_pair_destroy(&p);
@@ -425,11 +494,10 @@ static void bad_lkey_recv(void)
 		zero &= r.p[i] == 0;
 	CHECK(zero, "%s: nothing written to the receive buffer", what);
 	CHECK_GUARDS(&r, "%s", what);
-	int got = wait_qp_event(p.qp[1], QP_ERR_EVENTS, 3000);
-	CHECK(got >= 0, "%s: responder QP %u gets an async QP error event\t(none within 3 s)", what, p.qp[1]->qp_num);
+	seen.n = 0;
 	check_flushing(&p, 1, pre, 1, "receiver");
 	check_flushing(&p, 0, NULL, 0, "sender");
-	drain_async(what);
+	check_requester_quiet(p.qp[0], what);
 	vt_buf_free(&s);
 	vt_buf_free(&r);
 	vt_pair_destroy(&p);
@@ -439,6 +507,7 @@ static void bad_lkey_read(void)
 {
 	const char *what = "RC RDMA_READ into a local SGE with a bad lkey";
 	SECTION("%s", what);
+	seen.n = 0;
 	struct vt_qp_cfg c;
 	struct vt_pair p;
 	struct vt_buf l, r;
@@ -459,9 +528,209 @@ static void bad_lkey_read(void)
 	CHECK_DATA(r.p, 8192, 9, "%s: remote unchanged", what);
 	check_flushing(&p, 0, NULL, 0, "requester");
 	CHECK_STATE(p.qp[1], IBV_QPS_RTS, 0, "%s: the responder is unaffected", what);
-	drain_async(what);
+	check_requester_quiet(p.qp[0], what);
 	vt_buf_free(&l);
 	vt_buf_free(&r);
+	vt_pair_destroy(&p);
+}
+
+/* An MR deregistered while WRITEs stream into it: ibv_dereg_mr returns only
+ * when nothing will be placed into the memory any more. */
+static void dereg_during_stream(void)
+{
+	SECTION("RC: the target MR is deregistered while 64 KiB WRITEs stream into it");
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf s, t;
+	vt_cfg_default(&c, IBV_QPT_RC);
+	c.max_send_wr = 128;
+	if (!vt_pair_setup(&D, &c, &p))
+		return;
+	enum { SZ = 65536, SLOTS = 32 };
+	vt_buf_alloc(&s, D.pd, SZ, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_buf_alloc(&t, D.pd, (size_t)SLOTS * SZ, 4096, ACC_ALL);
+	vt_fill(s.p, SZ, 1);
+	uint64_t posted = 0, done = 0, okc = 0;
+	int acc = 0, flush = 0, other = 0;
+	bool gone = false;
+	struct ibv_wc wc[64];
+	uint64_t end = vt_now_ms() + 20000;
+	uint32_t rkey = t.mr->rkey;
+	while (vt_now_ms() < end) {
+		while (!acc && posted - done < 32) {
+			if (vt_post_send(p.qp[0], posted, IBV_WR_RDMA_WRITE, s.p, SZ, s.mr->lkey, IBV_SEND_SIGNALED,
+					 (uintptr_t)t.p + (posted % SLOTS) * SZ, rkey, 0))
+				break;
+			posted++;
+		}
+		int k = ibv_poll_cq(p.scq[0], 64, wc);
+		for (int i = 0; i < k; i++) {
+			done++;
+			if (wc[i].status == IBV_WC_SUCCESS && !acc)
+				okc++;
+			else if (wc[i].status == IBV_WC_REM_ACCESS_ERR && !acc)
+				acc++;
+			else if (wc[i].status == IBV_WC_WR_FLUSH_ERR && acc)
+				flush++;
+			else
+				other++;
+		}
+		if (!gone && okc >= 50) {
+			CHECK_RC(ibv_dereg_mr(t.mr), 0, "ibv_dereg_mr of the target while %" PRIu64 " WRITEs are outstanding",
+				 posted - done);
+			t.mr = NULL;
+			/* from here on nothing may land in it */
+			vt_fill(t.p, (size_t)SLOTS * SZ, 0xdead);
+			gone = true;
+		}
+		if (acc && done == posted)
+			break;
+		if (!k)
+			sched_yield();
+	}
+	CHECK(gone && acc == 1 && other == 0 && done == posted,
+	      "the stream ends with one REM_ACCESS_ERR, the WRITEs behind it flush\t(%" PRIu64 " ok, %d REM_ACCESS_ERR, "
+	      "%d flushed, %d other, %" PRIu64 " of %" PRIu64 ")",
+	      okc, acc, flush, other, done, posted);
+	CHECK_DATA(t.p, (size_t)SLOTS * SZ, 0xdead, "no byte was written into the memory after ibv_dereg_mr returned");
+	CHECK_GUARDS(&t, "the deregistered region");
+	int got = wait_qp_event(p.qp[1], 1u << IBV_EVENT_QP_ACCESS_ERR, 3000);
+	CHECK(got >= 0, "the responder QP %u gets IBV_EVENT_QP_ACCESS_ERR\t(none within 3 s)", p.qp[1]->qp_num);
+	CHECK_STATE(p.qp[1], IBV_QPS_ERR, 3000, "the responder");
+	drain_async("dereg during stream");
+	vt_buf_free(&s);
+	vt_buf_free(&t);
+	vt_pair_destroy(&p);
+}
+
+/* ibv_rereg_mr taking REMOTE_WRITE away: WRITEs through the MR's rkey now
+ * fail (and an old rkey, if the keys changed, fails too). */
+static void rereg_access(void)
+{
+	SECTION("RC: ibv_rereg_mr(IBV_REREG_MR_CHANGE_ACCESS) takes REMOTE_WRITE away");
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf s, t;
+	vt_cfg_default(&c, IBV_QPT_RC);
+	if (!vt_pair_setup(&D, &c, &p))
+		return;
+	vt_buf_alloc(&s, D.pd, 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_buf_alloc(&t, D.pd, 4096, 4096, ACC_ALL);
+	vt_fill(s.p, 4096, 2);
+	vt_post_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, s.p, 100, s.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)t.p, t.mr->rkey, 0);
+	EXPECT_WC(p.scq[0], 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL, "a WRITE before the re-registration");
+	uint32_t old = t.mr->rkey;
+	int rc = ibv_rereg_mr(t.mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	CHECK_RC(rc, 0, "ibv_rereg_mr(CHANGE_ACCESS -> LOCAL_WRITE | REMOTE_READ)");
+	memset(t.p, 0, 4096);
+	if (t.mr->rkey != old) {
+		NOTE("the keys changed (rkey 0x%x -> 0x%x)", old, t.mr->rkey);
+		vt_post_send(p.qp[0], 2, IBV_WR_RDMA_READ, s.p + 1000, 100, s.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)t.p,
+			     t.mr->rkey, 0);
+		EXPECT_WC(p.scq[0], 2, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, NULL, "a READ through the new rkey works");
+	}
+	vt_post_send(p.qp[0], 3, IBV_WR_RDMA_WRITE, s.p, 100, s.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)t.p, t.mr->rkey, 0);
+	EXPECT_WC(p.scq[0], 3, IBV_WC_REM_ACCESS_ERR, VT_ANY_OPCODE, NULL,
+		  "a WRITE through the MR's rkey now fails: REMOTE_WRITE was taken away");
+	bool zero = true;
+	for (int i = 0; i < 4096; i++)
+		zero &= t.p[i] == 0;
+	CHECK(zero, "  ...and wrote nothing");
+	CHECK_GUARDS(&t, "re-registered region");
+	drain_async("rereg");
+	vt_buf_free(&s);
+	vt_buf_free(&t);
+	vt_pair_destroy(&p);
+}
+
+/* A CQ destroyed while its completion-channel event and its CQ_ERR async
+ * event are still unread: the kernel drops both (uverbs releases a
+ * destroyed CQ's pending events), so neither can name the freed CQ. */
+static void cq_destroyed_with_events(void)
+{
+	SECTION("a CQ destroyed with an unread completion event and an unread CQ_ERR event");
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf t;
+	drain_async("before");
+	vt_cfg_default(&c, IBV_QPT_RC);
+	c.ch = ch;
+	c.cqe = 4;
+	if (!ch || !vt_pair_setup(&D, &c, &p))
+		return;
+	vt_buf_alloc(&t, D.pd, 4096, 4096, ACC_ALL);
+	struct ibv_cq *cq = p.scq[0];
+	CHECK_RC(ibv_req_notify_cq(cq, 0), 0, "arm the send CQ");
+	int n = cq->cqe + 4;
+	for (int i = 0; i < n; i++)
+		vt_post_send(p.qp[0], (uint64_t)i, IBV_WR_RDMA_WRITE, t.p, 8, t.mr->lkey, IBV_SEND_SIGNALED,
+			     (uintptr_t)t.p + 64, t.mr->rkey, 0);
+	/* let everything complete (and overflow) without reading anything */
+	struct pollfd pf = { .fd = ch->fd, .events = POLLIN };
+	int ready = poll(&pf, 1, 5000);
+	CHECK(ready == 1, "the completion event is on the channel (not read)");
+	vt_sleep_ms(100);
+	vt_pair_destroy(&p); /* QPs and CQs go, the events unread */
+	vt_buf_free(&t);
+	pf.revents = 0;
+	ready = poll(&pf, 1, 100);
+	KNOWN_BUG(ready == 0,
+		  "after ibv_destroy_cq the channel holds no event for it\t(the channel fd is still readable: "
+		  "ibv_get_cq_event would return the freed CQ and read its cq_context from freed memory)");
+	struct ibv_async_event ev;
+	int stale = 0;
+	while (vt_get_async(D.ctx, &ev, 100))
+		if (ev.event_type == IBV_EVENT_CQ_ERR && (void *)ev.element.cq == (void *)cq)
+			stale++;
+	KNOWN_BUG(stale == 0,
+		  "after ibv_destroy_cq no IBV_EVENT_CQ_ERR names it\t(got %d: element.cq is the freed CQ; "
+		  "sr_destroy_cq does not purge the CQ's events as sr_destroy_qp now does for QPs)",
+		  stale);
+	if (ready == 1) {
+		/* empty the channel without touching the stale pointer (raw read of its token) */
+		char junk[64];
+		ssize_t r = read(ch->fd, junk, sizeof(junk));
+		(void)r;
+	}
+	CHECK_RC(ibv_destroy_comp_channel(ch), 0, "ibv_destroy_comp_channel");
+}
+
+/* More completions than the CQ holds: IBV_EVENT_CQ_ERR. */
+static void cq_overflow(void)
+{
+	SECTION("a send CQ that overflows raises IBV_EVENT_CQ_ERR");
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf t;
+	vt_cfg_default(&c, IBV_QPT_RC);
+	c.cqe = 4;
+	if (!vt_pair_setup(&D, &c, &p))
+		return;
+	vt_buf_alloc(&t, D.pd, 4096, 4096, ACC_ALL);
+	int n = p.scq[0]->cqe + 4, err = 0;
+	for (int i = 0; i < n; i++)
+		err |= vt_post_send(p.qp[0], (uint64_t)i, IBV_WR_RDMA_WRITE, t.p, 8, t.mr->lkey, IBV_SEND_SIGNALED,
+				    (uintptr_t)t.p + 64, t.mr->rkey, 0);
+	CHECK_RC(err, 0, "post %d signaled WRITEs on a QP whose send CQ holds %d", n, p.scq[0]->cqe);
+	uint64_t end = vt_now_ms() + 5000;
+	struct ibv_async_event ev;
+	bool got = false;
+	while (!got && vt_now_ms() < end)
+		if (vt_get_async(D.ctx, &ev, 100)) {
+			if (ev.event_type == IBV_EVENT_CQ_ERR && ev.element.cq == p.scq[0])
+				got = true;
+			else
+				NOTE("async event %s", ibv_event_type_str(ev.event_type));
+		}
+	CHECK(got, "IBV_EVENT_CQ_ERR for the overflowing CQ");
+	struct ibv_wc wc[16];
+	int k = vt_poll(p.scq[0], 16, wc, 200);
+	CHECK(k >= 1 && wc[0].wr_id == 0 && wc[0].status == IBV_WC_SUCCESS,
+	      "the completions that fit are there, starting with the first\t(polled %d)", k);
+	drain_async("cq overflow");
+	vt_buf_free(&t);
 	vt_pair_destroy(&p);
 }
 
@@ -512,6 +781,7 @@ static void async_after_destroy(void)
 static void peer_destroyed(void)
 {
 	SECTION("RC: the peer QP is destroyed while 64 KiB WRITEs stream to it (timeout 10, retry_cnt 2)");
+	seen.n = 0;
 	struct vt_qp_cfg c;
 	struct vt_pair p;
 	struct vt_buf s, r;
@@ -574,7 +844,7 @@ static void peer_destroyed(void)
 	CHECK(exc && t_err - t_kill < 10000, "the error arrives within 10 s");
 	CHECK_STATE(p.qp[0], IBV_QPS_ERR, 1000, "the surviving QP");
 	CHECK_GUARDS(&r, "the destroyed QP's target region");
-	drain_async("peer destroyed");
+	check_requester_quiet(p.qp[0], "peer QP destroyed");
 	vt_buf_free(&s);
 	vt_buf_free(&r);
 	vt_pair_destroy(&p);
@@ -791,6 +1061,7 @@ static int peer_child(int rfd, int wfd)
 static void peer_process_killed(const char *self)
 {
 	SECTION("RC: a peer process is SIGKILLed while 64 KiB WRITEs stream to it");
+	seen.n = 0;
 	int up[2], down[2];
 	if (pipe(up) || pipe(down)) {
 		CHECK(0, "pipes");
@@ -905,7 +1176,8 @@ static void peer_process_killed(const char *self)
 	}
 	kill(pid, SIGKILL); /* in case the stream never got that far */
 	waitpid(pid, NULL, 0);
-	drain_async("peer process");
+	if (qp)
+		check_requester_quiet(qp, "peer process killed");
 	if (qp)
 		CHECK_RC(ibv_destroy_qp(qp), 0, "destroy the surviving QP");
 	if (cq)
@@ -1527,10 +1799,15 @@ int main(int argc, char **argv)
 	bad_lkey_recv();
 	bad_lkey_read();
 	async_after_destroy();
+	dereg_during_stream();
+	rereg_access();
+	cq_overflow();
+	cq_destroyed_with_events();
 	peer_destroyed();
 	destroy_cycles();
 	peer_process_killed(argc > 0 && argv[0][0] == '/' ? argv[0] : "/proc/self/exe");
 	garbage_storm();
+	requester_quiet_summary();
 
 	NOTE("total %" PRIu64 " ms", vt_now_ms() - t0);
 	vt_close(&D);
