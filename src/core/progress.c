@@ -222,7 +222,9 @@ void sr_progress_poll(struct sr_context *ctx)
 	}
 	pthread_mutex_unlock(&ctx->lock);
 	t->rx_flush(ctx);
-	if (ctx->daemon && !sr_daemon_dead(ctx->daemon))
+	/* datagrams through the daemon are UD (and rare collisions, which the
+	 * progress thread serves): only UD users pay for checking it here */
+	if (ctx->daemon && atomic_load(&ctx->n_ud_qps) && !sr_daemon_dead(ctx->daemon))
 		sr_daemon_on_readable(ctx->daemon);
 	pthread_mutex_unlock(&ctx->progress_lock);
 }

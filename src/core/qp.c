@@ -320,8 +320,11 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 	}
 
 	err = ctx->dev->tops->qp_create(qp);
-	if (!err)
+	if (!err) {
 		atomic_fetch_add(&to_spd(ia->pd)->usecnt, 1);
+		if (ia->qp_type == IBV_QPT_UD)
+			atomic_fetch_add(&ctx->n_ud_qps, 1);
+	}
 	if (err) {
 		free(qp->sq.buf);
 		free(qp->rq.buf);
@@ -400,6 +403,19 @@ static enum ibv_wc_opcode wc_opcode_for(enum ibv_wr_opcode op)
 	}
 }
 
+/* In SQD: once no started WQE is outstanding, the drain is over. */
+void sr_sq_check_drained(struct sr_qp *qp)
+{
+	if (qp->attr.qp_state != IBV_QPS_SQD || qp->sqd_notified)
+		return;
+	for (uint32_t i = qp->sq.tail; i != qp->sq.head; i++)
+		if (sr_sq_wqe(&qp->sq, i)->state == SR_WQE_PENDING)
+			return;
+	qp->sqd_notified = true;
+	if (qp->attr.en_sqd_async_notify)
+		sr_post_async_event(qp->ctx, IBV_EVENT_SQ_DRAINED, &qp->ibqp.qp_base);
+}
+
 void sr_sq_complete(struct sr_qp *qp)
 {
 	struct sr_sq *sq = &qp->sq;
@@ -427,6 +443,7 @@ void sr_sq_complete(struct sr_qp *qp)
 			wc.byte_len = 8;
 		sr_cq_push(qp->scq, &wc, false);
 	}
+	sr_sq_check_drained(qp);
 }
 
 static void flush_sq(struct sr_qp *qp)
@@ -559,8 +576,8 @@ int sr_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 			qp->rq.head = qp->rq.tail = 0;
 			qp->last_wqe_reached_sent = false;
 		} else if (next == IBV_QPS_SQD) {
-			if (qp->attr.en_sqd_async_notify)
-				sr_post_async_event(qp->ctx, IBV_EVENT_SQ_DRAINED, ibqp);
+			qp->sqd_notified = false;
+			sr_sq_check_drained(qp);
 		} else if (next == IBV_QPS_RTS && (cur == IBV_QPS_SQD || cur == IBV_QPS_SQE)) {
 			qp->ctx->dev->tops->sq_kick(qp);
 		}
@@ -603,6 +620,8 @@ int sr_destroy_qp(struct ibv_qp *ibqp)
 	 * delivered meanwhile take ctx->lock before a qp->lock */
 	ctx->dev->tops->qp_destroy(qp);
 	atomic_fetch_sub(&to_spd(ibqp->pd)->usecnt, 1);
+	if (ibqp->qp_type == IBV_QPT_UD)
+		atomic_fetch_sub(&ctx->n_ud_qps, 1);
 	sr_purge_async_events(ctx, ibqp);
 	/* freed by the progress thread once no event can still refer to it */
 	pthread_mutex_lock(&ctx->lock);

@@ -90,7 +90,8 @@ struct sr_context {
 	int doorbell;              /* eventfd: wake the progress thread */
 	pthread_mutex_t progress_lock; /* held by whoever is receiving: thread or poller */
 	_Atomic uint64_t last_poll_ns;
-	_Atomic uint64_t sleep_until;  /* the progress thread's next timer, UINT64_MAX = none */ /* an application thread polled an empty CQ */
+	_Atomic uint64_t sleep_until;
+	atomic_int n_ud_qps;       /* UD QPs: their datagrams come through the daemon */  /* the progress thread's next timer, UINT64_MAX = none */ /* an application thread polled an empty CQ */
 };
 
 struct sr_pd {
@@ -236,6 +237,7 @@ struct sr_qp {
 	uint32_t wr_start_head;
 	bool dead;                 /* destroyed: progress thread must not touch */
 	bool last_wqe_reached_sent;
+	bool sqd_notified;         /* SQ_DRAINED raised for this SQD period */
 	struct sr_qp *next;        /* ctx->qp_list */
 	struct sr_qp *zombie_next;
 	void *tp;                  /* transport private (struct sr_roce_qp) */
@@ -353,6 +355,7 @@ int sr_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
 void sr_qp_to_error(struct sr_qp *qp, enum ibv_event_type ev);
 /* Complete the send WQEs at the SQ tail that are DONE (qp->lock held). */
 void sr_sq_complete(struct sr_qp *qp);
+void sr_sq_check_drained(struct sr_qp *qp);
 /* Take the next receive WQE (from SRQ or RQ) into out (max_sge entries).
  * Returns false when none is posted. qp->lock held. */
 bool sr_rq_take(struct sr_qp *qp, struct sr_recv_wqe *out);

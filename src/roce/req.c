@@ -248,7 +248,13 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
 		}
 		h.se = last && (w->send_flags & IBV_SEND_SOLICITED);
 		r->noack_pkts++;
-		if (t == IBV_QPT_RC && (last || r->noack_pkts >= r->window / 2)) {
+		/* Ask for an ACK where the requester needs one: a signaled WQE's
+		 * end, the last WQE queued for now, and every half window (to
+		 * keep the window open).  Unsignaled WQEs followed by more work
+		 * are acknowledged together with it, as rxe coalesces. */
+		bool want_ack = last && ((w->send_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all ||
+					 qp->sq.cur + 1 == qp->sq.head);
+		if (t == IBV_QPT_RC && (want_ack || r->noack_pkts >= r->window / 2)) {
 			h.ackreq = true;
 			r->noack_pkts = 0;
 		}
@@ -266,7 +272,9 @@ void sr_req_progress(struct sr_qp *qp)
 	bool sent = false;
 	struct sr_tx_batch *b;
 
-	if (!r || qp->attr.qp_state != IBV_QPS_RTS || r->rnr_deadline || sq->cur == sq->head)
+	/* SQD drains: WQEs already started go on, new ones wait for RTS */
+	bool draining = qp->attr.qp_state == IBV_QPS_SQD;
+	if (!r || (qp->attr.qp_state != IBV_QPS_RTS && !draining) || r->rnr_deadline || sq->cur == sq->head)
 		return;
 	if (!(b = sr_tls_buf(SR_TLS_TX_BATCH, sizeof(*b))))
 		return;
@@ -279,6 +287,8 @@ void sr_req_progress(struct sr_qp *qp)
 			continue;
 		}
 		if (w->state == SR_WQE_POSTED) {
+			if (draining)
+				break;
 			/* a fenced WQE waits for every earlier read/atomic to finish */
 			if ((w->send_flags & IBV_SEND_FENCE) && r->rd_outstanding)
 				break;
@@ -294,7 +304,7 @@ void sr_req_progress(struct sr_qp *qp)
 		}
 		bool done = req_send_wqe(qp, w, b);
 		sent = true;
-		if (qp->attr.qp_state != IBV_QPS_RTS)
+		if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD)
 			break;
 		if (!done)
 			break;

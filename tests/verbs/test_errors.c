@@ -644,6 +644,98 @@ static void rereg_access(void)
 	vt_pair_destroy(&p);
 }
 
+/* The application moves a QP to ERR while WRITEs are in flight: every WR
+ * completes (the finished ones successfully, the rest flushed), in order. */
+static void app_error_in_flight(void)
+{
+	SECTION("RC: the application moves the requester to ERR with 8 x 1 MiB WRITEs in flight");
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf s, t;
+	vt_cfg_default(&c, IBV_QPT_RC);
+	if (!vt_pair_setup(&D, &c, &p))
+		return;
+	vt_buf_alloc(&s, D.pd, 1 << 20, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_buf_alloc(&t, D.pd, 8 << 20, 4096, ACC_ALL);
+	vt_fill(s.p, 1 << 20, 12);
+	int err = 0;
+	for (int i = 0; i < 8; i++)
+		err |= vt_post_send(p.qp[0], (uint64_t)i, IBV_WR_RDMA_WRITE, s.p, 1 << 20, s.mr->lkey, IBV_SEND_SIGNALED,
+				    (uintptr_t)t.p + ((size_t)i << 20), t.mr->rkey, 0);
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	CHECK_RC(err | ibv_modify_qp(p.qp[0], &a, IBV_QP_STATE), 0, "post them, then modify the QP to ERR at once");
+	struct ibv_wc wc[8];
+	int n = vt_poll(p.scq[0], 8, wc, VT_TIMEOUT_MS);
+	int ok = 0, fl = 0, bad = 0;
+	for (int i = 0; i < n; i++) {
+		if (wc[i].wr_id != (uint64_t)i)
+			bad++;
+		else if (wc[i].status == IBV_WC_SUCCESS && !fl)
+			ok++;
+		else if (wc[i].status == IBV_WC_WR_FLUSH_ERR)
+			fl++;
+		else
+			bad++;
+	}
+	CHECK(n == 8 && !bad, "8 completions in order: successes, then WR_FLUSH_ERR\t(%d: %d ok, %d flushed, %d bad)",
+	      n, ok, fl, bad);
+	NOTE("%d completed before the error, %d flushed", ok, fl);
+	/* (packets sent before the transition may still land: they are on the
+	 * wire, the responder is fine; only the completed WRITEs are checked) */
+	vt_sleep_ms(50);
+	for (int i = 0; i < ok; i++)
+		CHECK_DATA(t.p + ((size_t)i << 20), 1 << 20, 12, "WRITE %d that completed successfully", i);
+	CHECK_STATE(p.qp[1], IBV_QPS_RTS, 0, "the responder (nothing wrong on its side)");
+	check_flushing(&p, 0, NULL, 0, "requester moved to ERR");
+	drain_async("app error");
+	vt_buf_free(&s);
+	vt_buf_free(&t);
+	vt_pair_destroy(&p);
+}
+
+/* A QP that receives through an SRQ goes to ERR: IBV_EVENT_QP_LAST_WQE_REACHED
+ * for it (IBTA 10.3.1; rxe flush_recv_queue), the SRQ's receives are not
+ * flushed, and another QP on the SRQ keeps receiving. */
+static void srq_qp_error(void)
+{
+	SECTION("RC: a QP on an SRQ goes to ERR; the SRQ and its other QP carry on");
+	struct ibv_srq_init_attr sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 16;
+	sa.attr.max_sge = 1;
+	struct ibv_srq *srq = ibv_create_srq(D.pd, &sa);
+	if (!CHECK(srq, "ibv_create_srq"))
+		return;
+	struct vt_qp_cfg c;
+	struct vt_pair p[2];
+	struct vt_buf b;
+	vt_cfg_default(&c, IBV_QPT_RC);
+	c.srq[1] = srq;
+	if (!vt_pair_setup(&D, &c, &p[0]) || !vt_pair_setup(&D, &c, &p[1]))
+		return;
+	vt_buf_alloc(&b, D.pd, 8 * 1024, 4096, IBV_ACCESS_LOCAL_WRITE);
+	for (int i = 0; i < 4; i++)
+		vt_post_srq_recv(srq, (uint64_t)i, b.p + i * 1024, 1024, b.mr->lkey);
+	drain_async("before");
+	seen.n = 0;
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	CHECK_RC(ibv_modify_qp(p[0].qp[1], &a, IBV_QP_STATE), 0, "move the first SRQ QP to ERR");
+	int got = wait_qp_event(p[0].qp[1], 1u << IBV_EVENT_QP_LAST_WQE_REACHED, 3000);
+	CHECK(got == IBV_EVENT_QP_LAST_WQE_REACHED, "IBV_EVENT_QP_LAST_WQE_REACHED for it");
+	CHECK_CQ_EMPTY(p[0].rcq[1], 100, "the SRQ's receives are not flushed to the failed QP's CQ");
+	vt_post_send(p[1].qp[0], 7, IBV_WR_SEND, b.p + 6000, 100, b.mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0);
+	struct ibv_wc wc;
+	int n = vt_poll(p[1].rcq[1], 1, &wc, VT_TIMEOUT_MS);
+	CHECK(n == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id < 4 && wc.qp_num == p[1].qp[1]->qp_num,
+	      "the other QP on the SRQ still receives from it\t(%d, %s)", n, n ? vt_status_str(wc.status) : "-");
+	EXPECT_WC(p[1].scq[0], 7, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "  ...sender");
+	drain_async("srq qp error");
+	vt_pair_destroy(&p[0]);
+	vt_pair_destroy(&p[1]);
+	CHECK_RC(ibv_destroy_srq(srq), 0, "ibv_destroy_srq");
+	vt_buf_free(&b);
+}
+
 /* A CQ destroyed while its completion-channel event and its CQ_ERR async
  * event are still unread: the kernel drops both (uverbs releases a
  * destroyed CQ's pending events), so neither can name the freed CQ. */
@@ -780,13 +872,13 @@ static void async_after_destroy(void)
 
 static void peer_destroyed(void)
 {
-	SECTION("RC: the peer QP is destroyed while 64 KiB WRITEs stream to it (timeout 10, retry_cnt 2)");
+	SECTION("RC: the peer QP is destroyed while 64 KiB WRITEs stream to it (timeout 12, retry_cnt 2)");
 	seen.n = 0;
 	struct vt_qp_cfg c;
 	struct vt_pair p;
 	struct vt_buf s, r;
 	vt_cfg_default(&c, IBV_QPT_RC);
-	c.timeout = 10; /* 4.2 ms */
+	c.timeout = 12; /* 16.8 ms: small, yet no spurious give-up on a loaded machine */
 	c.retry_cnt = 2;
 	c.max_send_wr = 128;
 	if (!vt_pair_setup(&D, &c, &p))
@@ -835,6 +927,9 @@ static void peer_destroyed(void)
 		if (!k)
 			sched_yield();
 	}
+	if (!destroyed && exc)
+		CHECK(0, "the live peer kept up: the QP gave up (RETRY_EXC_ERR) before the peer was destroyed, after %" PRIu64
+		      " WRITEs", okc);
 	CHECK(destroyed && exc == 1 && other == 0 && order == 0 && done == posted,
 	      "the stream ends with one RETRY_EXC_ERR, then the WRITEs behind it flush, all in order\t(%" PRIu64
 	      " ok, %d RETRY_EXC_ERR, %d flushed, %d other, %d out of order, %" PRIu64 " of %" PRIu64 " completed)",
@@ -1803,6 +1898,8 @@ int main(int argc, char **argv)
 	rereg_access();
 	cq_overflow();
 	cq_destroyed_with_events();
+	app_error_in_flight();
+	srq_qp_error();
 	peer_destroyed();
 	destroy_cycles();
 	peer_process_killed(argc > 0 && argv[0][0] == '/' ? argv[0] : "/proc/self/exe");

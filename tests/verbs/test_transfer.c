@@ -1746,6 +1746,168 @@ static void test_oversize_unreliable(void)
 }
 
 /* ------------------------------------------------------------------ */
+/* other path MTUs, IPv6, ordering                                      */
+/* ------------------------------------------------------------------ */
+
+/* SEND, WRITE, READ and an atomic of odd sizes over one pair; returns ok. */
+static bool basic_ops(struct vt_dev *d, const struct vt_qp_cfg *c, const char *what)
+{
+	struct vt_pair p;
+	struct vt_buf s, r;
+	bool ok = true;
+	if (!vt_pair_setup(d, c, &p))
+		return false;
+	vt_buf_alloc(&s, d->pd, 1 << 20, 4096, ACC_ALL_T);
+	vt_buf_alloc(&r, d->pd, 1 << 20, 4096, ACC_ALL_T);
+	bool rc = c->type == IBV_QPT_RC;
+	size_t sizes[] = { 1, 255, 257, 4097, 100003, rc ? 1000003 : 20000 };
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		char w[160];
+		snprintf(w, sizeof(w), "%s: %zu B", what, sizes[i]);
+		ok &= one_send(&p, &s, &r, sizes[i], i & 1, 700 + (uint32_t)i);
+		ok &= one_write(&p, &s, &r, sizes[i], !(i & 1), 710 + (uint32_t)i);
+		if (rc)
+			ok &= one_read(&p, &s, &r, sizes[i], 720 + (uint32_t)i);
+		if (!ok)
+			break;
+	}
+	if (rc) {
+		uint64_t *w = (uint64_t *)r.p;
+		w[0] = 5;
+		vt_post_atomic(p.qp[0], 9, IBV_WR_ATOMIC_FETCH_AND_ADD, s.p, s.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)w,
+			       r.mr->rkey, 10, 0);
+		ok &= EXPECT_WC(p.scq[0], 9, IBV_WC_SUCCESS, IBV_WC_FETCH_ADD, NULL, "%s: FETCH_AND_ADD", what);
+		ok &= CHECK(*(uint64_t *)s.p == 5 && w[0] == 15, "%s: FETCH_AND_ADD returned 5, left 15", what);
+	}
+	vt_buf_free(&s);
+	vt_buf_free(&r);
+	vt_pair_destroy(&p);
+	return ok;
+}
+
+static void test_mtus(void)
+{
+	SECTION("RC and UC with path MTU 256 and 1024");
+	const enum ibv_mtu m[] = { IBV_MTU_256, IBV_MTU_1024 };
+	for (int t = 0; t < 2; t++)
+		for (int i = 0; i < 2; i++) {
+			struct vt_qp_cfg c;
+			char what[64];
+			vt_cfg_default(&c, t ? IBV_QPT_UC : IBV_QPT_RC);
+			c.mtu = m[i];
+			snprintf(what, sizeof(what), "%s path MTU %d", vt_qpt_str(c.type), vt_mtu_bytes(m[i]));
+			CHECK(basic_ops(&D, &c, what), "%s: every transfer right", what);
+		}
+}
+
+static void test_ipv6(void)
+{
+	SECTION("RC, UC and UD over the IPv6 GID ::1");
+	static const uint8_t v6lo[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1 };
+	struct vt_dev d6 = D;
+	int idx = -1;
+	for (int i = 0; i < D.port.gid_tbl_len && i < 16; i++) {
+		union ibv_gid g;
+		if (!ibv_query_gid(D.ctx, 1, i, &g) && !memcmp(g.raw, v6lo, 16)) {
+			idx = i;
+			break;
+		}
+	}
+	if (idx < 0) {
+		NOTE("no ::1 GID on this device (IPv6 off on lo?): skipped");
+		return;
+	}
+	d6.gid_index = idx;
+	memcpy(d6.gid.raw, v6lo, 16);
+	NOTE("::1 is GID index %d", idx);
+	struct vt_qp_cfg c;
+	vt_cfg_default(&c, IBV_QPT_RC);
+	CHECK(basic_ops(&d6, &c, "RC over IPv6"), "RC over IPv6: every transfer right");
+	vt_cfg_default(&c, IBV_QPT_UC);
+	CHECK(basic_ops(&d6, &c, "UC over IPv6"), "UC over IPv6: every transfer right");
+
+	struct vt_pair p;
+	struct vt_buf s, r;
+	vt_cfg_default(&c, IBV_QPT_UD);
+	if (!vt_pair_setup(&d6, &c, &p))
+		return;
+	vt_buf_alloc(&s, D.pd, 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_buf_alloc(&r, D.pd, 8192, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_fill(s.p, 1000, 81);
+	vt_post_recv(p.qp[1], 1, r.p, 1040, r.mr->lkey);
+	vt_post_ud_send(p.qp[0], 2, s.p, 1000, s.mr->lkey, IBV_SEND_SIGNALED, p.ah[0], p.qp[1]->qp_num, c.qkey);
+	EXPECT_WC(p.scq[0], 2, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "UD over IPv6: sender");
+	struct ibv_wc wc;
+	if (EXPECT_WC(p.rcq[1], 1, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "UD over IPv6: receiver")) {
+		CHECK(wc.byte_len == 1040 && (wc.wc_flags & IBV_WC_GRH) && wc.src_qp == p.qp[0]->qp_num,
+		      "UD over IPv6: byte_len 1040, GRH flag, src_qp");
+		const uint8_t *g = r.p;
+		CHECK((g[0] >> 4) == 6 && g[6] == 17 && !memcmp(g + 8, v6lo, 16) && !memcmp(g + 24, v6lo, 16),
+		      "UD over IPv6: the GRH area holds the IPv6 header (version 6, next header UDP, ::1 -> ::1)\t(%02x %02x "
+		      ".. nh %u)", g[0], g[1], g[6]);
+		CHECK_DATA(r.p + 40, 1000, 81, "UD over IPv6: payload");
+		struct ibv_ah *ah = ibv_create_ah_from_wc(D.pd, &wc, (struct ibv_grh *)r.p, 1);
+		if (CHECK(ah, "UD over IPv6: ibv_create_ah_from_wc")) {
+			vt_post_recv(p.qp[0], 3, r.p + 4096, 1040, r.mr->lkey);
+			vt_post_ud_send(p.qp[1], 4, s.p, 100, s.mr->lkey, IBV_SEND_SIGNALED, ah, wc.src_qp, c.qkey);
+			EXPECT_WC(p.rcq[0], 3, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "UD over IPv6: the reply arrives");
+			EXPECT_WC(p.scq[1], 4, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "UD over IPv6: reply sender");
+			ibv_destroy_ah(ah);
+		}
+	}
+	vt_buf_free(&s);
+	vt_buf_free(&r);
+	vt_pair_destroy(&p);
+}
+
+/* RC ordering: a READ or an atomic right behind a WRITE to the same bytes
+ * sees the WRITE's data (the responder executes requests in order). */
+static void test_ordering(void)
+{
+	SECTION("RC: a READ / FETCH_AND_ADD posted right behind a WRITE to the same bytes sees its data");
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf s, r, l;
+	vt_cfg_default(&c, IBV_QPT_RC);
+	if (!vt_pair_setup(&D, &c, &p))
+		return;
+	vt_buf_alloc(&s, D.pd, 1 << 20, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_buf_alloc(&r, D.pd, 1 << 20, 4096, ACC_ALL_T);
+	vt_buf_alloc(&l, D.pd, 1 << 20, 4096, IBV_ACCESS_LOCAL_WRITE);
+	int bad = 0;
+	for (int i = 0; i < 20; i++) {
+		uint32_t seed = 900 + (uint32_t)i;
+		size_t len = 1000 + (size_t)i * 50000;
+		vt_fill(s.p, len, seed);
+		vt_post_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, s.p, (uint32_t)len, s.mr->lkey, 0, (uintptr_t)r.p, r.mr->rkey, 0);
+		vt_post_send(p.qp[0], 2, IBV_WR_RDMA_READ, l.p, (uint32_t)len, l.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)r.p,
+			     r.mr->rkey, 0);
+		struct ibv_wc wc;
+		if (vt_poll(p.scq[0], 1, &wc, VT_TIMEOUT_MS) != 1 || wc.status || vt_verify(l.p, len, seed) >= 0)
+			bad++;
+	}
+	CHECK(!bad, "20 x WRITE then READ of the same range: the READ returns the written data\t(%d wrong)", bad);
+	bad = 0;
+	for (int i = 0; i < 20; i++) {
+		uint64_t v = 1000 + (uint64_t)i;
+		memcpy(s.p, &v, 8);
+		vt_post_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, s.p, 8, s.mr->lkey, 0, (uintptr_t)r.p + 64, r.mr->rkey, 0);
+		vt_post_atomic(p.qp[0], 2, IBV_WR_ATOMIC_FETCH_AND_ADD, l.p, l.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)r.p + 64,
+			       r.mr->rkey, 1, 0);
+		struct ibv_wc wc;
+		uint64_t got;
+		if (vt_poll(p.scq[0], 1, &wc, VT_TIMEOUT_MS) != 1 || wc.status || (memcpy(&got, l.p, 8), got != v))
+			bad++;
+	}
+	CHECK(!bad, "20 x WRITE then FETCH_AND_ADD of the same word: the atomic sees the written value\t(%d wrong)",
+	      bad);
+	vt_buf_free(&s);
+	vt_buf_free(&r);
+	vt_buf_free(&l);
+	vt_pair_destroy(&p);
+}
+
+/* ------------------------------------------------------------------ */
 /* memory held by threads and contexts                                  */
 /* ------------------------------------------------------------------ */
 
@@ -1955,6 +2117,12 @@ int main(void)
 	check_no_async("after test_shared_cq()");
 	test_oversize_unreliable();
 	check_no_async("after test_oversize_unreliable()");
+	test_mtus();
+	check_no_async("after test_mtus()");
+	test_ipv6();
+	check_no_async("after test_ipv6()");
+	test_ordering();
+	check_no_async("after test_ordering()");
 	test_memory_hygiene();
 	check_no_async("after test_memory_hygiene()");
 	NOTE("total %" PRIu64 " ms", vt_now_ms() - t0);
