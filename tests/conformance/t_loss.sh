@@ -1,0 +1,39 @@
+#!/bin/bash
+# Packet loss: two hosts in network namespaces, and an nftables rule in
+# host B that drops 2 % of the UDP datagrams to port 4791 at random, in
+# both directions through B.  RC must still deliver every byte intact:
+# PSN sequence NAKs, go-back-N, retransmission timeouts and duplicate
+# handling at work.
+. "$(dirname "$0")/lib.sh"
+sr_need_cmd ibv_rc_pingpong ib_write_bw nft
+sr_init
+sr_netns_setup
+
+table=srloss$$
+ip netns exec "$SR_NS_B" nft -f - <<NFT || sr_skip "nftables cannot add rules here"
+table inet $table {
+	chain in { type filter hook input priority 0; udp dport 4791 numgen random mod 100 < 2 drop; }
+	chain out { type filter hook output priority 0; udp dport 4791 numgen random mod 100 < 2 drop; }
+}
+NFT
+echo "+ nftables in $SR_NS_B: drop 2% of UDP/4791 in and out"
+
+pair() {
+	local desc=$1 tool=$2 port
+	shift 2
+	port=$(sr_free_port "$SR_NS_B")
+	sr_pair --ns "$SR_NS_B" "$desc" "$port" -- "${SR_AT_B[@]}" "$tool" -p "$port" "$@" \
+		-- "${SR_AT_A[@]}" "$tool" -p "$port" "$@" "$SR_IP_B"
+}
+
+for size in 4096 1048576; do
+	if pair "rc_pingpong -c $size B under 2% loss" ibv_rc_pingpong -g 0 -c -s "$size" -n 20; then
+		sr_reject "$SR_CLIENT_OUT" 'invalid data' "  data intact"
+	fi
+done
+pair "ib_write_bw 64 KiB under 2% loss" ib_write_bw -x 0 -s 65536 -n 200
+pair "ib_read_bw 64 KiB under 2% loss" ib_read_bw -x 0 -s 65536 -n 200
+pair "ib_atomic_bw under 2% loss" ib_atomic_bw -x 0 -n 300
+drops=$(ip netns exec "$SR_NS_B" nft list table inet "$table" 2>/dev/null | grep -c drop)
+[ "$drops" -ge 1 ] && sr_pass "the drop rules were in place" || sr_fail "drop rules missing"
+sr_finish
