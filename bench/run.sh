@@ -129,15 +129,16 @@ if command -v gnuplot >/dev/null; then
 	for op in write send read; do grep "^softrdma_${op}_bw," "$csv" | cut -d, -f2,3 | tr , ' ' > "$out/$op.dat"; done
 	tcp=$(awk -F, '$1=="qperf_tcp_bw" && $2==65536 {print $3}' "$csv")
 	gnuplot <<GP
-set terminal png size 900,560
+set terminal png size 900,560 noenhanced
 set output "$out/bench.png"
+set format x "%.0b%BB"
 set title "softrdma on loopback: bandwidth by message size"
 set logscale x 2
 set xlabel "message size (bytes)"
 set ylabel "MB/s"
 set key left top
-plot "$out/write.dat" w lp t "ib\\_write\\_bw", "$out/send.dat" w lp t "ib\\_send\\_bw", \
-     "$out/read.dat" w lp t "ib\\_read\\_bw", ${tcp:-0} w l dt 2 t "qperf tcp\\_bw (64 KiB)"
+plot "$out/write.dat" w lp t "ib_write_bw", "$out/send.dat" w lp t "ib_send_bw", \
+     "$out/read.dat" w lp t "ib_read_bw", ${tcp:-0} w l dt 2 t "qperf tcp_bw (64 KiB)"
 GP
 fi
 echo "results: $out"
