@@ -146,7 +146,10 @@ static void comp_gap(struct sr_qp *qp)
 	sr_req_go_back(qp, r->una_psn);
 }
 
-static void comp_read_resp(struct sr_qp *qp, struct sr_pkt *pkt)
+/* A read response or atomic ACK must carry the next PSN we await, for a
+ * WQE of the right kind.  Returns that WQE, or NULL when the packet is to
+ * be ignored (duplicate; a gap triggers a go-back) or was fatal. */
+static struct sr_send_wqe *comp_expect(struct sr_qp *qp, struct sr_pkt *pkt, bool atomic)
 {
 	struct sr_roce_qp *r = rqp(qp);
 	uint32_t idx;
@@ -155,34 +158,43 @@ static void comp_read_resp(struct sr_qp *qp, struct sr_pkt *pkt)
 	if (pkt->psn != r->una_psn) {
 		if (psn_diff(pkt->psn, r->una_psn) > 0)
 			comp_gap(qp);
-		return; /* duplicate or out of order */
+		return NULL;
 	}
 	w = sr_req_wqe_for_psn(qp, pkt->psn, &idx);
-	if (!w || w->opcode != IBV_WR_RDMA_READ) {
+	bool kind_ok = w && (atomic ? (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+				       w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
+				    : w->opcode == IBV_WR_RDMA_READ);
+	if (!kind_ok) {
 		comp_fail(qp, pkt->psn, IBV_WC_BAD_RESP_ERR);
-		return;
+		return NULL;
 	}
 	/* earlier sends/writes are implicitly acknowledged by this response */
 	if (idx != qp->sq.tail)
 		comp_ack_upto(qp, psn_add(pkt->psn, (uint32_t)-1));
-	uint64_t off = (uint64_t)psn_diff(pkt->psn, w->first_psn) * r->mtu;
-	bool last_of_piece = (pkt->mask & SR_OP_LAST) != 0;
-	if (off + pkt->paylen > w->length || (!last_of_piece && pkt->paylen != r->mtu)) {
-		comp_fail(qp, pkt->psn, IBV_WC_BAD_RESP_ERR);
-		return;
-	}
+	return w;
+}
+
+/* Copy response data into the WQE's local SGEs at off; false if fatal. */
+static bool comp_place(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_pkt *pkt, uint64_t off,
+		       const void *data, uint32_t len)
+{
 	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
-	int err = sr_sge_copy(qp->ctx, to_spd(qp->ibqp.qp_base.pd), w->sge, w->num_sge, off, (void *)pkt->payload,
-			      pkt->paylen, true);
+	int err = sr_sge_copy(qp->ctx, to_spd(qp->ibqp.qp_base.pd), w->sge, w->num_sge, off, (void *)data, len, true);
 	pthread_rwlock_unlock(&qp->ctx->mr_lock);
-	if (err) {
+	if (err) /* rxe: a response that can't be placed is a local protection error */
 		comp_fail(qp, pkt->psn, IBV_WC_LOC_PROT_ERR);
-		return;
-	}
+	return !err;
+}
+
+/* The awaited PSN arrived: progress, and one read/atomic slot freed when
+ * the request piece is complete. */
+static void comp_advance(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_pkt *pkt, bool piece_done)
+{
+	struct sr_roce_qp *r = rqp(qp);
 	r->una_psn = psn_add(pkt->psn, 1);
 	r->retry_left = qp->attr.retry_cnt;
 	r->gap_retx_valid = false;
-	if (last_of_piece && r->rd_outstanding)
+	if (piece_done && r->rd_outstanding)
 		r->rd_outstanding--;
 	if ((uint32_t)psn_diff(r->una_psn, w->first_psn) >= w->npkts)
 		w->state = SR_WQE_DONE;
@@ -190,40 +202,27 @@ static void comp_read_resp(struct sr_qp *qp, struct sr_pkt *pkt)
 	sr_sq_complete(qp);
 }
 
-static void comp_atomic_ack(struct sr_qp *qp, struct sr_pkt *pkt)
+static void comp_read_resp(struct sr_qp *qp, struct sr_pkt *pkt)
 {
-	struct sr_roce_qp *r = rqp(qp);
-	uint32_t idx;
-	struct sr_send_wqe *w;
-
-	if (pkt->psn != r->una_psn) {
-		if (psn_diff(pkt->psn, r->una_psn) > 0)
-			comp_gap(qp);
+	struct sr_send_wqe *w = comp_expect(qp, pkt, false);
+	if (!w)
 		return;
-	}
-	w = sr_req_wqe_for_psn(qp, pkt->psn, &idx);
-	if (!w || (w->opcode != IBV_WR_ATOMIC_CMP_AND_SWP && w->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD)) {
+	uint64_t off = (uint64_t)psn_diff(pkt->psn, w->first_psn) * rqp(qp)->mtu;
+	bool last_of_piece = (pkt->mask & SR_OP_LAST) != 0;
+	if (off + pkt->paylen > w->length || (!last_of_piece && pkt->paylen != rqp(qp)->mtu)) {
 		comp_fail(qp, pkt->psn, IBV_WC_BAD_RESP_ERR);
 		return;
 	}
-	if (idx != qp->sq.tail)
-		comp_ack_upto(qp, psn_add(pkt->psn, (uint32_t)-1));
+	if (comp_place(qp, w, pkt, off, pkt->payload, pkt->paylen))
+		comp_advance(qp, w, pkt, last_of_piece);
+}
+
+static void comp_atomic_ack(struct sr_qp *qp, struct sr_pkt *pkt)
+{
+	struct sr_send_wqe *w = comp_expect(qp, pkt, true);
 	uint64_t orig = pkt->atmack_orig;
-	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
-	int err = sr_sge_copy(qp->ctx, to_spd(qp->ibqp.qp_base.pd), w->sge, w->num_sge, 0, &orig, 8, true);
-	pthread_rwlock_unlock(&qp->ctx->mr_lock);
-	if (err) {
-		comp_fail(qp, pkt->psn, IBV_WC_LOC_PROT_ERR);
-		return;
-	}
-	r->una_psn = psn_add(pkt->psn, 1);
-	r->retry_left = qp->attr.retry_cnt;
-	r->gap_retx_valid = false;
-	if (r->rd_outstanding)
-		r->rd_outstanding--;
-	w->state = SR_WQE_DONE;
-	restart_timer(qp);
-	sr_sq_complete(qp);
+	if (w && comp_place(qp, w, pkt, 0, &orig, 8))
+		comp_advance(qp, w, pkt, true);
 }
 
 static void comp_retry(struct sr_qp *qp, uint32_t psn)
