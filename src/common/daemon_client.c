@@ -685,3 +685,49 @@ void sr_daemon_close(struct sr_daemon_conn *c)
 	shutdown(c->fd, SHUT_RDWR);
 	free_conn(c);
 }
+
+/* ---- connection management ---- */
+
+int sr_daemon_alloc_comm_id(struct sr_daemon_conn *c, uint32_t *id)
+{
+	int64_t v = sr_daemon_call(c, SR_IPC_ALLOC_COMM_ID, NULL, 0);
+
+	if (v < 0)
+		return (int)v;
+	/* The daemon hands out 32-bit IDs, never 0. */
+	if (v == 0 || v > UINT32_MAX)
+		return -EPROTO;
+	*id = (uint32_t)v;
+	return 0;
+}
+
+int sr_daemon_free_comm_id(struct sr_daemon_conn *c, uint32_t id)
+{
+	struct sr_ipc_comm_id b = { .comm_id = id };
+
+	return (int)sr_daemon_call(c, SR_IPC_FREE_COMM_ID, &b, sizeof(b));
+}
+
+static int listen_call(struct sr_daemon_conn *c, uint16_t type, uint64_t service_id,
+		       const struct sockaddr_in6 *local)
+{
+	struct sr_ipc_listen b;
+
+	memset(&b, 0, sizeof(b));
+	b.service_id = service_id;
+	if (local && local->sin6_family == AF_INET)
+		memcpy(&b.local, local, sizeof(struct sockaddr_in));
+	else if (local)
+		b.local = *local;
+	return (int)sr_daemon_call(c, type, &b, sizeof(b));
+}
+
+int sr_daemon_listen(struct sr_daemon_conn *c, uint64_t service_id, const struct sockaddr_in6 *local)
+{
+	return listen_call(c, SR_IPC_LISTEN, service_id, local);
+}
+
+int sr_daemon_unlisten(struct sr_daemon_conn *c, uint64_t service_id, const struct sockaddr_in6 *local)
+{
+	return listen_call(c, SR_IPC_UNLISTEN, service_id, local);
+}

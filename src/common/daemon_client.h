@@ -82,4 +82,21 @@ int64_t sr_daemon_call_ex(struct sr_daemon_conn *c, uint16_t type, const void *b
  * is dropped, as the network would), -EPIPE, -EMSGSIZE. */
 int sr_daemon_forward(struct sr_daemon_conn *c, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len);
 
+/* Connection management (ipc.h, "CM routing").  All return 0 or -errno
+ * (-EPIPE once the daemon is gone), like sr_daemon_call. */
+
+/* A host-wide CM Communication ID (never 0), in host order: the Local
+ * Communication ID of a REQ or REP, or a SIDR_REQ Request ID.  MADs that
+ * name it as the recipient's ID reach this connection's packet callback. */
+int sr_daemon_alloc_comm_id(struct sr_daemon_conn *c, uint32_t *id);
+int sr_daemon_free_comm_id(struct sr_daemon_conn *c, uint32_t id);
+
+/* REQs and SIDR_REQs for service_id (host order) sent to local (NULL or
+ * address :: = any local address, ::ffff:0.0.0.0 = any IPv4 address; port
+ * ignored; a struct sockaddr_in passed here is read as one) reach this
+ * connection's packet callback.  -EADDRINUSE when another process listens
+ * on the same service ID and address. */
+int sr_daemon_listen(struct sr_daemon_conn *c, uint64_t service_id, const struct sockaddr_in6 *local);
+int sr_daemon_unlisten(struct sr_daemon_conn *c, uint64_t service_id, const struct sockaddr_in6 *local);
+
 #endif

@@ -5,8 +5,11 @@
  *   - binds UDP 4791 (0.0.0.0 and [::], SO_REUSEPORT) and receives every
  *     datagram that no per-flow connected socket of a process claims;
  *   - allocates QP numbers host-wide and knows which client owns each;
- *   - forwards a datagram to the client owning its BTH destination QP
- *     (QP1 to the client that registered as the CM owner), drops the rest.
+ *   - forwards a datagram to the client owning its BTH destination QP,
+ *     drops the rest;
+ *   - is the host's shared QP1 (GSI): it routes each CM MAD to the process
+ *     it belongs to and answers, as the kernel's CM does, those that belong
+ *     to nobody (see "CM routing" below).
  *
  * Transport: a SOCK_SEQPACKET Unix socket in the abstract namespace (so
  * there is one daemon per network namespace, which is what two "hosts" in
@@ -34,13 +37,20 @@ enum sr_ipc_type {
 	SR_IPC_HELLO = 1,     /* c->d: body sr_ipc_hello; reply SR_IPC_REPLY (val = daemon pid) */
 	SR_IPC_ALLOC_QPN,     /* c->d: body sr_ipc_qpn (qpn ignored); reply val = qpn or -errno */
 	SR_IPC_FREE_QPN,      /* c->d: body sr_ipc_qpn; reply val = 0 or -errno */
-	SR_IPC_CLAIM_QP1,     /* c->d: become the receiver of QP1 (GSI) traffic; reply 0 or -EBUSY */
+	SR_IPC_CLAIM_QP1,     /* c->d: become the receiver of the QP1 (GSI) traffic that CM
+	                       * routing does not take (below); reply 0 or -EBUSY */
 	SR_IPC_PKT,           /* both ways: body sr_ipc_pkt + datagram.  d->c: deliver;
 	                       * c->d: a datagram the client received on a per-flow
 	                       * socket but does not own: route it by QPN. No reply. */
 	SR_IPC_REPLY,         /* d->c: body sr_ipc_reply */
 	SR_IPC_STATUS,        /* c->d: reply is SR_IPC_REPLY with val = number of clients,
 	                       * followed by text (status report) in the same message */
+	/* Connection management (QP1 shared host-wide; see "CM routing" below). */
+	SR_IPC_ALLOC_COMM_ID = 8, /* c->d: no body; reply val = a CM Communication ID
+	                           * (1 .. 0xffffffff, host order) or -errno */
+	SR_IPC_FREE_COMM_ID = 9,  /* c->d: body sr_ipc_comm_id; reply 0 or -errno */
+	SR_IPC_LISTEN = 10,       /* c->d: body sr_ipc_listen; reply 0 or -errno */
+	SR_IPC_UNLISTEN = 11,     /* c->d: body sr_ipc_listen; reply 0 or -errno */
 };
 
 /* Rules softrdmad follows (and clients rely on):
@@ -49,7 +59,7 @@ enum sr_ipc_type {
  *    socket is full it keeps the reply and stops reading that client's
  *    requests until it is sent.  PKT messages to a full client are dropped.
  *  - Reply values: wrong version -EPROTO; body shorter than its struct (the
- *    ALLOC_QPN and CLAIM_QP1 bodies are optional) or
+ *    ALLOC_QPN, CLAIM_QP1 and ALLOC_COMM_ID bodies are optional) or
  *    hdr.len not matching the message -EINVAL; unknown type -EOPNOTSUPP.
  *    ALLOC_QPN: -ENOSPC when the QPN space (or the daemon's limit of 2^20
  *    live QPNs) is exhausted.  FREE_QPN: -ENOENT not allocated, -EPERM
@@ -60,8 +70,63 @@ enum sr_ipc_type {
  *    claim are freed when its connection closes.
  *  - A message shorter than sr_ipc_hdr closes the connection.
  *  - STATUS text is "key value" lines (pid, uptime, socket, udp port,
- *    idle-exit, qpns, qp1 owner, clients + one line per client, received,
- *    forwarded, "dropped TOTAL reason=N ..."), for humans and test scripts. */
+ *    idle-exit, qpns, qp1 owner, comm ids, listens, cm peers, clients + one
+ *    line per client, received, forwarded, "dropped TOTAL reason=N ...",
+ *    "cm name=N ..."), for humans and test scripts.
+ *  - ALLOC_COMM_ID: round-robin from a random start (so a restarted daemon
+ *    does not hand out its predecessor's IDs again), never 0, never one in
+ *    use; -ENOSPC beyond 2^20 live IDs.  FREE_COMM_ID: -ENOENT not
+ *    allocated, -EPERM owned by another client.
+ *  - LISTEN: -EADDRINUSE when another client listens on the same service
+ *    ID and address (the same client again: 0, still one registration);
+ *    -EINVAL for nonzero flags or an address family other than 0, AF_INET,
+ *    AF_INET6; -ENOSPC beyond 65536 listens.  UNLISTEN: -ENOENT no such
+ *    listen, -EPERM another client's.
+ *  - A client's Communication IDs and listens are freed when its
+ *    connection closes. */
+
+/* CM routing.  On RoCE the IB CM runs over QP1: a CM MAD is a UD SEND_ONLY
+ * to BTH DestQP 1 (BTH + DETH with Q_Key 0x80010000 + 256-byte MAD + ICRC,
+ * 280 bytes) and always goes to UDP port 4791, so every process's
+ * connections share one endpoint per host.  softrdmad checks the envelope
+ * (length, opcode, pad, P_Key 0xffff/0x7fff, Q_Key, MAD base version 1,
+ * class 0x07, class version 2, method Send) and routes by IDs it hands out
+ * host-wide:
+ *  - REQ and SIDR_REQ: a REQ that repeats one already routed (same Local
+ *    Communication ID and Local CA GUID, within 5 minutes) goes where the
+ *    first went; otherwise both go to the LISTEN for their Service ID whose
+ *    address matches the datagram's destination address: an exact address
+ *    beats ::ffff:0.0.0.0, which beats ::.  No listener (and no CLAIM_QP1
+ *    holder): the daemon answers REJ reason 8 (invalid service ID) to a REQ
+ *    and SIDR_REP status 1 (service unsupported) to a SIDR_REQ.
+ *  - REP, RTU, MRA, REJ, DREQ, DREP, LAP, APR: to the owner of the Remote
+ *    Communication ID, which names the recipient in all of them.  A REJ
+ *    with reason 1 (timeout) and Remote Communication ID 0 comes from an
+ *    active side that never saw a REP: it goes where that side's REQ went,
+ *    found by its Local Communication ID and the CA GUID in the first 8
+ *    bytes of its ARI (so, as the kernel's CM does, put the node GUID both
+ *    in a REQ's Local CA GUID and in such a REJ's ARI).  A DREQ for an ID
+ *    nobody owns (and no CLAIM_QP1 holder) is answered with a DREP, as the
+ *    kernel's CM does, so that the peer of a process that died disconnects
+ *    at once.
+ *  - SIDR_REP: to the owner of its Request ID (SIDR_REQ Request IDs come
+ *    from ALLOC_COMM_ID too).
+ *  - Anything else (other attributes, other management classes, malformed
+ *    datagrams, unknown IDs) goes to the client holding CLAIM_QP1, if any,
+ *    else it is dropped: counted as dropped no_qp1_owner, and by cause on
+ *    the STATUS "cm" line.
+ * Routed MADs reach the client unchanged as SR_IPC_PKT (meta src = the
+ * sender, dst = the local address it was sent to): the client parses the
+ * MAD and checks the ICRC itself.  The daemon's own answers leave from UDP
+ * port 4791 of the local address the request was sent to, for the sender's
+ * address, port 4791, with DETH SrcQP 1; they are rate-limited per source
+ * address and in total.
+ *
+ * Sending CM MADs needs no daemon: a receiver of QP1 traffic ignores the
+ * UDP source port, so a client sends from a socket of its own bound to any
+ * port (an ephemeral one is fine), to the peer's port 4791, with BTH
+ * DestQP 1, DETH SrcQP 1, Q_Key 0x80010000, and the ICRC computed for that
+ * source port (for IPv4 with DF set, so that the IPv4 ID is 0). */
 
 struct sr_ipc_hdr {
 	uint16_t type;
@@ -80,6 +145,23 @@ struct sr_ipc_qpn {
 
 struct sr_ipc_reply {
 	int64_t val;
+};
+
+struct sr_ipc_comm_id {
+	uint32_t comm_id;     /* host order, as ALLOC_COMM_ID returned it */
+	uint32_t pad;         /* 0 */
+};
+
+struct sr_ipc_listen {
+	uint64_t service_id;  /* host order (the wire carries it big-endian) */
+	/* Local address the listener is bound to.  sin6_family 0, or the
+	 * address :: = every local address (IPv4 and IPv6); ::ffff:0.0.0.0 =
+	 * every IPv4 address; anything else (IPv4 as IPv4-mapped) = that
+	 * address only.  A struct sockaddr_in (AF_INET) stored here is
+	 * accepted too.  Port and scope are ignored. */
+	struct sockaddr_in6 local;
+	uint32_t flags;       /* 0; anything else -EINVAL */
+	uint32_t pad;
 };
 
 struct sr_ipc_pkt {

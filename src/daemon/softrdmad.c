@@ -8,6 +8,11 @@
  * prefers an exact 4-tuple match, so only the rest (QP1 MADs, UD, the first
  * packets of a flow) reaches the daemon's unconnected sockets.
  *
+ * QP1 is shared the same way: every process's CM MADs arrive at the one
+ * host-wide QP1, so the daemon routes them by the IDs it hands out
+ * (Communication IDs, listens by Service ID) and answers, as the kernel's
+ * CM does, the requests that belong to no process.
+ *
  * Everything from the wire and from clients is untrusted: every length is
  * checked, and the daemon never blocks on a client (datagram semantics:
  * a client that does not read loses packets, never stalls the others). */
@@ -30,12 +35,14 @@
 #include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 
 #include "common/ipc.h"
+#include "roce/wire/roce_hdr.h"
 
 #define QPN_FIRST 0x11u
 #define QPN_LAST 0xffffffu
@@ -47,6 +54,58 @@
 #define SOCK_BUF_BYTES (4 << 20)
 #define PKT_HDRS (sizeof(struct sr_ipc_hdr) + sizeof(struct sr_ipc_pkt))
 #define SLOT_BYTES ((PKT_HDRS + SR_IPC_MAX_PKT + 8 + 7) & ~(size_t)7)
+
+/* CM state limits: bound daemon memory whatever clients and peers do. */
+#define COMM_ID_MAX_LIVE (1u << 20)
+#define LISTEN_MAX 65536u
+#define LISTEN_BUCKETS 1024u
+#define PEER_REQ_MAX 16384u
+#define PEER_REQ_BUCKETS 4096u
+/* Longer than an rdma_cm REQ is retried (15 tries of ~4 s, doubled by MRA). */
+#define PEER_REQ_TTL_MS (300 * 1000)
+#define ANSWER_SRC_SLOTS 1024u
+#define ANSWER_SRC_RATE 20           /* answers per second to one address */
+#define ANSWER_SRC_BURST 40
+#define ANSWER_ALL_RATE 500          /* answers per second in total */
+#define ANSWER_ALL_BURST 1000
+
+/* A GSI datagram: BTH, DETH, one 256-byte MAD (so no pad), ICRC. */
+#define GSI_MAD_BYTES 256
+#define GSI_DGRAM_BYTES (SR_BTH_BYTES + SR_DETH_BYTES + GSI_MAD_BYTES + SR_ICRC_BYTES)
+/* MAD common header (IBTA vol. 1, 13.4.3) */
+#define MAD_BASE_VERSION 1
+#define MAD_CLASS_CM 0x07
+#define MAD_CM_CLASS_VERSION 2
+#define MAD_METHOD_SEND 0x03
+#define MAD_OFF_TID 8
+#define MAD_OFF_ATTR_ID 16
+/* CM messages (IBTA vol. 1, 12.6), offsets from the start of the MAD */
+enum cm_attr {
+	CM_ATTR_REQ = 0x0010,
+	CM_ATTR_MRA = 0x0011,
+	CM_ATTR_REJ = 0x0012,
+	CM_ATTR_REP = 0x0013,
+	CM_ATTR_RTU = 0x0014,
+	CM_ATTR_DREQ = 0x0015,
+	CM_ATTR_DREP = 0x0016,
+	CM_ATTR_SIDR_REQ = 0x0017,
+	CM_ATTR_SIDR_REP = 0x0018,
+	CM_ATTR_LAP = 0x0019,
+	CM_ATTR_APR = 0x001a,
+};
+#define CM_OFF_LOCAL_COMM_ID 24      /* every message but SIDR_* */
+#define CM_OFF_REMOTE_COMM_ID 28     /* every message but REQ and SIDR_* */
+#define CM_OFF_REQ_SERVICE_ID 32
+#define CM_OFF_REQ_LOCAL_CA_GUID 40
+#define CM_OFF_REJ_REASON 34
+#define CM_OFF_REJ_ARI 36
+#define CM_OFF_SIDR_REQUEST_ID 24    /* SIDR_REQ and SIDR_REP */
+#define CM_OFF_SIDR_REQ_SERVICE_ID 32
+#define CM_OFF_SIDR_REP_STATUS 28
+#define CM_OFF_SIDR_REP_SERVICE_ID 36
+#define CM_REJ_TIMEOUT 1
+#define CM_REJ_INVALID_SERVICE_ID 8
+#define CM_SIDR_UNSUPPORTED 1
 
 enum src_kind { SRC_LISTEN, SRC_UDP4, SRC_UDP6, SRC_SIGNAL, SRC_CLIENT };
 
@@ -60,7 +119,7 @@ struct client {
 	pid_t pid;                   /* from SO_PEERCRED */
 	uid_t uid;
 	int32_t hello_pid;
-	uint32_t nqpn;
+	uint32_t nqpn, ncomm_id, nlisten;
 	uint64_t delivered, dropped_full;
 	/* A reply the socket had no room for.  While set the client's requests
 	 * are not read, so at most one is ever pending. */
@@ -92,9 +151,80 @@ static const char *const drop_name[DROP_NREASONS] = {
 	[DROP_BAD_IPC] = "bad_ipc",
 };
 
-struct qpn_ent {
-	uint32_t qpn;                /* 0 = empty slot (0 is never allocated) */
+/* What happened to QP1 datagrams, for the STATUS "cm" line. */
+enum cm_counter {
+	CM_TO_LISTENER,      /* REQ / SIDR_REQ to the process listening */
+	CM_TO_REQ_OWNER,     /* REQ again, or REJ timeout: where the REQ went */
+	CM_TO_ID_OWNER,      /* to the owner of the Communication / Request ID */
+	CM_TO_QP1_OWNER,     /* not routed by the above: to the CLAIM_QP1 holder */
+	CM_REJ_SENT,
+	CM_SIDR_REP_SENT,
+	CM_DREP_SENT,
+	CM_ANSWER_LIMITED,   /* an answer not sent: rate limit */
+	CM_ANSWER_ERR,       /* an answer not sent: no usable address, send failed */
+	CM_MALFORMED,        /* not a 280-byte UD SEND with GSI Q_Key, P_Key, MAD v1 */
+	CM_NOT_CM,           /* another management class */
+	CM_UNSUPPORTED,      /* CM MAD not routed: other attribute, method, version */
+	CM_NO_LISTENER,
+	CM_UNKNOWN_ID,
+	CM_NCOUNTERS
+};
+
+static const char *const cm_name[CM_NCOUNTERS] = {
+	[CM_TO_LISTENER] = "to_listener",
+	[CM_TO_REQ_OWNER] = "to_req_owner",
+	[CM_TO_ID_OWNER] = "to_id_owner",
+	[CM_TO_QP1_OWNER] = "to_qp1_owner",
+	[CM_REJ_SENT] = "rej_sent",
+	[CM_SIDR_REP_SENT] = "sidr_rep_sent",
+	[CM_DREP_SENT] = "drep_sent",
+	[CM_ANSWER_LIMITED] = "answer_limited",
+	[CM_ANSWER_ERR] = "answer_error",
+	[CM_MALFORMED] = "malformed",
+	[CM_NOT_CM] = "not_cm",
+	[CM_UNSUPPORTED] = "unsupported",
+	[CM_NO_LISTENER] = "no_listener",
+	[CM_UNKNOWN_ID] = "unknown_id",
+};
+
+/* Owner of a 32-bit ID (QPN or Communication ID). */
+struct id_ent {
+	uint32_t id;                 /* 0 = empty slot (0 is never handed out) */
 	struct client *owner;
+};
+
+/* Open addressing, linear probing, load <= 1/2. */
+struct idtab {
+	struct id_ent *e;
+	uint32_t cap, n;
+};
+
+struct listener {
+	struct listener *next;       /* hash chain */
+	struct client *owner;
+	uint64_t service_id;
+	struct in6_addr addr;        /* :: any, ::ffff:0.0.0.0 any IPv4, else exact */
+};
+
+/* A REQ routed to a listener, named as the peer names it. */
+struct req_seen {
+	struct req_seen *hnext;      /* hash chain */
+	struct req_seen *older, *newer;
+	uint32_t comm_id;            /* the REQ's Local Communication ID */
+	uint8_t ca_guid[8];          /* the REQ's Local CA GUID */
+	struct client *owner;
+	int64_t t_ms;                /* last seen */
+};
+
+struct token_bucket {
+	int64_t t_ms;
+	uint64_t milli;
+};
+
+struct answer_src {
+	bool used;
+	struct in6_addr addr;
+	struct token_bucket tb;
 };
 
 /* All daemon state: one instance, owned by the event loop thread. */
@@ -110,10 +240,19 @@ static struct {
 	struct client *clients;
 	unsigned nclients;
 	struct client *qp1_owner;
-	struct qpn_ent *qt;          /* open addressing, linear probing, load <= 1/2 */
-	uint32_t qt_cap, qt_n;
+	struct idtab qpns;
 	uint32_t next_qpn;
 	uint32_t port_use[1u << 14]; /* live QPNs per sr_qpn_src_port() - 0xC000 */
+	struct idtab comm_ids;
+	uint32_t next_comm_id;
+	struct listener *listens[LISTEN_BUCKETS];
+	uint32_t nlistens;
+	struct req_seen *rs_hash[PEER_REQ_BUCKETS], *rs_oldest, *rs_newest;
+	uint32_t rs_n;
+	struct answer_src answer_src[ANSWER_SRC_SLOTS];
+	struct token_bucket answer_all;
+	uint32_t gsi_psn;
+	uint64_t cm_rx, cm[CM_NCOUNTERS];
 	struct timespec start;
 	int64_t idle_since_ms;
 	uint64_t rx_udp, rx_client, forwarded, drops[DROP_NREASONS];
@@ -172,79 +311,116 @@ static void die(const char *fmt, ...)
 	_exit(1);
 }
 
-/* ---- QPN table ---- */
+/* ---- ID tables (QPNs, CM Communication IDs) ---- */
 
-static uint32_t qt_home(uint32_t qpn)
+static uint32_t it_home(const struct idtab *t, uint32_t id)
 {
-	return (qpn * 0x9E3779B1u) & (d.qt_cap - 1);
+	return (id * 0x9E3779B1u) & (t->cap - 1);
 }
 
-static struct qpn_ent *qt_find(uint32_t qpn)
+static struct id_ent *it_find(const struct idtab *t, uint32_t id)
 {
-	if (!d.qt_cap || !qpn)
+	if (!t->cap || !id)
 		return NULL;
-	for (uint32_t i = qt_home(qpn);; i = (i + 1) & (d.qt_cap - 1)) {
-		if (d.qt[i].qpn == qpn)
-			return &d.qt[i];
-		if (!d.qt[i].qpn)
+	for (uint32_t i = it_home(t, id);; i = (i + 1) & (t->cap - 1)) {
+		if (t->e[i].id == id)
+			return &t->e[i];
+		if (!t->e[i].id)
 			return NULL;
 	}
 }
 
-static void qt_place(struct qpn_ent *tab, uint32_t cap, uint32_t qpn, struct client *owner)
+static void it_place(struct id_ent *tab, uint32_t cap, uint32_t id, struct client *owner)
 {
-	uint32_t i = (qpn * 0x9E3779B1u) & (cap - 1);
+	uint32_t i = (id * 0x9E3779B1u) & (cap - 1);
 
-	while (tab[i].qpn)
+	while (tab[i].id)
 		i = (i + 1) & (cap - 1);
-	tab[i].qpn = qpn;
+	tab[i].id = id;
 	tab[i].owner = owner;
 }
 
-static int qt_insert(uint32_t qpn, struct client *owner)
+static int it_insert(struct idtab *t, uint32_t id, struct client *owner)
 {
-	if ((d.qt_n + 1) * 2 > d.qt_cap) {
-		uint32_t cap = d.qt_cap ? d.qt_cap * 2 : 1024;
-		struct qpn_ent *tab = calloc(cap, sizeof(*tab));
+	if ((t->n + 1) * 2 > t->cap) {
+		uint32_t cap = t->cap ? t->cap * 2 : 1024;
+		struct id_ent *tab = calloc(cap, sizeof(*tab));
 
 		if (!tab)
 			return -ENOMEM;
-		for (uint32_t i = 0; i < d.qt_cap; i++)
-			if (d.qt[i].qpn)
-				qt_place(tab, cap, d.qt[i].qpn, d.qt[i].owner);
-		free(d.qt);
-		d.qt = tab;
-		d.qt_cap = cap;
+		for (uint32_t i = 0; i < t->cap; i++)
+			if (t->e[i].id)
+				it_place(tab, cap, t->e[i].id, t->e[i].owner);
+		free(t->e);
+		t->e = tab;
+		t->cap = cap;
 	}
-	qt_place(d.qt, d.qt_cap, qpn, owner);
-	d.qt_n++;
+	it_place(t->e, t->cap, id, owner);
+	t->n++;
 	return 0;
 }
 
 /* Backward-shift deletion keeps probe chains intact without tombstones. */
-static void qt_remove(struct qpn_ent *e)
+static void it_remove(struct idtab *t, struct id_ent *e)
 {
-	uint32_t mask = d.qt_cap - 1;
-	uint32_t i = (uint32_t)(e - d.qt), j = i;
+	uint32_t mask = t->cap - 1;
+	uint32_t i = (uint32_t)(e - t->e), j = i;
 
 	for (;;) {
 		uint32_t k;
 
 		j = (j + 1) & mask;
-		if (!d.qt[j].qpn)
+		if (!t->e[j].id)
 			break;
-		k = qt_home(d.qt[j].qpn);
+		k = it_home(t, t->e[j].id);
 		/* Entry j may move to the hole at i only if its home is not
 		 * cyclically within (i, j]. */
 		if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
 			continue;
-		d.qt[i] = d.qt[j];
+		t->e[i] = t->e[j];
 		i = j;
 	}
-	d.qt[i].qpn = 0;
-	d.qt[i].owner = NULL;
-	d.qt_n--;
+	t->e[i].id = 0;
+	t->e[i].owner = NULL;
+	t->n--;
 }
+
+/* Calls release on each of c's n entries (release removes the entry). */
+static void it_release_owner(struct idtab *t, struct client *c, uint32_t n, void (*release)(struct id_ent *))
+{
+	uint32_t *list, got = 0;
+
+	if (!n)
+		return;
+	/* Deleting shifts entries, so collect first. */
+	list = malloc(n * sizeof(*list));
+	if (list) {
+		for (uint32_t i = 0; i < t->cap && got < n; i++)
+			if (t->e[i].id && t->e[i].owner == c)
+				list[got++] = t->e[i].id;
+		for (uint32_t i = 0; i < got; i++) {
+			struct id_ent *e = it_find(t, list[i]);
+
+			if (e)
+				release(e);
+		}
+		free(list);
+		return;
+	}
+	/* Out of memory: rescan from the start after each removal. */
+	for (;;) {
+		uint32_t i;
+
+		for (i = 0; i < t->cap; i++)
+			if (t->e[i].id && t->e[i].owner == c)
+				break;
+		if (i == t->cap)
+			break;
+		release(&t->e[i]);
+	}
+}
+
+/* ---- QPNs ---- */
 
 static uint32_t *port_slot(uint32_t qpn)
 {
@@ -256,13 +432,13 @@ static int64_t qpn_alloc(struct client *c)
 	uint32_t q = d.next_qpn, fallback = 0;
 	int pref = 0;
 
-	if (d.qt_n >= QPN_MAX_LIVE)
+	if (d.qpns.n >= QPN_MAX_LIVE)
 		return -ENOSPC;
 	for (uint32_t scanned = 0; scanned <= QPN_LAST - QPN_FIRST; scanned++) {
 		uint32_t cand = q;
 
 		q = q >= QPN_LAST ? QPN_FIRST : q + 1;
-		if (qt_find(cand))
+		if (it_find(&d.qpns, cand))
 			continue;
 		/* Distinct source ports keep flows of different local QPs to the
 		 * same peer on distinct 4-tuples. */
@@ -276,7 +452,7 @@ static int64_t qpn_alloc(struct client *c)
 			cand = fallback;
 			q = cand >= QPN_LAST ? QPN_FIRST : cand + 1;
 		}
-		if (qt_insert(cand, c))
+		if (it_insert(&d.qpns, cand, c))
 			return -ENOMEM;
 		d.next_qpn = q;
 		(*port_slot(cand))++;
@@ -286,44 +462,297 @@ static int64_t qpn_alloc(struct client *c)
 	return -ENOSPC;
 }
 
-static void qpn_release(struct qpn_ent *e)
+static void qpn_release(struct id_ent *e)
 {
-	(*port_slot(e->qpn))--;
+	(*port_slot(e->id))--;
 	e->owner->nqpn--;
-	qt_remove(e);
+	it_remove(&d.qpns, e);
 }
 
-static void qpn_release_all(struct client *c)
+/* ---- CM Communication IDs ---- */
+
+static int64_t comm_id_alloc(struct client *c)
 {
-	uint32_t *list, n = 0;
-
-	if (!c->nqpn)
-		return;
-	/* Deleting shifts entries, so collect first. */
-	list = malloc(c->nqpn * sizeof(*list));
-	if (list) {
-		for (uint32_t i = 0; i < d.qt_cap && n < c->nqpn; i++)
-			if (d.qt[i].qpn && d.qt[i].owner == c)
-				list[n++] = d.qt[i].qpn;
-		for (uint32_t i = 0; i < n; i++) {
-			struct qpn_ent *e = qt_find(list[i]);
-
-			if (e)
-				qpn_release(e);
-		}
-		free(list);
-		return;
-	}
-	/* Out of memory: rescan from the start after each removal. */
+	if (d.comm_ids.n >= COMM_ID_MAX_LIVE)
+		return -ENOSPC;
+	/* Far fewer IDs are live than exist, so this ends within n + 2 steps. */
 	for (;;) {
-		uint32_t i;
+		uint32_t id = d.next_comm_id++;
 
-		for (i = 0; i < d.qt_cap; i++)
-			if (d.qt[i].qpn && d.qt[i].owner == c)
-				break;
-		if (i == d.qt_cap)
-			break;
-		qpn_release(&d.qt[i]);
+		/* 0 means "none" on the wire (a REQ's Remote Communication ID). */
+		if (!id || it_find(&d.comm_ids, id))
+			continue;
+		if (it_insert(&d.comm_ids, id, c))
+			return -ENOMEM;
+		c->ncomm_id++;
+		return id;
+	}
+}
+
+static void comm_id_release(struct id_ent *e)
+{
+	e->owner->ncomm_id--;
+	it_remove(&d.comm_ids, e);
+}
+
+static struct client *comm_id_owner(uint32_t id)
+{
+	struct id_ent *e = it_find(&d.comm_ids, id);
+
+	return e ? e->owner : NULL;
+}
+
+static void to_mapped(struct sockaddr_in6 *out, const struct sockaddr_in *in)
+{
+	memset(out, 0, sizeof(*out));
+	out->sin6_family = AF_INET6;
+	out->sin6_port = in->sin_port;
+	out->sin6_addr.s6_addr[10] = 0xff;
+	out->sin6_addr.s6_addr[11] = 0xff;
+	memcpy(&out->sin6_addr.s6_addr[12], &in->sin_addr, 4);
+}
+
+/* ---- CM listens ---- */
+
+static uint32_t listen_bucket(uint64_t service_id)
+{
+	return (uint32_t)((service_id * 0x9E3779B97F4A7C15ull) >> 32) & (LISTEN_BUCKETS - 1);
+}
+
+static bool addr_is_any4(const struct in6_addr *a)
+{
+	static const struct in6_addr any4 = { .s6_addr = { [10] = 0xff, [11] = 0xff } };
+
+	return IN6_ARE_ADDR_EQUAL(a, &any4);
+}
+
+/* The address of a LISTEN body as the daemon keeps it; -EINVAL if unusable. */
+static int listen_addr(const struct sr_ipc_listen *l, struct in6_addr *out)
+{
+	switch (l->local.sin6_family) {
+	case AF_UNSPEC:
+		*out = in6addr_any;
+		return 0;
+	case AF_INET6:
+		*out = l->local.sin6_addr;
+		return 0;
+	case AF_INET: {
+		struct sockaddr_in sin;
+		struct sockaddr_in6 m;
+
+		memcpy(&sin, &l->local, sizeof(sin));
+		to_mapped(&m, &sin);
+		*out = m.sin6_addr;
+		return 0;
+	}
+	default:
+		return -EINVAL;
+	}
+}
+
+static struct listener *listen_find(uint64_t service_id, const struct in6_addr *addr)
+{
+	for (struct listener *l = d.listens[listen_bucket(service_id)]; l; l = l->next)
+		if (l->service_id == service_id && IN6_ARE_ADDR_EQUAL(&l->addr, addr))
+			return l;
+	return NULL;
+}
+
+/* The listener a REQ for service_id sent to dst belongs to: one bound to
+ * dst itself, else to every IPv4 address (for an IPv4 dst), else to any. */
+static struct client *listen_match(uint64_t service_id, const struct in6_addr *dst)
+{
+	struct client *best = NULL;
+	int best_rank = 0;
+
+	for (struct listener *l = d.listens[listen_bucket(service_id)]; l; l = l->next) {
+		int rank;
+
+		if (l->service_id != service_id)
+			continue;
+		if (IN6_ARE_ADDR_EQUAL(&l->addr, dst))
+			rank = 3;
+		else if (addr_is_any4(&l->addr) && IN6_IS_ADDR_V4MAPPED(dst))
+			rank = 2;
+		else if (IN6_IS_ADDR_UNSPECIFIED(&l->addr))
+			rank = 1;
+		else
+			continue;
+		if (rank > best_rank) {
+			best_rank = rank;
+			best = l->owner;
+		}
+	}
+	return best;
+}
+
+static int listen_add(struct client *c, const struct sr_ipc_listen *req)
+{
+	struct in6_addr addr;
+	struct listener *l;
+	uint32_t b;
+
+	if (req->flags || listen_addr(req, &addr))
+		return -EINVAL;
+	l = listen_find(req->service_id, &addr);
+	if (l)
+		return l->owner == c ? 0 : -EADDRINUSE;
+	if (d.nlistens >= LISTEN_MAX)
+		return -ENOSPC;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->owner = c;
+	l->service_id = req->service_id;
+	l->addr = addr;
+	b = listen_bucket(req->service_id);
+	l->next = d.listens[b];
+	d.listens[b] = l;
+	d.nlistens++;
+	c->nlisten++;
+	return 0;
+}
+
+static void listen_unlink(struct listener **pp)
+{
+	struct listener *l = *pp;
+
+	*pp = l->next;
+	l->owner->nlisten--;
+	d.nlistens--;
+	free(l);
+}
+
+static int listen_del(struct client *c, const struct sr_ipc_listen *req)
+{
+	struct in6_addr addr;
+
+	if (req->flags || listen_addr(req, &addr))
+		return -EINVAL;
+	for (struct listener **pp = &d.listens[listen_bucket(req->service_id)]; *pp; pp = &(*pp)->next) {
+		if ((*pp)->service_id != req->service_id || !IN6_ARE_ADDR_EQUAL(&(*pp)->addr, &addr))
+			continue;
+		if ((*pp)->owner != c)
+			return -EPERM;
+		listen_unlink(pp);
+		return 0;
+	}
+	return -ENOENT;
+}
+
+static void listen_release_all(struct client *c)
+{
+	for (uint32_t b = 0; b < LISTEN_BUCKETS && c->nlisten; b++) {
+		struct listener **pp = &d.listens[b];
+
+		while (*pp) {
+			if ((*pp)->owner == c)
+				listen_unlink(pp);
+			else
+				pp = &(*pp)->next;
+		}
+	}
+}
+
+/* ---- REQs routed to a listener ----
+ *
+ * The passive side's process must also get what the active side sends
+ * before it has learnt the passive side's Communication ID: a REQ sent
+ * again (lost REP, or the REP is still being made), and a REJ "timeout"
+ * when the active side gives up, which names the connection only by the
+ * active side's Local Communication ID and CA GUID (in the ARI).  So
+ * remember, for a while, where each REQ went.  Bounded in number and
+ * age: a peer can make the daemon remember only the last PEER_REQ_MAX. */
+
+static uint32_t rs_bucket(uint32_t comm_id, const uint8_t guid[8])
+{
+	uint64_t g;
+
+	memcpy(&g, guid, sizeof(g));
+	return (uint32_t)(((g ^ comm_id) * 0x9E3779B97F4A7C15ull) >> 32) & (PEER_REQ_BUCKETS - 1);
+}
+
+static void rs_age_unlink(struct req_seen *e)
+{
+	if (e->older)
+		e->older->newer = e->newer;
+	else
+		d.rs_oldest = e->newer;
+	if (e->newer)
+		e->newer->older = e->older;
+	else
+		d.rs_newest = e->older;
+}
+
+static void rs_unlink(struct req_seen *e)
+{
+	struct req_seen **pp = &d.rs_hash[rs_bucket(e->comm_id, e->ca_guid)];
+
+	while (*pp != e)
+		pp = &(*pp)->hnext;
+	*pp = e->hnext;
+	rs_age_unlink(e);
+	d.rs_n--;
+	free(e);
+}
+
+static void rs_append(struct req_seen *e, int64_t now)
+{
+	e->t_ms = now;
+	e->newer = NULL;
+	e->older = d.rs_newest;
+	if (d.rs_newest)
+		d.rs_newest->newer = e;
+	else
+		d.rs_oldest = e;
+	d.rs_newest = e;
+}
+
+static void rs_expire(int64_t now)
+{
+	while (d.rs_oldest && now - d.rs_oldest->t_ms > PEER_REQ_TTL_MS)
+		rs_unlink(d.rs_oldest);
+}
+
+static struct req_seen *rs_find(uint32_t comm_id, const uint8_t guid[8])
+{
+	rs_expire(now_ms());
+	for (struct req_seen *e = d.rs_hash[rs_bucket(comm_id, guid)]; e; e = e->hnext)
+		if (e->comm_id == comm_id && !memcmp(e->ca_guid, guid, 8))
+			return e;
+	return NULL;
+}
+
+static void rs_add(uint32_t comm_id, const uint8_t guid[8], struct client *owner)
+{
+	struct req_seen *e;
+	uint32_t b;
+
+	if (d.rs_n >= PEER_REQ_MAX)
+		rs_unlink(d.rs_oldest);
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return;  /* only duplicates and timeout REJs lose their way */
+	e->comm_id = comm_id;
+	memcpy(e->ca_guid, guid, 8);
+	e->owner = owner;
+	b = rs_bucket(comm_id, guid);
+	e->hnext = d.rs_hash[b];
+	d.rs_hash[b] = e;
+	d.rs_n++;
+	rs_append(e, now_ms());
+}
+
+static void rs_release_all(struct client *c)
+{
+	struct req_seen *e = d.rs_oldest;
+
+	while (e) {
+		struct req_seen *next = e->newer;
+
+		if (e->owner == c)
+			rs_unlink(e);
+		e = next;
 	}
 }
 
@@ -338,11 +767,14 @@ static void client_set_events(struct client *c, uint32_t events)
 
 static void client_drop(struct client *c, const char *why)
 {
-	logmsg("client pid %ld disconnected (%s), freeing %u QPN(s)%s", (long)c->pid, why, c->nqpn,
-	       d.qp1_owner == c ? " and QP1" : "");
+	logmsg("client pid %ld disconnected (%s), freeing %u QPN(s), %u comm ID(s), %u listen(s)%s", (long)c->pid,
+	       why, c->nqpn, c->ncomm_id, c->nlisten, d.qp1_owner == c ? " and QP1" : "");
 	epoll_ctl(d.epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
-	qpn_release_all(c);
+	it_release_owner(&d.qpns, c, c->nqpn, qpn_release);
+	it_release_owner(&d.comm_ids, c, c->ncomm_id, comm_id_release);
+	listen_release_all(c);
+	rs_release_all(c);
 	if (d.qp1_owner == c)
 		d.qp1_owner = NULL;
 	if (c->prev)
@@ -504,34 +936,352 @@ static void deliver(struct client *c, const uint8_t *msg, size_t len)
 	d.forwarded++;
 }
 
-static struct client *route(const uint8_t *dgram, uint32_t len, enum drop_reason *why)
-{
-	uint32_t qpn;
-	struct qpn_ent *e;
+/* ---- the daemon's own CM answers ---- */
 
-	if (len < 12) {
-		*why = DROP_SHORT;
-		return NULL;
+/* Token bucket in thousandths of a token, so that rates below one per
+ * millisecond still refill. */
+static bool tb_take(struct token_bucket *b, int64_t now, uint32_t rate, uint32_t burst)
+{
+	uint64_t cap = (uint64_t)burst * 1000;
+
+	if (now > b->t_ms) {
+		uint64_t add = (uint64_t)(now - b->t_ms) * rate;
+
+		b->milli = b->milli + add > cap ? cap : b->milli + add;
+		b->t_ms = now;
+	}
+	if (b->milli < 1000)
+		return false;
+	b->milli -= 1000;
+	return true;
+}
+
+/* Answers go to the address a request claims to come from, which may be
+ * forged: limit them per source and in total, so the daemon cannot be
+ * used to flood a third party. */
+static bool answer_allowed(const struct in6_addr *src)
+{
+	int64_t now = now_ms();
+	uint32_t h = 0;
+	struct answer_src *s;
+
+	for (int i = 0; i < 16; i += 4) {
+		uint32_t w;
+
+		memcpy(&w, &src->s6_addr[i], 4);
+		h = (h ^ w) * 0x9E3779B1u;
+	}
+	s = &d.answer_src[(h >> 16) & (ANSWER_SRC_SLOTS - 1)];
+	if (!s->used || !IN6_ARE_ADDR_EQUAL(&s->addr, src)) {
+		s->used = true;
+		s->addr = *src;
+		s->tb.t_ms = now;
+		s->tb.milli = (uint64_t)ANSWER_SRC_BURST * 1000;
+	}
+	if (!tb_take(&s->tb, now, ANSWER_SRC_RATE, ANSWER_SRC_BURST))
+		return false;
+	return tb_take(&d.answer_all, now, ANSWER_ALL_RATE, ANSWER_ALL_BURST);
+}
+
+static bool addr_unicast(const struct in6_addr *a)
+{
+	if (IN6_IS_ADDR_V4MAPPED(a)) {
+		uint8_t b0 = a->s6_addr[12];
+
+		/* 0/8, 224/4 (multicast) and 240/4 (with 255.255.255.255) */
+		return b0 != 0 && b0 < 224;
+	}
+	return !IN6_IS_ADDR_UNSPECIFIED(a) && !IN6_IS_ADDR_MULTICAST(a);
+}
+
+static void wr16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static uint16_t rd16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static uint32_t rd32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static uint64_t rd64(const uint8_t *p)
+{
+	return (uint64_t)rd32(p) << 32 | rd32(p + 4);
+}
+
+/* What the kernel's CM sends for a request nobody here takes (cm_issue_rej,
+ * SIDR_REP IB_SIDR_UNSUPPORTED, cm_issue_drep): the answer goes to the
+ * sender's QP1 from the local address the request came to.  req is a
+ * checked GSI datagram.  Returns true if the answer was sent. */
+static bool cm_answer(const uint8_t *req, const struct sr_ipc_pkt *meta, uint16_t attr)
+{
+	const uint8_t *rmad = req + SR_BTH_BYTES + SR_DETH_BYTES;
+	uint8_t pkt[GSI_DGRAM_BYTES];
+	uint8_t *mad = pkt + SR_BTH_BYTES + SR_DETH_BYTES;
+	bool v4 = IN6_IS_ADDR_V4MAPPED(&meta->src.sin6_addr);
+	struct sr_pkt h = { 0 };
+	struct sr_icrc_env env = { 0 };
+	union {
+		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(struct in_pktinfo))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { pkt, sizeof(pkt) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf };
+	struct cmsghdr *cm = (struct cmsghdr *)ctl.buf;
+	struct sockaddr_in to4;
+	struct sockaddr_in6 to6;
+	int fd = v4 ? d.udp4_fd : d.udp6_fd;
+
+	/* Without the local address the ICRC cannot be right. */
+	if (meta->src.sin6_family != AF_INET6 || meta->dst.sin6_family != AF_INET6 ||
+	    !addr_unicast(&meta->src.sin6_addr) || !addr_unicast(&meta->dst.sin6_addr) ||
+	    v4 != IN6_IS_ADDR_V4MAPPED(&meta->dst.sin6_addr) || fd < 0) {
+		d.cm[CM_ANSWER_ERR]++;
+		return false;
+	}
+	if (!answer_allowed(&meta->src.sin6_addr)) {
+		d.cm[CM_ANSWER_LIMITED]++;
+		return false;
+	}
+
+	memset(pkt, 0, sizeof(pkt));
+	h.opcode = IBV_OPCODE_UD_SEND_ONLY;
+	h.pkey = rd16(req + 2);
+	h.dqpn = 1;
+	h.ackreq = true;  /* as the kernel's rxe sends MADs */
+	h.psn = d.gsi_psn++ & SR_PSN_MASK;
+	h.deth_qkey = SR_GSI_QKEY;
+	h.deth_sqpn = 1;
+	if (sr_pkt_build_hdr(pkt, &h) != SR_BTH_BYTES + SR_DETH_BYTES) {
+		d.cm[CM_ANSWER_ERR]++;
+		return false;
+	}
+	mad[0] = MAD_BASE_VERSION;
+	mad[1] = MAD_CLASS_CM;
+	mad[2] = MAD_CM_CLASS_VERSION;
+	mad[3] = MAD_METHOD_SEND;
+	memcpy(mad + MAD_OFF_TID, rmad + MAD_OFF_TID, 8);
+	switch (attr) {
+	case CM_ATTR_REQ:
+		wr16(mad + MAD_OFF_ATTR_ID, CM_ATTR_REJ);
+		/* Local Communication ID 0: no connection exists on this side.
+		 * Message REJected 0 = REQ, no ARI. */
+		memcpy(mad + CM_OFF_REMOTE_COMM_ID, rmad + CM_OFF_LOCAL_COMM_ID, 4);
+		wr16(mad + CM_OFF_REJ_REASON, CM_REJ_INVALID_SERVICE_ID);
+		d.cm[CM_REJ_SENT]++;
+		break;
+	case CM_ATTR_SIDR_REQ:
+		wr16(mad + MAD_OFF_ATTR_ID, CM_ATTR_SIDR_REP);
+		memcpy(mad + CM_OFF_SIDR_REQUEST_ID, rmad + CM_OFF_SIDR_REQUEST_ID, 4);
+		mad[CM_OFF_SIDR_REP_STATUS] = CM_SIDR_UNSUPPORTED;
+		memcpy(mad + CM_OFF_SIDR_REP_SERVICE_ID, rmad + CM_OFF_SIDR_REQ_SERVICE_ID, 8);
+		d.cm[CM_SIDR_REP_SENT]++;
+		break;
+	case CM_ATTR_DREQ:
+		wr16(mad + MAD_OFF_ATTR_ID, CM_ATTR_DREP);
+		memcpy(mad + CM_OFF_LOCAL_COMM_ID, rmad + CM_OFF_REMOTE_COMM_ID, 4);
+		memcpy(mad + CM_OFF_REMOTE_COMM_ID, rmad + CM_OFF_LOCAL_COMM_ID, 4);
+		d.cm[CM_DREP_SENT]++;
+		break;
+	default:
+		return false;
+	}
+
+	/* Sent from the 4791 socket, unconnected and with DF set, so IPv4 ID 0. */
+	env.ipv6 = !v4;
+	env.saddr = meta->dst.sin6_addr;
+	env.daddr = meta->src.sin6_addr;
+	env.sport = SR_ROCE_UDP_PORT;
+	env.dport = SR_ROCE_UDP_PORT;
+	env.ipv4_df = true;
+	sr_icrc_store(pkt + sizeof(pkt) - SR_ICRC_BYTES, sr_icrc_compute(&env, pkt, sizeof(pkt)));
+
+	memset(&ctl, 0, sizeof(ctl));
+	if (v4) {
+		struct in_pktinfo pi = { 0 };
+
+		memset(&to4, 0, sizeof(to4));
+		to4.sin_family = AF_INET;
+		to4.sin_port = htons(SR_ROCE_UDP_PORT);
+		memcpy(&to4.sin_addr, &meta->src.sin6_addr.s6_addr[12], 4);
+		memcpy(&pi.ipi_spec_dst, &meta->dst.sin6_addr.s6_addr[12], 4);
+		cm->cmsg_level = IPPROTO_IP;
+		cm->cmsg_type = IP_PKTINFO;
+		cm->cmsg_len = CMSG_LEN(sizeof(pi));
+		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+		msg.msg_controllen = CMSG_SPACE(sizeof(pi));
+		msg.msg_name = &to4;
+		msg.msg_namelen = sizeof(to4);
+	} else {
+		struct in6_pktinfo pi = { 0 };
+
+		to6 = meta->src;
+		to6.sin6_port = htons(SR_ROCE_UDP_PORT);
+		to6.sin6_flowinfo = 0;
+		pi.ipi6_addr = meta->dst.sin6_addr;
+		if (IN6_IS_ADDR_LINKLOCAL(&pi.ipi6_addr))
+			pi.ipi6_ifindex = (int)meta->dst.sin6_scope_id;
+		cm->cmsg_level = IPPROTO_IPV6;
+		cm->cmsg_type = IPV6_PKTINFO;
+		cm->cmsg_len = CMSG_LEN(sizeof(pi));
+		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+		msg.msg_controllen = CMSG_SPACE(sizeof(pi));
+		msg.msg_name = &to6;
+		msg.msg_namelen = sizeof(to6);
+	}
+	if (sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+		d.cm[CM_ANSWER_ERR]++;
+		return false;
+	}
+	return true;
+}
+
+/* ---- CM routing ---- */
+
+/* CM_NCOUNTERS if p is a CM MAD the daemon routes by its IDs, else the
+ * counter saying why not. */
+static enum cm_counter cm_check(const uint8_t *p, uint32_t len)
+{
+	const uint8_t *mad = p + SR_BTH_BYTES + SR_DETH_BYTES;
+
+	/* A GSI MAD is exactly 256 bytes, so no pad; TVer 0. */
+	if (len != GSI_DGRAM_BYTES || p[0] != IBV_OPCODE_UD_SEND_ONLY || (p[1] & 0x3f))
+		return CM_MALFORMED;
+	/* The default partition is the only one; GSI takes either membership. */
+	if ((rd16(p + 2) & 0x7fff) != 0x7fff || rd32(p + SR_BTH_BYTES) != SR_GSI_QKEY)
+		return CM_MALFORMED;
+	if (mad[0] != MAD_BASE_VERSION)
+		return CM_MALFORMED;
+	if (mad[1] != MAD_CLASS_CM)
+		return CM_NOT_CM;
+	/* ClassPortInfo Get and anything not version 2 have no owner to go to. */
+	if (mad[2] != MAD_CM_CLASS_VERSION || mad[3] != MAD_METHOD_SEND)
+		return CM_UNSUPPORTED;
+	return CM_NCOUNTERS;
+}
+
+struct route {
+	struct client *to;           /* NULL: not delivered */
+	enum drop_reason why;        /* when to is NULL and !answered */
+	bool answered;               /* the daemon answered it itself */
+};
+
+static struct route cm_route(const uint8_t *p, uint32_t len, const struct sr_ipc_pkt *meta)
+{
+	const uint8_t *mad = p + SR_BTH_BYTES + SR_DETH_BYTES;
+	struct route r = { .why = DROP_NO_QP1_OWNER };
+	enum cm_counter cause = cm_check(p, len);
+	uint16_t attr = 0;
+
+	d.cm_rx++;
+	if (cause == CM_NCOUNTERS) {
+		attr = rd16(mad + MAD_OFF_ATTR_ID);
+		switch (attr) {
+		case CM_ATTR_REQ: {
+			uint32_t peer_id = rd32(mad + CM_OFF_LOCAL_COMM_ID);
+			const uint8_t *guid = mad + CM_OFF_REQ_LOCAL_CA_GUID;
+			struct req_seen *e = rs_find(peer_id, guid);
+
+			if (e) {
+				r.to = e->owner;
+				/* Still connecting: keep it as long as the peer retries. */
+				rs_age_unlink(e);
+				rs_append(e, now_ms());
+				d.cm[CM_TO_REQ_OWNER]++;
+				break;
+			}
+			r.to = listen_match(rd64(mad + CM_OFF_REQ_SERVICE_ID), &meta->dst.sin6_addr);
+			if (r.to) {
+				rs_add(peer_id, guid, r.to);
+				d.cm[CM_TO_LISTENER]++;
+			} else {
+				cause = CM_NO_LISTENER;
+			}
+			break;
+		}
+		case CM_ATTR_SIDR_REQ:
+			r.to = listen_match(rd64(mad + CM_OFF_SIDR_REQ_SERVICE_ID), &meta->dst.sin6_addr);
+			if (r.to)
+				d.cm[CM_TO_LISTENER]++;
+			else
+				cause = CM_NO_LISTENER;
+			break;
+		case CM_ATTR_REJ:
+			if (rd16(mad + CM_OFF_REJ_REASON) == CM_REJ_TIMEOUT && !rd32(mad + CM_OFF_REMOTE_COMM_ID)) {
+				struct req_seen *e = rs_find(rd32(mad + CM_OFF_LOCAL_COMM_ID), mad + CM_OFF_REJ_ARI);
+
+				if (e) {
+					r.to = e->owner;
+					d.cm[CM_TO_REQ_OWNER]++;
+				} else {
+					cause = CM_UNKNOWN_ID;
+				}
+				break;
+			}
+			/* fall through */
+		case CM_ATTR_MRA:
+		case CM_ATTR_REP:
+		case CM_ATTR_RTU:
+		case CM_ATTR_DREQ:
+		case CM_ATTR_DREP:
+		case CM_ATTR_LAP:
+		case CM_ATTR_APR:
+			r.to = comm_id_owner(rd32(mad + CM_OFF_REMOTE_COMM_ID));
+			if (r.to)
+				d.cm[CM_TO_ID_OWNER]++;
+			else
+				cause = CM_UNKNOWN_ID;
+			break;
+		case CM_ATTR_SIDR_REP:
+			r.to = comm_id_owner(rd32(mad + CM_OFF_SIDR_REQUEST_ID));
+			if (r.to)
+				d.cm[CM_TO_ID_OWNER]++;
+			else
+				cause = CM_UNKNOWN_ID;
+			break;
+		default:
+			cause = CM_UNSUPPORTED;
+			break;
+		}
+	}
+	if (r.to)
+		return r;
+	if (cause < CM_NCOUNTERS)
+		d.cm[cause]++;
+	if (d.qp1_owner) {
+		d.cm[CM_TO_QP1_OWNER]++;
+		r.to = d.qp1_owner;
+		return r;
+	}
+	if ((cause == CM_NO_LISTENER && (attr == CM_ATTR_REQ || attr == CM_ATTR_SIDR_REQ)) ||
+	    (cause == CM_UNKNOWN_ID && attr == CM_ATTR_DREQ))
+		r.answered = cm_answer(p, meta, attr);
+	return r;
+}
+
+static struct route route(const uint8_t *dgram, uint32_t len, const struct sr_ipc_pkt *meta)
+{
+	struct route r = { .why = DROP_UNKNOWN_QPN };
+	uint32_t qpn;
+	struct id_ent *e;
+
+	if (len < SR_BTH_BYTES) {
+		r.why = DROP_SHORT;
+		return r;
 	}
 	/* BTH: DestQP is the low 24 bits of bytes 4..7. */
 	qpn = (uint32_t)dgram[5] << 16 | (uint32_t)dgram[6] << 8 | dgram[7];
-	if (qpn == 1) {
-		*why = DROP_NO_QP1_OWNER;
-		return d.qp1_owner;
-	}
-	e = qt_find(qpn);
-	*why = DROP_UNKNOWN_QPN;
-	return e ? e->owner : NULL;
-}
-
-static void to_mapped(struct sockaddr_in6 *out, const struct sockaddr_in *in)
-{
-	memset(out, 0, sizeof(*out));
-	out->sin6_family = AF_INET6;
-	out->sin6_port = in->sin_port;
-	out->sin6_addr.s6_addr[10] = 0xff;
-	out->sin6_addr.s6_addr[11] = 0xff;
-	memcpy(&out->sin6_addr.s6_addr[12], &in->sin_addr, 4);
+	if (qpn == 1)
+		return cm_route(dgram, len, meta);
+	e = it_find(&d.qpns, qpn);
+	r.to = e ? e->owner : NULL;
+	return r;
 }
 
 static void udp_read(int fd, bool v6)
@@ -568,19 +1318,14 @@ static void udp_read(int fd, bool v6)
 			struct sr_ipc_pkt meta;
 			struct msghdr *m = &mh[i].msg_hdr;
 			uint32_t len = mh[i].msg_len;
-			enum drop_reason why;
-			struct client *c;
+			struct route r;
 
 			d.rx_udp++;
 			if ((m->msg_flags & MSG_TRUNC) || len > SR_IPC_MAX_PKT) {
 				drop(DROP_TOO_BIG);
 				continue;
 			}
-			c = route(slot + PKT_HDRS, len, &why);
-			if (!c) {
-				drop(why);
-				continue;
-			}
+			/* Before routing: QP1 routing and answers need the addresses. */
 			memset(&meta, 0, sizeof(meta));
 			if (!v6 && m->msg_namelen >= sizeof(struct sockaddr_in))
 				to_mapped(&meta.src, (const struct sockaddr_in *)&names[i]);
@@ -609,10 +1354,16 @@ static void udp_read(int fd, bool v6)
 				}
 			}
 			meta.len = len;
+			r = route(slot + PKT_HDRS, len, &meta);
+			if (!r.to) {
+				if (!r.answered)
+					drop(r.why);
+				continue;
+			}
 			h.len = (uint32_t)sizeof(meta) + len;
 			memcpy(slot, &h, sizeof(h));
 			memcpy(slot + sizeof(h), &meta, sizeof(meta));
-			deliver(c, slot, PKT_HDRS + len);
+			deliver(r.to, slot, PKT_HDRS + len);
 		}
 		if (got < UDP_BATCH)
 			return;
@@ -623,8 +1374,7 @@ static void udp_read(int fd, bool v6)
 static void client_pkt(struct client *from, uint8_t *msg, size_t len)
 {
 	struct sr_ipc_pkt meta;
-	enum drop_reason why;
-	struct client *c;
+	struct route r;
 
 	d.rx_client++;
 	if (len < PKT_HDRS) {
@@ -640,16 +1390,17 @@ static void client_pkt(struct client *from, uint8_t *msg, size_t len)
 		drop(DROP_TOO_BIG);
 		return;
 	}
-	c = route(msg + PKT_HDRS, meta.len, &why);
-	if (!c) {
-		drop(why);
+	r = route(msg + PKT_HDRS, meta.len, &meta);
+	if (!r.to) {
+		if (!r.answered)
+			drop(r.why);
 		return;
 	}
-	if (c == from) {
+	if (r.to == from) {
 		drop(DROP_LOOP);
 		return;
 	}
-	deliver(c, msg, len);
+	deliver(r.to, msg, len);
 }
 
 /* ---- requests ---- */
@@ -679,12 +1430,15 @@ static size_t status_text(char *buf, size_t cap)
 		OUT("idle-exit %ds\n", d.idle_exit);
 	else
 		OUT("idle-exit never\n");
-	OUT("qpns %u\n", d.qt_n);
+	OUT("qpns %u\n", d.qpns.n);
 	OUT("qp1 owner %ld\n", d.qp1_owner ? (long)d.qp1_owner->pid : 0L);
+	OUT("comm ids %u\n", d.comm_ids.n);
+	OUT("listens %u\n", d.nlistens);
+	OUT("cm peers %u\n", d.rs_n);
 	OUT("clients %u\n", d.nclients);
 	for (struct client *c = d.clients; c; c = c->next)
-		OUT("  client pid %ld uid %ld qpns %u%s delivered %llu dropped %llu\n", (long)c->pid,
-		    (long)c->uid, c->nqpn, d.qp1_owner == c ? " qp1" : "",
+		OUT("  client pid %ld uid %ld qpns %u comm_ids %u listens %u%s delivered %llu dropped %llu\n",
+		    (long)c->pid, (long)c->uid, c->nqpn, c->ncomm_id, c->nlisten, d.qp1_owner == c ? " qp1" : "",
 		    (unsigned long long)c->delivered, (unsigned long long)c->dropped_full);
 	OUT("received %llu (udp %llu, from clients %llu)\n", (unsigned long long)(d.rx_udp + d.rx_client),
 	    (unsigned long long)d.rx_udp, (unsigned long long)d.rx_client);
@@ -699,6 +1453,11 @@ static size_t status_text(char *buf, size_t cap)
 			OUT(" %s=%llu", drop_name[i], (unsigned long long)d.drops[i]);
 		OUT("\n");
 	}
+	/* QP1 datagrams: received, then where each went or why it did not. */
+	OUT("cm rx=%llu", (unsigned long long)d.cm_rx);
+	for (int i = 0; i < CM_NCOUNTERS; i++)
+		OUT(" %s=%llu", cm_name[i], (unsigned long long)d.cm[i]);
+	OUT("\n");
 #undef OUT
 	return n < cap ? n : cap;
 }
@@ -724,7 +1483,7 @@ static bool client_request(struct client *c, const struct sr_ipc_hdr *h, const u
 		val = qpn_alloc(c);
 		return client_send_reply(c, val, NULL, 0);
 	case SR_IPC_FREE_QPN: {
-		struct qpn_ent *e;
+		struct id_ent *e;
 
 		if (blen < sizeof(q))
 			return client_send_reply(c, -EINVAL, NULL, 0);
@@ -736,7 +1495,7 @@ static bool client_request(struct client *c, const struct sr_ipc_hdr *h, const u
 			d.qp1_owner = NULL;
 			return client_send_reply(c, 0, NULL, 0);
 		}
-		e = qt_find(q.qpn);
+		e = it_find(&d.qpns, q.qpn);
 		if (!e)
 			return client_send_reply(c, -ENOENT, NULL, 0);
 		if (e->owner != c)
@@ -749,6 +1508,33 @@ static bool client_request(struct client *c, const struct sr_ipc_hdr *h, const u
 			return client_send_reply(c, -EBUSY, NULL, 0);
 		d.qp1_owner = c;
 		return client_send_reply(c, 0, NULL, 0);
+	case SR_IPC_ALLOC_COMM_ID:
+		return client_send_reply(c, comm_id_alloc(c), NULL, 0);
+	case SR_IPC_FREE_COMM_ID: {
+		struct sr_ipc_comm_id b;
+		struct id_ent *e;
+
+		if (blen < sizeof(b))
+			return client_send_reply(c, -EINVAL, NULL, 0);
+		memcpy(&b, body, sizeof(b));
+		e = it_find(&d.comm_ids, b.comm_id);
+		if (!e)
+			return client_send_reply(c, -ENOENT, NULL, 0);
+		if (e->owner != c)
+			return client_send_reply(c, -EPERM, NULL, 0);
+		comm_id_release(e);
+		return client_send_reply(c, 0, NULL, 0);
+	}
+	case SR_IPC_LISTEN:
+	case SR_IPC_UNLISTEN: {
+		struct sr_ipc_listen b;
+
+		if (blen < sizeof(b))
+			return client_send_reply(c, -EINVAL, NULL, 0);
+		memcpy(&b, body, sizeof(b));
+		val = h->type == SR_IPC_LISTEN ? listen_add(c, &b) : listen_del(c, &b);
+		return client_send_reply(c, val, NULL, 0);
+	}
 	case SR_IPC_STATUS: {
 		char text[SR_IPC_MAX_MSG - sizeof(struct sr_ipc_hdr) - sizeof(struct sr_ipc_reply)];
 		size_t n = status_text(text, sizeof(text));
@@ -855,8 +1641,13 @@ static int open_udp(int family)
 		die("SO_REUSEPORT: %s", strerror(errno));
 	memset(&sa, 0, sizeof(sa));
 	if (family == AF_INET) {
-		if (setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one)) < 0)
-			die("IP_PKTINFO: %s", strerror(errno));
+		/* The CM answers sent from this socket carry an ICRC computed
+		 * for IPv4 ID 0, which the kernel writes only with DF set. */
+		int pmtu = IP_PMTUDISC_DO;
+
+		if (setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one)) < 0 ||
+		    setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) < 0)
+			die("IPv4 socket options: %s", strerror(errno));
 		sa.v4.sin_family = AF_INET;
 		sa.v4.sin_port = htons(SR_ROCE_UDP_PORT);
 		sa.v4.sin_addr.s_addr = htonl(INADDR_ANY);
@@ -1015,8 +1806,10 @@ static void usage(FILE *f)
 		"\n"
 		"The softrdma per-host daemon: owns UDP port 4791 (RoCEv2), allocates QP\n"
 		"numbers host-wide and forwards datagrams to the process owning their\n"
-		"destination QP.  Processes using softrdma start it on demand; so does\n"
-		"`softrdma-cfg start`.  One daemon per network namespace.\n"
+		"destination QP; on QP1 it routes CM MADs to the process listening or\n"
+		"owning the connection and rejects requests nobody takes.  Processes\n"
+		"using softrdma start it on demand; so does `softrdma-cfg start`.\n"
+		"One daemon per network namespace.\n"
 		"\n"
 		"  --background      detach; exit 0 once the daemon is ready (or one is\n"
 		"                    already running), 1 with a message if it failed\n"
@@ -1127,6 +1920,17 @@ static void setup(void)
 	if (!d.udp_slots || !d.cbuf)
 		die("out of memory");
 	d.next_qpn = QPN_FIRST;
+	/* A restarted daemon must not hand out the IDs its predecessor did:
+	 * peers may still hold connections named by them. */
+	if (getrandom(&d.next_comm_id, sizeof(d.next_comm_id), GRND_NONBLOCK) != sizeof(d.next_comm_id)) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		d.next_comm_id = ((uint32_t)ts.tv_nsec ^ (uint32_t)ts.tv_sec * 0x9E3779B1u) * 0x85EBCA6Bu ^
+				 (uint32_t)getpid();
+	}
+	d.answer_all.milli = (uint64_t)ANSWER_ALL_BURST * 1000;
+	d.answer_all.t_ms = now_ms();
 	clock_gettime(CLOCK_MONOTONIC, &d.start);
 	d.idle_since_ms = now_ms();
 }
@@ -1141,7 +1945,8 @@ static void shutdown_all(void)
 		close(d.udp6_fd);
 	close(d.sig_fd);
 	close(d.epfd);
-	free(d.qt);
+	free(d.qpns.e);
+	free(d.comm_ids.e);
 	free(d.udp_slots);
 	free(d.cbuf);
 }
@@ -1249,3 +2054,4 @@ int main(int argc, char **argv)
 	shutdown_all();
 	return 0;
 }
+
