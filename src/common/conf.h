@@ -73,9 +73,11 @@ void sr_netdev_default(char *name, size_t len);
 
 /* Additions (softrdma-cfg, daemon and libibverbs share these). */
 
-/* Bytes an IB MTU's worth of payload needs on top of the netdev MTU for
- * RoCEv2 over IPv4: IPv4 20 + UDP 8 + BTH 12 + ICRC 4. */
-#define SR_ROCE_IPV4_OVERHEAD 44
+/* Bytes an IB MTU's worth of payload needs on top of itself in the netdev
+ * MTU, for the largest header that travels with a full payload (RDMA WRITE
+ * ONLY with immediate: BTH 12 + RETH 16 + ImmDt 4) over IPv6 (40, the
+ * worst case: a port's MTU serves both families) + UDP 8 + ICRC 4. */
+#define SR_ROCE_IPV4_OVERHEAD 84
 
 /* Active IB MTU in bytes for a device: the largest of 256..4096 that fits
  * in netdev_mtu - SR_ROCE_IPV4_OVERHEAD (lo 65536 -> 4096, 1500 -> 1024,

@@ -203,9 +203,12 @@ if [ $netns = 1 ] && { ip link add d0 type veth peer name d0p 2>/dev/null ||
 	ip link set d0 mtu 2000
 	expect 0 "status at mtu 2000" status
 	has "2000-byte netdev gives 1024 (IPv4/UDP/BTH/ICRC overhead)" "active mtu 1024$"
-	ip link set d0 mtu 4140
-	expect 0 "status at mtu 4140" status
-	has "4140 = 4096 + 44 gives 4096" "active mtu 4096$"
+	ip link set d0 mtu 4180
+	expect 0 "status at mtu 4180" status
+	has "4180 = 4096 + 84 gives 4096" "active mtu 4096$"
+	ip link set d0 mtu 4179
+	expect 0 "status at mtu 4179" status
+	has "4179 gives 2048 (a full WRITE with immediate over IPv6 would not fit)" "active mtu 2048$"
 	ip link set d0 down
 	expect 0 "status with d0 down" status
 	has "status shows d0 down" "netdev d0 \(down"

@@ -75,11 +75,12 @@ static void test_mtu(void)
 	CHECK(sr_mtu_active(65536, 0) == 4096);  /* lo */
 	CHECK(sr_mtu_active(1500, 0) == 1024);
 	CHECK(sr_mtu_active(9000, 0) == 4096);
-	CHECK(sr_mtu_active(4140, 0) == 4096);   /* 4096 + 44 exactly fits */
-	CHECK(sr_mtu_active(4139, 0) == 2048);
-	CHECK(sr_mtu_active(2092, 0) == 2048);
-	CHECK(sr_mtu_active(2091, 0) == 1024);
-	CHECK(sr_mtu_active(576, 0) == 512);
+	CHECK(sr_mtu_active(4180, 0) == 4096);   /* 4096 + 84 exactly fits */
+	CHECK(sr_mtu_active(4179, 0) == 2048);
+	CHECK(sr_mtu_active(2132, 0) == 2048);
+	CHECK(sr_mtu_active(2131, 0) == 1024);
+	CHECK(sr_mtu_active(596, 0) == 512);
+	CHECK(sr_mtu_active(576, 0) == 256);
 	CHECK(sr_mtu_active(68, 0) == 256);      /* never below 256 */
 	CHECK(sr_mtu_active(65536, 1024) == 1024);
 	CHECK(sr_mtu_active(1500, 2048) == 1024); /* a cap never raises it */
