@@ -127,6 +127,8 @@ static void comp_ack_upto(struct sr_qp *qp, uint32_t psn)
 		break;
 	}
 	if (progress) {
+		if (r->cwnd < r->window)
+			r->cwnd++;
 		r->retry_left = qp->attr.retry_cnt;
 		r->gap_retx_valid = false;
 		restart_timer(qp);
@@ -233,6 +235,7 @@ static void comp_retry(struct sr_qp *qp, uint32_t psn)
 		return;
 	}
 	r->retry_left--;
+	r->cwnd = r->cwnd / 2 < 8 ? 8 : r->cwnd / 2;
 	sr_req_go_back(qp, psn);
 	restart_timer(qp);
 }

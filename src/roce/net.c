@@ -598,6 +598,8 @@ static int roce_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask, 
 	if (mask & IBV_QP_RNR_RETRY)
 		r->rnr_retry_left = qp->attr.rnr_retry;
 	r->window = window_for(r->mtu, r->rcvbuf);
+	if (!r->cwnd || r->cwnd > r->window)
+		r->cwnd = r->window;
 
 	if (next == IBV_QPS_RTR && old == IBV_QPS_INIT && t != IBV_QPT_UD) {
 		int err = rx_socket_open(qp);

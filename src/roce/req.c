@@ -176,7 +176,7 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
 	while (w->sent_pkts < w->npkts) {
 		uint32_t psn = psn_add(w->first_psn, w->sent_pkts);
 		int32_t inflight = psn_diff(psn, r->una_psn);
-		if (t == IBV_QPT_RC && inflight >= (int32_t)r->window)
+		if (t == IBV_QPT_RC && inflight >= (int32_t)r->cwnd)
 			return false;
 
 		struct sr_pkt h;
@@ -188,7 +188,7 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
 		if (w->opcode == IBV_WR_RDMA_READ) {
 			if (r->rd_outstanding >= (qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1))
 				return false;
-			uint32_t room = r->window - (uint32_t)(inflight > 0 ? inflight : 0);
+			uint32_t room = r->cwnd - (uint32_t)(inflight > 0 ? inflight : 0);
 			uint32_t n = w->npkts - w->sent_pkts;
 			if (n > room)
 				n = room;
@@ -254,7 +254,7 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
 		 * are acknowledged together with it, as rxe coalesces. */
 		bool want_ack = last && ((w->send_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all ||
 					 qp->sq.cur + 1 == qp->sq.head);
-		if (t == IBV_QPT_RC && (want_ack || r->noack_pkts >= r->window / 2)) {
+		if (t == IBV_QPT_RC && (want_ack || r->noack_pkts >= r->cwnd / 2)) {
 			h.ackreq = true;
 			r->noack_pkts = 0;
 		}

@@ -57,7 +57,10 @@ struct sr_roce_qp {
 	/* requester / completer */
 	uint32_t next_psn;       /* next PSN to assign to a new WQE */
 	uint32_t una_psn;        /* oldest PSN not yet acknowledged */
-	uint32_t window;         /* max packets outstanding */
+	uint32_t window;         /* max packets outstanding: what the receive buffer holds */
+	uint32_t cwnd;           /* packets we allow outstanding now: halved on a retry,
+	                          * grown by one per acknowledged burst (AIMD), so that
+	                          * go-back-N under loss does not flood a slow peer */
 	uint32_t noack_pkts;     /* packets sent since the last AckReq */
 	uint32_t rd_outstanding; /* read/atomic requests awaiting responses */
 	int retry_left, rnr_retry_left;
