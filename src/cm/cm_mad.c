@@ -258,6 +258,13 @@ _Static_assert(96 + SR_CM_SIDR_REP_PRIVATE_DATA == SR_MAD_DATA_BYTES, "SIDR_REP 
 _Static_assert(24 + SR_CM_SIDR_REP_INFO_BYTES == 96, "SIDR_REP info size");
 _Static_assert(sizeof(union ibv_gid) == 16, "GID size");
 
+#undef MSIZE
+#undef U
+#undef L
+#undef B
+#undef REQ_PATH
+#undef LAYOUT
+
 static const struct layout *layout_of(uint16_t attr_id)
 {
 	for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++)

@@ -27,7 +27,8 @@
  *  - Path MTU: the IBV_MTU_* code (1 = 256 ... 5 = 4096) from the netdev
  *    MTU: 3 (1024) on a 1500-byte Ethernet.
  *  - Local ACK timeout: the QP timeout (4.096 us * 2^x, 0 = infinite); the
- *    kernel sends 19 (~2.1 s): 2 * packet lifetime 18 + 1.
+ *    kernel sends 19 (~2.1 s): twice its RoCE packet lifetime of 2^18
+ *    units, since RoCE has no SA to report one.
  *  - CM response timeouts: 20 (~4.3 s) both ways, max CM retries 15.
  *  - Local CA GUID: the node GUID (rxe: EUI-64 of the MAC).
  *  - Starting PSN (REQ and REP): the PSN the RECEIVER of the message sends
