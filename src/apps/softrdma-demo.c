@@ -16,6 +16,9 @@
  *   (d) RDMA WRITE bandwidth at 4 KiB, 64 KiB and 1 MiB with many work
  *       requests in flight, followed by a check of the data.
  * Exit status 0 only if every check passed.  Every wait has a deadline. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* accept4, and so that it builds outside the project too */
+#endif
 #include <arpa/inet.h>
 #include <endian.h>
 #include <errno.h>

@@ -243,6 +243,7 @@ sr_tcp_ports() {
 
 # sr_free_port [NS]: a TCP port nobody uses in NS, chosen at random so
 # that concurrent tests rarely race for the same one.
+# shellcheck disable=SC2120 # NS is optional
 sr_free_port() {
 	local ns=${1:-} used p i
 	used=" $(sr_tcp_ports "$ns" | tr '\n' ' ') "
@@ -404,15 +405,16 @@ sr_netns_setup() {
 	ip link add "$SR_VETH_A" netns "$SR_NS_A" type veth peer name "$SR_VETH_B" netns "$SR_NS_B" \
 		2>"$SR_TMP/netns.err" ||
 		sr_skip "cannot create a veth pair: $(cat "$SR_TMP/netns.err")"
-	ip -n "$SR_NS_A" link set lo up &&
+	if ! { ip -n "$SR_NS_A" link set lo up &&
 		ip -n "$SR_NS_B" link set lo up &&
 		ip -n "$SR_NS_A" link set "$SR_VETH_A" mtu 1500 &&
 		ip -n "$SR_NS_B" link set "$SR_VETH_B" mtu 1500 &&
 		ip -n "$SR_NS_A" addr add "$SR_IP_A/24" dev "$SR_VETH_A" &&
 		ip -n "$SR_NS_B" addr add "$SR_IP_B/24" dev "$SR_VETH_B" &&
 		ip -n "$SR_NS_A" link set "$SR_VETH_A" up &&
-		ip -n "$SR_NS_B" link set "$SR_VETH_B" up ||
+		ip -n "$SR_NS_B" link set "$SR_VETH_B" up; }; then
 		sr_die "cannot configure the veth pair"
+	fi
 	for i in $(seq 1 50); do
 		ip -n "$SR_NS_A" link show "$SR_VETH_A" | grep -q 'state UP' &&
 			ip -n "$SR_NS_B" link show "$SR_VETH_B" | grep -q 'state UP' && break
@@ -424,7 +426,9 @@ sr_netns_setup() {
 	sr_write_conf "$SR_CONF_A" "$SR_VETH_A"
 	sr_write_conf "$SR_CONF_B" "$SR_VETH_B"
 	# The program prefixes that run a command as host A or host B.
+	# shellcheck disable=SC2034 # used by the tests
 	SR_AT_A=(ip netns exec "$SR_NS_A" env SOFTRDMA_CONF="$SR_CONF_A" "$SR_RUN")
+	# shellcheck disable=SC2034
 	SR_AT_B=(ip netns exec "$SR_NS_B" env SOFTRDMA_CONF="$SR_CONF_B" "$SR_RUN")
 }
 
