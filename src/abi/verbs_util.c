@@ -35,6 +35,15 @@ SR_EXPORT void ibv_copy_path_rec_from_kern(struct ibv_sa_path_rec *dst,
 					   struct ib_user_path_rec *src);
 SR_EXPORT void ibv_copy_path_rec_to_kern(struct ib_user_path_rec *dst,
 					 struct ibv_sa_path_rec *src);
+/* An enum's name from a sparse table; "unknown" outside it or in a gap
+ * (the enums may be signed, so the index is compared as int). */
+static const char *table_str(const char *const *str, size_t n, int i)
+{
+	if (i < 0 || (size_t)i >= n || !str[i])
+		return "unknown";
+	return str[i];
+}
+
 SR_EXPORT const char *ibv_get_sysfs_path(void);
 SR_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file,
 				  char *buf, size_t size);
@@ -57,12 +66,7 @@ SR_EXPORT const char *ibv_node_type_str(enum ibv_node_type node_type)
 		[IBV_NODE_USNIC_UDP]   = "usNIC UDP",
 		[IBV_NODE_UNSPECIFIED] = "unspecified",
 	};
-	/* The enum may be signed (IBV_NODE_UNKNOWN is -1): compare as int. */
-	int i = (int)node_type;
-
-	if (i < 0 || (size_t)i >= SR_ARRAY_SIZE(str) || !str[i])
-		return "unknown";
-	return str[i];
+	return table_str(str, SR_ARRAY_SIZE(str), (int)node_type);
 }
 
 SR_EXPORT const char *ibv_port_state_str(enum ibv_port_state port_state)
@@ -75,11 +79,7 @@ SR_EXPORT const char *ibv_port_state_str(enum ibv_port_state port_state)
 		[IBV_PORT_ACTIVE]       = "active",
 		[IBV_PORT_ACTIVE_DEFER] = "active defer",
 	};
-	int i = (int)port_state;
-
-	if (i < 0 || (size_t)i >= SR_ARRAY_SIZE(str) || !str[i])
-		return "unknown";
-	return str[i];
+	return table_str(str, SR_ARRAY_SIZE(str), (int)port_state);
 }
 
 SR_EXPORT const char *ibv_event_type_str(enum ibv_event_type event)
@@ -106,11 +106,7 @@ SR_EXPORT const char *ibv_event_type_str(enum ibv_event_type event)
 		[IBV_EVENT_GID_CHANGE]          = "GID table change",
 		[IBV_EVENT_WQ_FATAL]            = "WQ fatal",
 	};
-	int i = (int)event;
-
-	if (i < 0 || (size_t)i >= SR_ARRAY_SIZE(str) || !str[i])
-		return "unknown";
-	return str[i];
+	return table_str(str, SR_ARRAY_SIZE(str), (int)event);
 }
 
 SR_EXPORT const char *ibv_wc_status_str(enum ibv_wc_status status)
@@ -141,11 +137,7 @@ SR_EXPORT const char *ibv_wc_status_str(enum ibv_wc_status status)
 		[IBV_WC_TM_ERR]             = "TM error",
 		[IBV_WC_TM_RNDV_INCOMPLETE] = "TM software rendezvous",
 	};
-	int i = (int)status;
-
-	if (i < 0 || (size_t)i >= SR_ARRAY_SIZE(str) || !str[i])
-		return "unknown";
-	return str[i];
+	return table_str(str, SR_ARRAY_SIZE(str), (int)status);
 }
 
 /* ---- static rate conversions -------------------------------------------- */

@@ -95,8 +95,6 @@ void sr_ctx_deliver(struct sr_context *ctx, const struct sr_ipc_pkt *meta, const
 {
 	uint32_t qpn;
 	struct sr_qp *qp;
-	extern void sr_roce_deliver(struct sr_qp * qp, const struct sr_ipc_pkt *meta, const uint8_t *data,
-				    uint32_t len);
 
 	if (len < 12)
 		return;
@@ -107,7 +105,7 @@ void sr_ctx_deliver(struct sr_context *ctx, const struct sr_ipc_pkt *meta, const
 	if (qp) {
 		pthread_mutex_lock(&qp->lock);
 		if (!qp->dead)
-			sr_roce_deliver(qp, meta, data, len);
+			ctx->dev->tops->deliver(qp, meta, data, len);
 		pthread_mutex_unlock(&qp->lock);
 	}
 	pthread_mutex_unlock(&ctx->lock);

@@ -35,6 +35,7 @@
 #define SR_MAX_MSG_SIZE 0x80000000u /* 2 GiB, as rxe */
 
 struct sr_transport_ops;
+struct sr_ipc_pkt;
 
 /* One configured device. Lives for the life of the process. */
 struct sr_device {
@@ -255,6 +256,8 @@ struct sr_transport_ops {
 	void (*on_timer)(struct sr_qp *qp, uint64_t now_ns);
 	uint64_t (*next_deadline)(struct sr_qp *qp); /* 0 = none */
 	void (*on_readable)(struct sr_qp *qp, int fd);
+	/* a datagram for this QP that arrived through the daemon */
+	void (*deliver)(struct sr_qp *qp, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len);
 	/* after a round of on_readable calls, with no QP locked */
 	void (*rx_flush)(struct sr_context *ctx);
 };

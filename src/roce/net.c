@@ -385,7 +385,7 @@ static void roce_rx_one(struct sr_qp *qp, const uint8_t *buf, size_t len, const 
 }
 
 /* Datagram routed to us by the daemon (qp->lock held). */
-void sr_roce_deliver(struct sr_qp *qp, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len)
+static void roce_deliver(struct sr_qp *qp, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len)
 {
 	struct sr_rx_env env = { .src = meta->src, .dst = meta->dst };
 	roce_rx_one(qp, data, len, &env);
@@ -634,5 +634,6 @@ const struct sr_transport_ops sr_roce_ops = {
 	.on_timer = roce_on_timer,
 	.next_deadline = roce_next_deadline,
 	.on_readable = roce_on_readable,
+	.deliver = roce_deliver,
 	.rx_flush = roce_rx_flush,
 };
