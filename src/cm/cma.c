@@ -1414,6 +1414,7 @@ SR_EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res, 
 				goto err;
 			}
 			*c->qp_init_attr = *qp_init_attr;
+			c->qp_init_attr->qp_type = cid->qp_type;
 		}
 		if (pd)
 			cid->pd = pd;
@@ -1422,8 +1423,11 @@ SR_EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res, 
 			goto err;
 		if (rdma_resolve_route(cid, 2000))
 			goto err;
-		if (qp_init_attr && rdma_create_qp(cid, pd, qp_init_attr))
-			goto err;
+		if (qp_init_attr) {
+			qp_init_attr->qp_type = cid->qp_type; /* as rdma-core: from res */
+			if (rdma_create_qp(cid, pd, qp_init_attr))
+				goto err;
+		}
 	}
 	*id = cid;
 	return 0;

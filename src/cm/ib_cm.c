@@ -487,6 +487,7 @@ static struct sr_cm_id *child_new(struct sr_cm_id *l, const struct sr_ipc_pkt *m
 	}
 	c->id.verbs = c->dev->verbs;
 	c->id.pd = sr_cm_dev_pd(c->dev);
+	c->id.port_num = 1;
 	c->tos = l->tos;
 	c->afonly = l->afonly;
 	c->service_id = l->service_id;
