@@ -541,6 +541,7 @@ static int bind_addr(struct sr_cm_id *c, const struct sockaddr *addr, bool reser
 
 	uint16_t port = sr_cm_port(addr);
 	bool pick = port == 0;
+	c->port_auto = pick;
 	for (int tries = 0;; tries++) {
 		if (pick)
 			port = random_port();
@@ -568,7 +569,9 @@ SR_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 {
 	if (!id || !addr)
 		return fail(EINVAL);
-	return bind_addr(cm_id(id), addr, true);
+	/* the port is claimed host-wide at rdma_listen (see README): claiming
+	 * it here would route REQs to an id that does not listen yet */
+	return bind_addr(cm_id(id), addr, false);
 }
 
 static bool is_multicast(const struct sockaddr_in6 *a)
@@ -1019,9 +1022,16 @@ SR_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 	if (!c->registered) {
 		struct sockaddr_in6 a;
 		sr_cm_to_in6(&c->id.route.addr.src_addr, &a);
-		int err = sr_daemon_listen(sr_cm.daemon, c->service_id, &a);
-		if (err)
-			return fail(-err);
+		for (int tries = 0;; tries++) {
+			int err = sr_daemon_listen(sr_cm.daemon, c->service_id, &a);
+			if (!err)
+				break;
+			if (err != -EADDRINUSE || !c->port_auto || tries > 64)
+				return fail(-err);
+			uint16_t port = random_port();
+			sr_cm_set_port(&c->id.route.addr.src_addr, port);
+			c->service_id = sr_cma_service_id((uint16_t)c->id.ps, port);
+		}
 		c->registered = true;
 	}
 	pthread_mutex_lock(&sr_cm.lock);

@@ -1454,6 +1454,14 @@ static size_t status_text(char *buf, size_t cap)
 		OUT("\n");
 	}
 	/* QP1 datagrams: received, then where each went or why it did not. */
+	/* one line per rdma_cm listen, for scripts waiting on a server */
+	for (uint32_t b = 0; b < LISTEN_BUCKETS; b++)
+		for (struct listener *l = d.listens[b]; l; l = l->next) {
+			char a[INET6_ADDRSTRLEN];
+			inet_ntop(AF_INET6, &l->addr, a, sizeof(a));
+			OUT("listen service 0x%016llx addr %s pid %ld\n", (unsigned long long)l->service_id, a,
+			    (long)l->owner->pid);
+		}
 	OUT("cm rx=%llu", (unsigned long long)d.cm_rx);
 	for (int i = 0; i < CM_NCOUNTERS; i++)
 		OUT(" %s=%llu", cm_name[i], (unsigned long long)d.cm[i]);

@@ -258,9 +258,25 @@ sr_free_port() {
 	sr_die "no free TCP port found"
 }
 
-# sr_port_listening PORT [NS]
+# sr_port_listening PORT [NS]: PORT is a TCP port, or cm:PORT[:PS] for an
+# rdma_cm listener on that port in port space PS (tcp, the default, udp
+# or ib), as the namespace's softrdmad lists them.
 sr_port_listening() {
 	local hex
+	case $1 in
+	cm:*)
+		local p=${1#cm:} ps=0x0106
+		case $p in
+		*:udp) ps=0x0111 p=${p%:udp} ;;
+		*:ib) ps=0x013f p=${p%:ib} ;;
+		*:tcp) p=${p%:tcp} ;;
+		esac
+		hex=$(printf '0x%016x' $((ps << 16 | p)))
+		sr_in_ns "${2:-}" "$SR_BUILD_DIR/bin/softrdma-cfg" status 2>/dev/null |
+			grep -q "listen service $hex "
+		return
+		;;
+	esac
 	hex=$(printf '%04X' "$1")
 	sr_in_ns "${2:-}" cat /proc/net/tcp /proc/net/tcp6 2>/dev/null |
 		awk -v p=":$hex" 'substr($2, length($2) - 4) == p && $4 == "0A" { f = 1 } END { exit !f }'
@@ -319,9 +335,9 @@ sr_pair() {
 		if [ "$w" -eq 1 ]; then
 			wait "$spid"
 			src=$?
-			sr_fail "$desc: server ended before listening on TCP port $port ($(sr_status_str "$src"))"
+			sr_fail "$desc: server ended before listening on port $port ($(sr_status_str "$src"))"
 		else
-			sr_fail "$desc: server not listening on TCP port $port after 30 s"
+			sr_fail "$desc: server not listening on port $port after 30 s"
 		fi
 		sr_reap "$spid"
 		sr_dump "$SR_SERVER_OUT" server
