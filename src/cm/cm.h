@@ -218,5 +218,8 @@ int sr_cm_send_dreq(struct sr_cm_id *id);
 int sr_cm_send_drep(struct sr_cm_id *id);
 uint64_t sr_cm_new_tid(uint32_t lcid);
 int sr_cm_comm_est(struct sr_cm_id *id);
+void sr_cm_will_queue(struct sr_cm_id *id);
+void sr_cm_wills_flush(void);
+void sr_cm_dbg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

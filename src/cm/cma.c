@@ -192,6 +192,8 @@ SR_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_
 		}
 		pthread_mutex_unlock(&sr_cm.lock);
 		if (e) {
+			sr_cm_dbg("event %s (status %d) for id %p", rdma_event_str(e->ev.event), e->ev.status,
+				  (void *)e->ev.id);
 			*event = &e->ev;
 			return 0;
 		}
@@ -1016,24 +1018,11 @@ SR_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 		return fail(EINVAL);
 	if (c->state == CM_IDLE) {
 		struct sockaddr_storage any = { .ss_family = AF_INET };
-		if (bind_addr(c, (struct sockaddr *)&any, true))
+		if (bind_addr(c, (struct sockaddr *)&any, false))
 			return -1;
 	}
-	if (!c->registered) {
-		struct sockaddr_in6 a;
-		sr_cm_to_in6(&c->id.route.addr.src_addr, &a);
-		for (int tries = 0;; tries++) {
-			int err = sr_daemon_listen(sr_cm.daemon, c->service_id, &a);
-			if (!err)
-				break;
-			if (err != -EADDRINUSE || !c->port_auto || tries > 64)
-				return fail(-err);
-			uint16_t port = random_port();
-			sr_cm_set_port(&c->id.route.addr.src_addr, port);
-			c->service_id = sr_cma_service_id((uint16_t)c->id.ps, port);
-		}
-		c->registered = true;
-	}
+	/* listening before the daemon routes anything here, so that no
+	 * REQ finds the id not yet listening */
 	pthread_mutex_lock(&sr_cm.lock);
 	if (c->state != CM_BOUND && c->state != CM_LISTEN) {
 		pthread_mutex_unlock(&sr_cm.lock);
@@ -1042,6 +1031,27 @@ SR_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 	c->state = CM_LISTEN;
 	c->backlog = backlog;
 	pthread_mutex_unlock(&sr_cm.lock);
+	if (c->registered)
+		return 0;
+	struct sockaddr_in6 a;
+	sr_cm_to_in6(&c->id.route.addr.src_addr, &a);
+	for (int tries = 0;; tries++) {
+		int err = sr_daemon_listen(sr_cm.daemon, c->service_id, &a);
+		if (!err)
+			break;
+		if (err != -EADDRINUSE || !c->port_auto || tries > 64) {
+			pthread_mutex_lock(&sr_cm.lock);
+			c->state = CM_BOUND;
+			pthread_mutex_unlock(&sr_cm.lock);
+			return fail(-err);
+		}
+		uint16_t port = random_port();
+		pthread_mutex_lock(&sr_cm.lock);
+		sr_cm_set_port(&c->id.route.addr.src_addr, port);
+		c->service_id = sr_cma_service_id((uint16_t)c->id.ps, port);
+		pthread_mutex_unlock(&sr_cm.lock);
+	}
+	c->registered = true;
 	return 0;
 }
 
@@ -1109,8 +1119,10 @@ SR_EXPORT int rdma_establish(struct rdma_cm_id *id)
 	} else {
 		c->state = CM_ESTABLISHED;
 		sr_cm_send_rtu(c);
+		sr_cm_will_queue(c);
 	}
 	pthread_mutex_unlock(&sr_cm.lock);
+	sr_cm_wills_flush();
 	return err ? fail(err) : 0;
 }
 
@@ -1127,8 +1139,9 @@ SR_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_pa
 	     conn_param->private_data_len >
 		     (id->qp_type == IBV_QPT_UD ? SR_CM_SIDR_REP_PRIVATE_DATA : SR_CM_REP_PRIVATE_DATA)))
 		return fail(EINVAL);
-	if (c->state == CM_LISTEN)
+	if (c->state == CM_LISTEN) {
 		return fail(EINVAL);
+	}
 	if (c->state == CM_SIDR_REQ_RCVD) {
 		pthread_mutex_lock(&sr_cm.lock);
 		if (id->qp)
@@ -1140,8 +1153,9 @@ SR_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_pa
 		ack_stored(c);
 		return err ? fail(-err) : 0;
 	}
-	if (c->state != CM_REQ_RCVD)
+	if (c->state != CM_REQ_RCVD) {
 		return fail(EINVAL);
+	}
 	if ((err = sr_daemon_alloc_comm_id(sr_cm.daemon, &cid)))
 		return fail(-err);
 	pthread_mutex_lock(&sr_cm.lock);
@@ -1160,13 +1174,17 @@ SR_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_pa
 	}
 	err = sr_cm_qp_to_rtr_rts(c);
 	if (err) {
+		fprintf(stderr, "softrdma: rdma_accept: moving the QP to RTS failed: %s\n", strerror(err));
 		sr_cm_send_rej(c, SR_CM_REJ_CONSUMER_DEFINED, NULL, 0);
 		c->state = CM_DISCONNECTED;
 		pthread_mutex_unlock(&sr_cm.lock);
 		return fail(err);
 	}
 	err = sr_cm_send_rep(c, conn_param);
+	if (!err)
+		sr_cm_will_queue(c);
 	pthread_mutex_unlock(&sr_cm.lock);
+	sr_cm_wills_flush();
 	if (err)
 		return fail(-err);
 	ack_stored(c);

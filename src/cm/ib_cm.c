@@ -418,6 +418,57 @@ static void answer_stray(const struct sr_cm_msg *in, const struct sockaddr_in6 *
 		sr_cm_send_mad(local, peer, mad);
 }
 
+
+/* ---- wills: the DREQ softrdmad sends for us if this process dies ---- */
+
+struct pending_will {
+	struct pending_will *next;
+	uint32_t comm_id;
+	struct sockaddr_in6 local, peer;
+	uint8_t mad[SR_MAD_BYTES];
+};
+static struct pending_will *wills;
+
+/* Queue the DREQ of id's connection (lock held); sr_cm_wills_flush hands
+ * it to the daemon once the lock is dropped. */
+void sr_cm_will_queue(struct sr_cm_id *id)
+{
+	struct pending_will *w = calloc(1, sizeof(*w));
+	struct sr_cm_msg m;
+
+	if (!w)
+		return;
+	sr_cm_msg_init(&m, SR_CM_ATTR_DREQ, sr_cm_new_tid(id->lcid) ^ ((uint64_t)1 << 31));
+	m.dreq.local_comm_id = id->lcid;
+	m.dreq.remote_comm_id = id->rcid;
+	m.dreq.remote_qpn_eecn = id->rqpn;
+	if (sr_cm_msg_encode(&m, w->mad, sizeof(w->mad)) < 0) {
+		free(w);
+		return;
+	}
+	w->comm_id = id->lcid;
+	w->local = id->local;
+	w->peer = id->peer;
+	w->next = wills;
+	wills = w;
+}
+
+/* Lock not held. */
+void sr_cm_wills_flush(void)
+{
+	for (;;) {
+		pthread_mutex_lock(&sr_cm.lock);
+		struct pending_will *w = wills;
+		if (w)
+			wills = w->next;
+		pthread_mutex_unlock(&sr_cm.lock);
+		if (!w)
+			return;
+		sr_daemon_cm_will(sr_cm.daemon, w->comm_id, &w->local, &w->peer, w->mad);
+		free(w);
+	}
+}
+
 /* ---- receiving ---- */
 
 static struct sr_cm_id *find_by_lcid(uint32_t lcid)
@@ -522,6 +573,7 @@ static void on_req(const struct sr_cm_msg *m, const struct sr_ipc_pkt *meta)
 	struct sr_cm_id *dup = find_by_remote(r->local_comm_id, htobe64(r->local_ca_guid));
 
 	if (dup) {
+		sr_cm_dbg("duplicate REQ from comm ID 0x%x (state %d)", r->local_comm_id, dup->state);
 		/* the peer missed our answer: resend it (REP) or wait */
 		if (dup->state == CM_REP_SENT && dup->mad_valid)
 			sr_cm_send_mad(&dup->local, &dup->peer, dup->mad);
@@ -564,6 +616,7 @@ static void on_req(const struct sr_cm_msg *m, const struct sr_ipc_pkt *meta)
 	c->resp_res = r->initiator_depth < c->dev->max_dest_rd_atomic ? r->initiator_depth : c->dev->max_dest_rd_atomic;
 	c->init_depth = r->responder_resources < c->dev->max_rd_atomic ? r->responder_resources : c->dev->max_rd_atomic;
 	c->state = CM_REQ_RCVD;
+	sr_cm_dbg("REQ from comm ID 0x%x QPN 0x%x: new id %p", r->local_comm_id, r->local_qpn, (void *)c);
 
 	struct sr_cm_event *e = sr_cm_event_new(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
 	if (!e) {
@@ -674,6 +727,7 @@ static void on_rep(const struct sr_cm_msg *m)
 	} else {
 		id->state = CM_ESTABLISHED;
 		sr_cm_send_rtu(id);
+		sr_cm_will_queue(id);
 		e = sr_cm_event_new(id, RDMA_CM_EVENT_ESTABLISHED, 0);
 	}
 	if (e) {
@@ -863,9 +917,9 @@ static void on_sidr_rep(const struct sr_cm_msg *m)
 
 static int debug = -1;
 
-/* SOFTRDMA_CM_DEBUG=1: one line on stderr per CM MAD received or dropped. */
-static void dbg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void dbg(const char *fmt, ...)
+/* SOFTRDMA_CM_DEBUG=1: a line on stderr per CM MAD received or dropped and
+ * per event handed to the application. */
+void sr_cm_dbg(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -890,7 +944,7 @@ static void cm_pkt(void *arg, const struct sr_ipc_pkt *meta, const uint8_t *data
 
 	if (sr_pkt_parse(&p, data, len) || p.opcode != IBV_OPCODE_UD_SEND_ONLY || p.dqpn != 1 ||
 	    p.deth_qkey != SR_GSI_QKEY || p.paylen != SR_MAD_BYTES) {
-		dbg("dropped a %u-byte datagram that is not a CM MAD", len);
+		sr_cm_dbg("dropped a %u-byte datagram that is not a CM MAD", len);
 		return;
 	}
 	pthread_mutex_lock(&sr_cm.lock);
@@ -904,16 +958,16 @@ static void cm_pkt(void *arg, const struct sr_ipc_pkt *meta, const uint8_t *data
 			.ipv4_df = true,
 		};
 		if (!sr_icrc_verify(&env, data, len)) {
-			dbg("dropped a MAD with a bad ICRC");
+			sr_cm_dbg("dropped a MAD with a bad ICRC");
 			goto out;
 		}
 	}
 	if (sr_cm_msg_decode(&m, p.payload, SR_MAD_BYTES) || m.hdr.method != SR_MAD_METHOD_SEND) {
-		dbg("dropped a MAD of class %u attribute 0x%x method 0x%x", m.hdr.mgmt_class, m.hdr.attr_id,
+		sr_cm_dbg("dropped a MAD of class %u attribute 0x%x method 0x%x", m.hdr.mgmt_class, m.hdr.attr_id,
 		    m.hdr.method);
 		goto out;
 	}
-	dbg("received %s", sr_cm_attr_name(m.hdr.attr_id) ? sr_cm_attr_name(m.hdr.attr_id) : "?");
+	sr_cm_dbg("received %s", sr_cm_attr_name(m.hdr.attr_id) ? sr_cm_attr_name(m.hdr.attr_id) : "?");
 	switch (m.hdr.attr_id) {
 	case SR_CM_ATTR_REQ: on_req(&m, meta); break;
 	case SR_CM_ATTR_REP: on_rep(&m); break;
@@ -928,6 +982,7 @@ static void cm_pkt(void *arg, const struct sr_ipc_pkt *meta, const uint8_t *data
 	}
 out:
 	pthread_mutex_unlock(&sr_cm.lock);
+	sr_cm_wills_flush();
 }
 
 /* ---- timers ---- */

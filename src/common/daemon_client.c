@@ -731,3 +731,21 @@ int sr_daemon_unlisten(struct sr_daemon_conn *c, uint64_t service_id, const stru
 {
 	return listen_call(c, SR_IPC_UNLISTEN, service_id, local);
 }
+
+int sr_daemon_cm_will(struct sr_daemon_conn *c, uint32_t comm_id, const struct sockaddr_in6 *local,
+		      const struct sockaddr_in6 *peer, const uint8_t *mad)
+{
+	struct sr_ipc_cm_will b;
+
+	memset(&b, 0, sizeof(b));
+	b.comm_id = comm_id;
+	if (mad) {
+		b.len = sizeof(b.mad);
+		b.local = *local;
+		b.peer = *peer;
+		b.local.sin6_family = b.peer.sin6_family = AF_INET6;
+		memcpy(b.mad, mad, sizeof(b.mad));
+	}
+	int64_t v = sr_daemon_call(c, SR_IPC_CM_WILL, &b, sizeof(b));
+	return v < 0 ? (int)v : 0;
+}

@@ -99,4 +99,10 @@ int sr_daemon_free_comm_id(struct sr_daemon_conn *c, uint32_t id);
 int sr_daemon_listen(struct sr_daemon_conn *c, uint64_t service_id, const struct sockaddr_in6 *local);
 int sr_daemon_unlisten(struct sr_daemon_conn *c, uint64_t service_id, const struct sockaddr_in6 *local);
 
+/* Leave the daemon a MAD (256 bytes) to send from local to peer if this
+ * process dies while it owns comm_id (a DREQ for an established
+ * connection); mad NULL withdraws it.  Freeing the ID withdraws it too. */
+int sr_daemon_cm_will(struct sr_daemon_conn *c, uint32_t comm_id, const struct sockaddr_in6 *local,
+		      const struct sockaddr_in6 *peer, const uint8_t *mad);
+
 #endif

@@ -51,6 +51,7 @@ enum sr_ipc_type {
 	SR_IPC_FREE_COMM_ID = 9,  /* c->d: body sr_ipc_comm_id; reply 0 or -errno */
 	SR_IPC_LISTEN = 10,       /* c->d: body sr_ipc_listen; reply 0 or -errno */
 	SR_IPC_UNLISTEN = 11,     /* c->d: body sr_ipc_listen; reply 0 or -errno */
+	SR_IPC_CM_WILL = 12,      /* c->d: body sr_ipc_cm_will; reply 0 or -errno (see "CM wills") */
 };
 
 /* Rules softrdmad follows (and clients rely on):
@@ -162,6 +163,22 @@ struct sr_ipc_listen {
 	struct sockaddr_in6 local;
 	uint32_t flags;       /* 0; anything else -EINVAL */
 	uint32_t pad;
+};
+
+/* CM wills: a MAD the daemon sends for a client that dies, so that the
+ * peers of a killed process learn of it at once, as they do when the
+ * kernel's CM destroys a dead process's ids (a DREQ for each established
+ * connection).  Registered per Communication ID the client owns (-ENOENT
+ * otherwise); a new will replaces the old; len 0 withdraws it; FREE_COMM_ID
+ * withdraws it too.  When the client's connection closes, each will is
+ * sent once from local:4791 to peer:4791 (BTH + DETH from QP1 to QP1 +
+ * the MAD + ICRC), not rate-limited. */
+struct sr_ipc_cm_will {
+	uint32_t comm_id;
+	uint32_t len;              /* 256, or 0 to withdraw */
+	struct sockaddr_in6 local; /* IPv4 as IPv4-mapped */
+	struct sockaddr_in6 peer;
+	uint8_t mad[256];
 };
 
 struct sr_ipc_pkt {

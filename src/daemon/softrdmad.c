@@ -125,8 +125,16 @@ struct client {
 	 * are not read, so at most one is ever pending. */
 	uint8_t *pending;
 	uint32_t pending_len;
+	struct will *wills;          /* CM wills (ipc.h), sent when the client dies */
 	struct client *prev, *next;
 };
+
+struct will {
+	struct will *next;
+	struct sr_ipc_cm_will w;
+};
+
+static void wills_send(struct client *c);
 
 enum drop_reason {
 	DROP_SHORT,          /* shorter than a BTH */
@@ -252,6 +260,7 @@ static struct {
 	struct answer_src answer_src[ANSWER_SRC_SLOTS];
 	struct token_bucket answer_all;
 	uint32_t gsi_psn;
+	uint64_t wills_sent;          /* CM wills of dead clients sent */
 	uint64_t cm_rx, cm[CM_NCOUNTERS];
 	struct timespec start;
 	int64_t idle_since_ms;
@@ -771,6 +780,7 @@ static void client_drop(struct client *c, const char *why)
 	       why, c->nqpn, c->ncomm_id, c->nlisten, d.qp1_owner == c ? " and QP1" : "");
 	epoll_ctl(d.epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
+	wills_send(c);
 	it_release_owner(&d.qpns, c, c->nqpn, qpn_release);
 	it_release_owner(&d.comm_ids, c, c->ncomm_id, comm_id_release);
 	listen_release_all(c);
@@ -1015,6 +1025,71 @@ static uint64_t rd64(const uint8_t *p)
 	return (uint64_t)rd32(p) << 32 | rd32(p + 4);
 }
 
+/* Send a GSI datagram (BTH + DETH + MAD + ICRC slot, GSI_DGRAM_BYTES) from
+ * local:4791 to peer:4791, filling in the ICRC.  true if sent. */
+static bool gsi_send(uint8_t *pkt, const struct sockaddr_in6 *local, const struct sockaddr_in6 *peer)
+{
+	bool v4 = IN6_IS_ADDR_V4MAPPED(&peer->sin6_addr);
+	struct sr_icrc_env env = { 0 };
+	union {
+		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(struct in_pktinfo))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { pkt, GSI_DGRAM_BYTES };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf };
+	struct cmsghdr *cm = (struct cmsghdr *)ctl.buf;
+	struct sockaddr_in to4;
+	struct sockaddr_in6 to6;
+	int fd = v4 ? d.udp4_fd : d.udp6_fd;
+
+	if (fd < 0 || v4 != IN6_IS_ADDR_V4MAPPED(&local->sin6_addr))
+		return false;
+	/* Sent from the 4791 socket, unconnected and with DF set, so IPv4 ID 0. */
+	env.ipv6 = !v4;
+	env.saddr = local->sin6_addr;
+	env.daddr = peer->sin6_addr;
+	env.sport = SR_ROCE_UDP_PORT;
+	env.dport = SR_ROCE_UDP_PORT;
+	env.ipv4_df = true;
+	sr_icrc_store(pkt + GSI_DGRAM_BYTES - SR_ICRC_BYTES, sr_icrc_compute(&env, pkt, GSI_DGRAM_BYTES));
+
+	memset(&ctl, 0, sizeof(ctl));
+	if (v4) {
+		struct in_pktinfo pi = { 0 };
+
+		memset(&to4, 0, sizeof(to4));
+		to4.sin_family = AF_INET;
+		to4.sin_port = htons(SR_ROCE_UDP_PORT);
+		memcpy(&to4.sin_addr, &peer->sin6_addr.s6_addr[12], 4);
+		memcpy(&pi.ipi_spec_dst, &local->sin6_addr.s6_addr[12], 4);
+		cm->cmsg_level = IPPROTO_IP;
+		cm->cmsg_type = IP_PKTINFO;
+		cm->cmsg_len = CMSG_LEN(sizeof(pi));
+		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+		msg.msg_controllen = CMSG_SPACE(sizeof(pi));
+		msg.msg_name = &to4;
+		msg.msg_namelen = sizeof(to4);
+	} else {
+		struct in6_pktinfo pi = { 0 };
+
+		to6 = *peer;
+		to6.sin6_port = htons(SR_ROCE_UDP_PORT);
+		to6.sin6_flowinfo = 0;
+		pi.ipi6_addr = local->sin6_addr;
+		if (IN6_IS_ADDR_LINKLOCAL(&pi.ipi6_addr))
+			pi.ipi6_ifindex = (int)local->sin6_scope_id;
+		cm->cmsg_level = IPPROTO_IPV6;
+		cm->cmsg_type = IPV6_PKTINFO;
+		cm->cmsg_len = CMSG_LEN(sizeof(pi));
+		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+		msg.msg_controllen = CMSG_SPACE(sizeof(pi));
+		msg.msg_name = &to6;
+		msg.msg_namelen = sizeof(to6);
+	}
+	return sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0;
+}
+
+
 /* What the kernel's CM sends for a request nobody here takes (cm_issue_rej,
  * SIDR_REP IB_SIDR_UNSUPPORTED, cm_issue_drep): the answer goes to the
  * sender's QP1 from the local address the request came to.  req is a
@@ -1026,16 +1101,6 @@ static bool cm_answer(const uint8_t *req, const struct sr_ipc_pkt *meta, uint16_
 	uint8_t *mad = pkt + SR_BTH_BYTES + SR_DETH_BYTES;
 	bool v4 = IN6_IS_ADDR_V4MAPPED(&meta->src.sin6_addr);
 	struct sr_pkt h = { 0 };
-	struct sr_icrc_env env = { 0 };
-	union {
-		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(struct in_pktinfo))];
-		struct cmsghdr align;
-	} ctl;
-	struct iovec iov = { pkt, sizeof(pkt) };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf };
-	struct cmsghdr *cm = (struct cmsghdr *)ctl.buf;
-	struct sockaddr_in to4;
-	struct sockaddr_in6 to6;
 	int fd = v4 ? d.udp4_fd : d.udp6_fd;
 
 	/* Without the local address the ICRC cannot be right. */
@@ -1093,56 +1158,74 @@ static bool cm_answer(const uint8_t *req, const struct sr_ipc_pkt *meta, uint16_
 		return false;
 	}
 
-	/* Sent from the 4791 socket, unconnected and with DF set, so IPv4 ID 0. */
-	env.ipv6 = !v4;
-	env.saddr = meta->dst.sin6_addr;
-	env.daddr = meta->src.sin6_addr;
-	env.sport = SR_ROCE_UDP_PORT;
-	env.dport = SR_ROCE_UDP_PORT;
-	env.ipv4_df = true;
-	sr_icrc_store(pkt + sizeof(pkt) - SR_ICRC_BYTES, sr_icrc_compute(&env, pkt, sizeof(pkt)));
-
-	memset(&ctl, 0, sizeof(ctl));
-	if (v4) {
-		struct in_pktinfo pi = { 0 };
-
-		memset(&to4, 0, sizeof(to4));
-		to4.sin_family = AF_INET;
-		to4.sin_port = htons(SR_ROCE_UDP_PORT);
-		memcpy(&to4.sin_addr, &meta->src.sin6_addr.s6_addr[12], 4);
-		memcpy(&pi.ipi_spec_dst, &meta->dst.sin6_addr.s6_addr[12], 4);
-		cm->cmsg_level = IPPROTO_IP;
-		cm->cmsg_type = IP_PKTINFO;
-		cm->cmsg_len = CMSG_LEN(sizeof(pi));
-		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
-		msg.msg_controllen = CMSG_SPACE(sizeof(pi));
-		msg.msg_name = &to4;
-		msg.msg_namelen = sizeof(to4);
-	} else {
-		struct in6_pktinfo pi = { 0 };
-
-		to6 = meta->src;
-		to6.sin6_port = htons(SR_ROCE_UDP_PORT);
-		to6.sin6_flowinfo = 0;
-		pi.ipi6_addr = meta->dst.sin6_addr;
-		if (IN6_IS_ADDR_LINKLOCAL(&pi.ipi6_addr))
-			pi.ipi6_ifindex = (int)meta->dst.sin6_scope_id;
-		cm->cmsg_level = IPPROTO_IPV6;
-		cm->cmsg_type = IPV6_PKTINFO;
-		cm->cmsg_len = CMSG_LEN(sizeof(pi));
-		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
-		msg.msg_controllen = CMSG_SPACE(sizeof(pi));
-		msg.msg_name = &to6;
-		msg.msg_namelen = sizeof(to6);
-	}
-	if (sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+	if (!gsi_send(pkt, &meta->dst, &meta->src)) {
 		d.cm[CM_ANSWER_ERR]++;
 		return false;
 	}
 	return true;
 }
 
+/* A dying client's wills (ipc.h "CM wills"): each MAD goes out once. */
+static void wills_send(struct client *c)
+{
+	while (c->wills) {
+		struct will *w = c->wills;
+		uint8_t pkt[GSI_DGRAM_BYTES] = { 0 };
+		struct sr_pkt h = { 0 };
+
+		c->wills = w->next;
+		h.opcode = IBV_OPCODE_UD_SEND_ONLY;
+		h.pkey = 0xffff;
+		h.dqpn = 1;
+		h.ackreq = true;
+		h.psn = d.gsi_psn++ & SR_PSN_MASK;
+		h.deth_qkey = SR_GSI_QKEY;
+		h.deth_sqpn = 1;
+		if (sr_pkt_build_hdr(pkt, &h) == SR_BTH_BYTES + SR_DETH_BYTES) {
+			memcpy(pkt + SR_BTH_BYTES + SR_DETH_BYTES, w->w.mad, sizeof(w->w.mad));
+			if (gsi_send(pkt, &w->w.local, &w->w.peer))
+				d.wills_sent++;
+		}
+		free(w);
+	}
+}
+
+static void will_drop(struct client *c, uint32_t comm_id)
+{
+	for (struct will **pp = &c->wills; *pp; pp = &(*pp)->next)
+		if ((*pp)->w.comm_id == comm_id) {
+			struct will *w = *pp;
+			*pp = w->next;
+			free(w);
+			return;
+		}
+}
+
+static int will_set(struct client *c, const struct sr_ipc_cm_will *req)
+{
+	struct id_ent *e = it_find(&d.comm_ids, req->comm_id);
+
+	if (!e || e->owner != c)
+		return -ENOENT;
+	will_drop(c, req->comm_id);
+	if (!req->len)
+		return 0;
+	if (req->len != sizeof(req->mad) || req->local.sin6_family != AF_INET6 ||
+	    req->peer.sin6_family != AF_INET6 ||
+	    IN6_IS_ADDR_V4MAPPED(&req->local.sin6_addr) != IN6_IS_ADDR_V4MAPPED(&req->peer.sin6_addr))
+		return -EINVAL;
+	struct will *w = malloc(sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->w = *req;
+	w->next = c->wills;
+	c->wills = w;
+	return 0;
+}
+
 /* ---- CM routing ---- */
+
+
 
 /* CM_NCOUNTERS if p is a CM MAD the daemon routes by its IDs, else the
  * counter saying why not. */
@@ -1462,6 +1545,7 @@ static size_t status_text(char *buf, size_t cap)
 			OUT("listen service 0x%016llx addr %s pid %ld\n", (unsigned long long)l->service_id, a,
 			    (long)l->owner->pid);
 		}
+	OUT("cm wills sent %llu\n", (unsigned long long)d.wills_sent);
 	OUT("cm rx=%llu", (unsigned long long)d.cm_rx);
 	for (int i = 0; i < CM_NCOUNTERS; i++)
 		OUT(" %s=%llu", cm_name[i], (unsigned long long)d.cm[i]);
@@ -1530,6 +1614,7 @@ static bool client_request(struct client *c, const struct sr_ipc_hdr *h, const u
 			return client_send_reply(c, -ENOENT, NULL, 0);
 		if (e->owner != c)
 			return client_send_reply(c, -EPERM, NULL, 0);
+		will_drop(c, b.comm_id);
 		comm_id_release(e);
 		return client_send_reply(c, 0, NULL, 0);
 	}
@@ -1542,6 +1627,14 @@ static bool client_request(struct client *c, const struct sr_ipc_hdr *h, const u
 		memcpy(&b, body, sizeof(b));
 		val = h->type == SR_IPC_LISTEN ? listen_add(c, &b) : listen_del(c, &b);
 		return client_send_reply(c, val, NULL, 0);
+	}
+	case SR_IPC_CM_WILL: {
+		struct sr_ipc_cm_will b;
+
+		if (blen < sizeof(b))
+			return client_send_reply(c, -EINVAL, NULL, 0);
+		memcpy(&b, body, sizeof(b));
+		return client_send_reply(c, will_set(c, &b), NULL, 0);
 	}
 	case SR_IPC_STATUS: {
 		char text[SR_IPC_MAX_MSG - sizeof(struct sr_ipc_hdr) - sizeof(struct sr_ipc_reply)];
