@@ -1028,6 +1028,22 @@ SR_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 		pthread_mutex_unlock(&sr_cm.lock);
 		return fail(EINVAL);
 	}
+	if (c->state == CM_BOUND) {
+		/* another id of this process on the port (the daemon checks
+		 * other processes) */
+		struct sockaddr_in6 me;
+		sr_cm_to_in6(&c->id.route.addr.src_addr, &me);
+		for (struct sr_cm_id *o = sr_cm.ids; o; o = o->next) {
+			struct sockaddr_in6 oa;
+			if (o == c || o->state != CM_LISTEN || o->destroyed || o->service_id != c->service_id)
+				continue;
+			sr_cm_to_in6(&o->id.route.addr.src_addr, &oa);
+			if (sr_cm_is_any(&oa) || sr_cm_is_any(&me) || !memcmp(&oa.sin6_addr, &me.sin6_addr, 16)) {
+				pthread_mutex_unlock(&sr_cm.lock);
+				return fail(EADDRINUSE);
+			}
+		}
+	}
 	c->state = CM_LISTEN;
 	c->backlog = backlog;
 	pthread_mutex_unlock(&sr_cm.lock);

@@ -1,0 +1,394 @@
+/* test_cm - the rdma_cm API of our librdmacm.so.1, both ends in one
+ * process on one event channel, over rxe0 on lo: argument errors with
+ * rdma-core's errno values, private data both ways (REQ/REP/REJ), resource
+ * negotiation, data over the connected QPs, disconnect and TIMEWAIT_EXIT,
+ * REJECTED for no listener and for rdma_reject, EADDRINUSE, ids without a
+ * QP (CONNECT_RESPONSE + rdma_establish), rdma_init_qp_attr, UD via SIDR,
+ * a non-blocking channel.  Only the public API is used. */
+#include <rdma/rdma_cma.h>
+#include <fcntl.h>
+
+#include "../verbs/vt.h"
+
+static struct rdma_event_channel *ch;
+
+/* The next event, which must be of type want (and for id, if given). */
+static struct rdma_cm_event *next_event(enum rdma_cm_event_type want, int timeout_ms)
+{
+	struct pollfd p = { .fd = ch->fd, .events = POLLIN };
+	struct rdma_cm_event *ev = NULL;
+
+	if (poll(&p, 1, timeout_ms) != 1) {
+		CHECK(0, "event %s within %d ms", rdma_event_str(want), timeout_ms);
+		return NULL;
+	}
+	if (rdma_get_cm_event(ch, &ev)) {
+		CHECK(0, "rdma_get_cm_event: %s", strerror(errno));
+		return NULL;
+	}
+	CHECK(ev->event == want, "event %s (got %s, status %d)", rdma_event_str(want), rdma_event_str(ev->event),
+	      ev->status);
+	return ev;
+}
+
+static struct sockaddr_in lo_addr(uint16_t port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	return a;
+}
+
+static uint16_t pick_port(void)
+{
+	return (uint16_t)(20000 + (getpid() * 7 + rand()) % 30000);
+}
+
+/* A listener on a fresh port. */
+static struct rdma_cm_id *listener(enum rdma_port_space ps, uint16_t *port)
+{
+	struct rdma_cm_id *l;
+
+	if (rdma_create_id(ch, &l, NULL, ps))
+		return NULL;
+	for (int i = 0; i < 20; i++) {
+		*port = pick_port();
+		struct sockaddr_in a = lo_addr(*port);
+		if (!rdma_bind_addr(l, (struct sockaddr *)&a) && !rdma_listen(l, 8))
+			return l;
+		rdma_destroy_id(l);
+		if (rdma_create_id(ch, &l, NULL, ps))
+			return NULL;
+	}
+	return NULL;
+}
+
+/* An active id resolved to 127.0.0.1:port. */
+static struct rdma_cm_id *resolved(enum rdma_port_space ps, uint16_t port)
+{
+	struct rdma_cm_id *id;
+	struct rdma_cm_event *ev;
+	struct sockaddr_in a = lo_addr(port);
+
+	if (rdma_create_id(ch, &id, NULL, ps))
+		return NULL;
+	CHECK_RC(rdma_resolve_addr(id, NULL, (struct sockaddr *)&a, 2000), 0, "rdma_resolve_addr");
+	if ((ev = next_event(RDMA_CM_EVENT_ADDR_RESOLVED, 2000)))
+		rdma_ack_cm_event(ev);
+	CHECK(id->verbs != NULL && id->pd != NULL, "resolved id has a device and a PD");
+	CHECK_RC(rdma_resolve_route(id, 2000), 0, "rdma_resolve_route");
+	if ((ev = next_event(RDMA_CM_EVENT_ROUTE_RESOLVED, 2000)))
+		rdma_ack_cm_event(ev);
+	CHECK(id->route.num_paths == 1 && id->route.path_rec, "route has one path record");
+	return id;
+}
+
+static void qp_attr(struct ibv_qp_init_attr *a, enum ibv_qp_type t)
+{
+	memset(a, 0, sizeof(*a));
+	a->qp_type = t;
+	a->cap.max_send_wr = a->cap.max_recv_wr = 16;
+	a->cap.max_send_sge = a->cap.max_recv_sge = 1;
+	a->sq_sig_all = 1;
+}
+
+static void test_errors(void)
+{
+	struct rdma_cm_id *id, *l1, *l2;
+	struct rdma_cm_event *ev;
+	uint16_t port;
+
+	SECTION("argument errors");
+	errno = 0;
+	CHECK(rdma_create_id(ch, NULL, NULL, RDMA_PS_TCP) == -1 && errno == EINVAL, "create_id(NULL) -> EINVAL");
+	errno = 0;
+	CHECK(rdma_create_id(ch, &id, NULL, (enum rdma_port_space)0x999) == -1 && errno == EPROTONOSUPPORT,
+	      "create_id(bad port space) -> EPROTONOSUPPORT");
+	CHECK_RC(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0, "create_id");
+	struct sockaddr_in bad = lo_addr(1);
+	inet_pton(AF_INET, "192.0.2.77", &bad.sin_addr);
+	errno = 0;
+	CHECK(rdma_bind_addr(id, (struct sockaddr *)&bad) == -1 && errno == EADDRNOTAVAIL,
+	      "bind to a non-local address -> EADDRNOTAVAIL (%s)", strerror(errno));
+	struct sockaddr ib = { .sa_family = AF_IB };
+	errno = 0;
+	CHECK(rdma_bind_addr(id, &ib) == -1 && errno == EAFNOSUPPORT, "bind AF_IB -> EAFNOSUPPORT");
+	errno = 0;
+	CHECK(rdma_resolve_route(id, 100) == -1 && errno == EINVAL, "resolve_route before resolve_addr -> EINVAL");
+	errno = 0;
+	CHECK(rdma_connect(id, NULL) == -1 && errno == EINVAL, "connect an unresolved id -> EINVAL");
+	errno = 0;
+	CHECK(rdma_disconnect(id) == -1 && errno == EINVAL, "disconnect an idle id -> EINVAL");
+	errno = 0;
+	CHECK(rdma_establish(id) == -1 && errno == EINVAL, "establish an idle id -> EINVAL");
+	uint8_t tos = 0;
+	errno = 0;
+	CHECK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, 4) == -1 && errno == EINVAL,
+	      "set_option TOS with a wrong length -> EINVAL");
+	CHECK_RC(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, 1), 0, "set_option TOS");
+	struct rdma_addrinfo *res;
+	errno = 0;
+	CHECK(rdma_getaddrinfo(NULL, NULL, NULL, &res) == -1 && errno == EINVAL, "getaddrinfo(NULL, NULL, NULL)");
+	struct rdma_addrinfo hints = { .ai_flags = RAI_PASSIVE, .ai_port_space = RDMA_PS_TCP };
+	CHECK_RC(rdma_getaddrinfo("127.0.0.1", "7471", &hints, &res), 0, "getaddrinfo passive");
+	if (res) {
+		CHECK(res->ai_src_addr && res->ai_qp_type == IBV_QPT_RC && (res->ai_flags & RAI_PASSIVE),
+		      "  passive addrinfo: source address, RC");
+		rdma_freeaddrinfo(res);
+	}
+	rdma_destroy_id(id);
+
+	SECTION("two listeners on one port");
+	l1 = listener(RDMA_PS_TCP, &port);
+	CHECK(l1 != NULL, "first listener on port %u", port);
+	CHECK_RC(rdma_create_id(ch, &l2, NULL, RDMA_PS_TCP), 0, "second id");
+	struct sockaddr_in a = lo_addr(port);
+	CHECK_RC(rdma_bind_addr(l2, (struct sockaddr *)&a), 0, "  binds (the port is claimed at listen)");
+	errno = 0;
+	CHECK(rdma_listen(l2, 1) == -1 && errno == EADDRINUSE, "  rdma_listen -> EADDRINUSE (%s)", strerror(errno));
+	errno = 0;
+	CHECK(rdma_accept(l1, NULL) == -1 && errno == EINVAL, "accept on a listener -> EINVAL");
+	rdma_destroy_id(l2);
+
+	SECTION("no listener: REJECTED, reason 8");
+	id = resolved(RDMA_PS_TCP, (uint16_t)(port + 1));
+	struct ibv_qp_init_attr qa;
+	qp_attr(&qa, IBV_QPT_RC);
+	CHECK_RC(rdma_create_qp(id, NULL, &qa), 0, "create_qp");
+	uint8_t big[100] = { 0 };
+	struct rdma_conn_param cp = { .private_data = big, .private_data_len = 57 };
+	errno = 0;
+	CHECK(rdma_connect(id, &cp) == -1 && errno == EINVAL, "57 bytes of REQ private data -> EINVAL (56 max)");
+	CHECK_RC(rdma_connect(id, NULL), 0, "connect");
+	if ((ev = next_event(RDMA_CM_EVENT_REJECTED, 3000))) {
+		CHECK_INT(ev->status, 8, "  status = REJ reason 8 (invalid service ID)");
+		rdma_ack_cm_event(ev);
+	}
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_id(l1);
+
+	SECTION("non-blocking channel");
+	int fl = fcntl(ch->fd, F_GETFL);
+	fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK);
+	errno = 0;
+	CHECK(rdma_get_cm_event(ch, &ev) == -1 && errno == EAGAIN, "empty non-blocking channel -> EAGAIN");
+	fcntl(ch->fd, F_SETFL, fl);
+}
+
+static void test_connect(void)
+{
+	struct rdma_cm_id *l, *c, *s;
+	struct rdma_cm_event *ev;
+	uint16_t port;
+	char req_pd[56], rep_pd[196];
+
+	SECTION("connect with private data both ways, data, disconnect");
+	l = listener(RDMA_PS_TCP, &port);
+	if (!CHECK(l != NULL, "listener"))
+		return;
+	c = resolved(RDMA_PS_TCP, port);
+	struct ibv_qp_init_attr qa;
+	qp_attr(&qa, IBV_QPT_RC);
+	CHECK_RC(rdma_create_qp(c, NULL, &qa), 0, "client create_qp (CQs made for it)");
+	CHECK(c->send_cq && c->recv_cq && c->qp, "  id has QP and CQs");
+	for (int i = 0; i < 56; i++)
+		req_pd[i] = (char)(0xa0 + i);
+	struct rdma_conn_param cp = { .private_data = req_pd, .private_data_len = 56, .responder_resources = 2,
+				      .initiator_depth = 3, .retry_count = 7, .rnr_retry_count = 7 };
+	CHECK_RC(rdma_connect(c, &cp), 0, "connect");
+	ev = next_event(RDMA_CM_EVENT_CONNECT_REQUEST, 3000);
+	if (!ev)
+		return;
+	s = ev->id;
+	CHECK(ev->listen_id == l, "  listen_id is the listener");
+	CHECK(s->verbs == c->verbs, "  new id on the same device");
+	CHECK(ev->param.conn.private_data_len >= 56 && !memcmp(ev->param.conn.private_data, req_pd, 56),
+	      "  REQ private data arrives (%u bytes)", ev->param.conn.private_data_len);
+	CHECK_INT(ev->param.conn.responder_resources, 3, "  responder_resources = the client's initiator_depth");
+	CHECK_INT(ev->param.conn.initiator_depth, 2, "  initiator_depth = the client's responder_resources");
+	CHECK_INT(ev->param.conn.qp_num, c->qp->qp_num, "  qp_num = the client's QP");
+	CHECK_INT(ntohs(rdma_get_dst_port(s)), ntohs(rdma_get_src_port(c)), "  peer port = the client's port");
+	rdma_ack_cm_event(ev);
+	qp_attr(&qa, IBV_QPT_RC); /* rdma_create_qp wrote the client's CQs into qa */
+	CHECK_RC(rdma_create_qp(s, NULL, &qa), 0, "server create_qp");
+	for (size_t i = 0; i < sizeof(rep_pd); i++)
+		rep_pd[i] = (char)(0x10 + i);
+	struct rdma_conn_param ap = { .private_data = rep_pd, .private_data_len = sizeof(rep_pd),
+				      .responder_resources = 3, .initiator_depth = 2, .rnr_retry_count = 7 };
+	CHECK_RC(rdma_accept(s, &ap), 0, "accept");
+	if ((ev = next_event(RDMA_CM_EVENT_ESTABLISHED, 3000))) {
+		CHECK(ev->id == c || ev->id == s, "  ESTABLISHED");
+		if (ev->id == c)
+			CHECK(ev->param.conn.private_data_len == sizeof(rep_pd) &&
+				      !memcmp(ev->param.conn.private_data, rep_pd, sizeof(rep_pd)),
+			      "  REP private data arrives");
+		rdma_ack_cm_event(ev);
+	}
+	if ((ev = next_event(RDMA_CM_EVENT_ESTABLISHED, 3000)))
+		rdma_ack_cm_event(ev);
+
+	struct ibv_qp_attr at;
+	int mask;
+	at.qp_state = IBV_QPS_RTR;
+	CHECK_RC(rdma_init_qp_attr(c, &at, &mask), 0, "init_qp_attr(RTR)");
+	CHECK_INT(at.dest_qp_num, s->qp->qp_num, "  dest_qp_num = the server's QP");
+	struct ibv_qp_init_attr ia;
+	CHECK_RC(ibv_query_qp(c->qp, &at, IBV_QP_STATE | IBV_QP_MAX_QP_RD_ATOMIC, &ia), 0, "query client QP");
+	CHECK_INT(at.qp_state, IBV_QPS_RTS, "  client QP in RTS");
+	CHECK_INT(at.max_rd_atomic, 3, "  client max_rd_atomic = min(asked, server's responder resources)");
+
+	/* data: a SEND client -> server, an RDMA READ server <- client */
+	char *cb = calloc(1, 4096), *sb = calloc(1, 4096);
+	struct ibv_mr *cmr = ibv_reg_mr(c->pd, cb, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	struct ibv_mr *smr = ibv_reg_mr(s->pd, sb, 4096, IBV_ACCESS_LOCAL_WRITE);
+	for (int i = 0; i < 4096; i++)
+		cb[i] = (char)(i * 7);
+	struct ibv_sge rs = { (uintptr_t)sb, 4096, smr->lkey };
+	struct ibv_recv_wr rw = { .wr_id = 1, .sg_list = &rs, .num_sge = 1 }, *brw;
+	CHECK_RC(ibv_post_recv(s->qp, &rw, &brw), 0, "server post_recv");
+	struct ibv_sge ss = { (uintptr_t)cb, 4096, cmr->lkey };
+	struct ibv_send_wr sw = { .wr_id = 2, .sg_list = &ss, .num_sge = 1, .opcode = IBV_WR_SEND }, *bsw;
+	CHECK_RC(ibv_post_send(c->qp, &sw, &bsw), 0, "client SEND 4 KiB");
+	struct ibv_wc wc;
+	EXPECT_WC(s->recv_cq, 1, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "  server receives it");
+	EXPECT_WC(c->send_cq, 2, IBV_WC_SUCCESS, IBV_WC_SEND, &wc, "  client send completes");
+	CHECK(!memcmp(cb, sb, 4096), "  data intact");
+	memset(sb, 0, 4096);
+	struct ibv_sge rds = { (uintptr_t)sb, 4096, smr->lkey };
+	struct ibv_send_wr rd = { .wr_id = 3, .sg_list = &rds, .num_sge = 1, .opcode = IBV_WR_RDMA_READ };
+	rd.wr.rdma.remote_addr = (uintptr_t)cb;
+	rd.wr.rdma.rkey = cmr->rkey;
+	CHECK_RC(ibv_post_send(s->qp, &rd, &bsw), 0, "server RDMA READ 4 KiB (needs the negotiated resources)");
+	EXPECT_WC(s->send_cq, 3, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, &wc, "  read completes");
+	CHECK(!memcmp(cb, sb, 4096), "  data intact");
+
+	CHECK_RC(rdma_disconnect(c), 0, "client disconnects");
+	bool c_disc = false, s_disc = false;
+	for (int i = 0; i < 2 && (ev = next_event(RDMA_CM_EVENT_DISCONNECTED, 5000)); i++) {
+		if (ev->id == c)
+			c_disc = true;
+		if (ev->id == s)
+			s_disc = true;
+		rdma_ack_cm_event(ev);
+		if (s_disc && !c_disc)
+			CHECK_RC(rdma_disconnect(s), 0, "server disconnects (DREP)");
+	}
+	CHECK(c_disc && s_disc, "  both ends got DISCONNECTED");
+	bool tw = false;
+	for (int i = 0; i < 2 && (ev = next_event(RDMA_CM_EVENT_TIMEWAIT_EXIT, 6000)); i++) {
+		tw = tw || ev->id == c;
+		rdma_ack_cm_event(ev);
+	}
+	CHECK(tw, "  client got TIMEWAIT_EXIT");
+	ibv_dereg_mr(cmr);
+	ibv_dereg_mr(smr);
+	free(cb);
+	free(sb);
+	rdma_destroy_qp(c);
+	rdma_destroy_qp(s);
+	CHECK_RC(rdma_destroy_id(c), 0, "destroy client id");
+	CHECK_RC(rdma_destroy_id(s), 0, "destroy server id");
+
+	SECTION("rdma_reject with private data");
+	c = resolved(RDMA_PS_TCP, port);
+	qp_attr(&qa, IBV_QPT_RC);
+	CHECK_RC(rdma_create_qp(c, NULL, &qa), 0, "client create_qp");
+	CHECK_RC(rdma_connect(c, NULL), 0, "connect");
+	if ((ev = next_event(RDMA_CM_EVENT_CONNECT_REQUEST, 3000))) {
+		s = ev->id;
+		rdma_ack_cm_event(ev);
+		char why[] = "go away";
+		CHECK_RC(rdma_reject(s, why, sizeof(why)), 0, "reject");
+		if ((ev = next_event(RDMA_CM_EVENT_REJECTED, 3000))) {
+			CHECK_INT(ev->status, 28, "  REJECTED, reason 28 (consumer defined)");
+			CHECK(ev->param.conn.private_data && !memcmp(ev->param.conn.private_data, why, sizeof(why)),
+			      "  REJ private data arrives");
+			rdma_ack_cm_event(ev);
+		}
+		rdma_destroy_id(s);
+	}
+	rdma_destroy_qp(c);
+	rdma_destroy_id(c);
+
+	SECTION("an id without a QP: CONNECT_RESPONSE, then rdma_establish");
+	c = resolved(RDMA_PS_TCP, port);
+	struct rdma_conn_param np = { .qp_num = 0x123456 & 0xffffff, .responder_resources = 1, .initiator_depth = 1 };
+	CHECK_RC(rdma_connect(c, &np), 0, "connect with conn_param.qp_num");
+	if ((ev = next_event(RDMA_CM_EVENT_CONNECT_REQUEST, 3000))) {
+		s = ev->id;
+		CHECK_INT(ev->param.conn.qp_num, 0x123456, "  REQ carries the given QPN");
+		rdma_ack_cm_event(ev);
+		struct rdma_conn_param sp = { .qp_num = 0x654321, .responder_resources = 1, .initiator_depth = 1 };
+		CHECK_RC(rdma_accept(s, &sp), 0, "accept with conn_param.qp_num");
+		if ((ev = next_event(RDMA_CM_EVENT_CONNECT_RESPONSE, 3000))) {
+			CHECK_INT(ev->param.conn.qp_num, 0x654321, "  CONNECT_RESPONSE carries the server's QPN");
+			rdma_ack_cm_event(ev);
+		}
+		CHECK_RC(rdma_establish(c), 0, "establish (sends the RTU)");
+		if ((ev = next_event(RDMA_CM_EVENT_ESTABLISHED, 3000))) {
+			CHECK(ev->id == s, "  server ESTABLISHED");
+			rdma_ack_cm_event(ev);
+		}
+		CHECK_RC(rdma_disconnect(c), 0, "disconnect");
+		for (int i = 0; i < 2 && (ev = next_event(RDMA_CM_EVENT_DISCONNECTED, 5000)); i++) {
+			if (ev->id == s)
+				rdma_disconnect(s);
+			rdma_ack_cm_event(ev);
+		}
+		rdma_destroy_id(s);
+	}
+	rdma_destroy_id(c);
+	rdma_destroy_id(l);
+}
+
+static void test_ud(void)
+{
+	struct rdma_cm_id *l, *c, *s;
+	struct rdma_cm_event *ev;
+	uint16_t port;
+
+	SECTION("UD: SIDR resolves the server's QPN and Q_Key");
+	l = listener(RDMA_PS_UDP, &port);
+	if (!CHECK(l != NULL, "UDP listener"))
+		return;
+	c = resolved(RDMA_PS_UDP, port);
+	struct ibv_qp_init_attr qa;
+	qp_attr(&qa, IBV_QPT_UD);
+	CHECK_RC(rdma_create_qp(c, NULL, &qa), 0, "client UD QP");
+	char hello[] = "sidr";
+	struct rdma_conn_param cp = { .private_data = hello, .private_data_len = sizeof(hello) };
+	CHECK_RC(rdma_connect(c, &cp), 0, "connect (SIDR_REQ)");
+	if ((ev = next_event(RDMA_CM_EVENT_CONNECT_REQUEST, 3000))) {
+		s = ev->id;
+		CHECK(!memcmp(ev->param.ud.private_data, hello, sizeof(hello)), "  SIDR_REQ private data arrives");
+		rdma_ack_cm_event(ev);
+		qp_attr(&qa, IBV_QPT_UD);
+		CHECK_RC(rdma_create_qp(s, NULL, &qa), 0, "server UD QP");
+		CHECK_RC(rdma_accept(s, NULL), 0, "accept (SIDR_REP)");
+		if ((ev = next_event(RDMA_CM_EVENT_ESTABLISHED, 3000))) {
+			CHECK_INT(ev->param.ud.qp_num, s->qp->qp_num, "  ESTABLISHED names the server's QPN");
+			CHECK_INT(ev->param.ud.qkey, 0x01234567, "  and RDMA_UDP_QKEY");
+			CHECK(ev->param.ud.ah_attr.is_global, "  with a global AH");
+			rdma_ack_cm_event(ev);
+		}
+		rdma_destroy_qp(s);
+		rdma_destroy_id(s);
+	}
+	rdma_destroy_qp(c);
+	rdma_destroy_id(c);
+	rdma_destroy_id(l);
+}
+
+int main(void)
+{
+	vt_begin("test_cm", 120);
+	srand((unsigned)time(NULL));
+	ch = rdma_create_event_channel();
+	if (!CHECK(ch != NULL, "create event channel (%s)", strerror(errno)))
+		return vt_end();
+	test_errors();
+	test_connect();
+	test_ud();
+	rdma_destroy_event_channel(ch);
+	return vt_end();
+}
