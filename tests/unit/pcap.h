@@ -1,7 +1,7 @@
 /* A small capture-file reader for tests: libpcap (classic, either byte
  * order, micro- or nanosecond) and pcapng (SHB/IDB/EPB/SPB/PB, either byte
  * order, several sections), link types Ethernet (with 802.1Q/802.1ad tags),
- * Linux cooked SLL and SLL2, and raw IP; down to IPv4/IPv6 and UDP.
+ * Linux cooked SLL and SLL2, and raw IP; down to IPv4/IPv6 and UDP or TCP.
  *
  * The wire-sample files are named *.pcap but are pcapng, which is why both
  * formats are read: the format is taken from the magic, never the name.
@@ -130,17 +130,14 @@ static inline int pcap_open(struct pcap_file *f, const char *path)
 	return 0;
 }
 
-/* Walk Ethernet/SLL/raw framing down to the IP header; then IP to UDP.
- * Returns true and fills u if the frame is an unfragmented UDP datagram
- * whose UDP length fits inside the captured bytes. */
-static inline bool pcap_frame_udp(uint32_t linktype, const uint8_t *p, size_t caplen,
-			   struct pcap_udp *u)
+/* Walk Ethernet/SLL/raw framing down to the network header: its
+ * ethertype and offset.  Returns false for link types and frames it can't
+ * walk. */
+static inline bool pcap_link_walk(uint32_t linktype, const uint8_t *p, size_t caplen,
+				  uint16_t *ethertype_out, size_t *off_out)
 {
 	size_t off;
 	uint16_t ethertype;
-	const uint8_t *ip, *udp;
-	size_t iplen, ulen;
-	uint8_t nh;
 
 	switch (linktype) {
 	case PCAP_LINKTYPE_ETHERNET:
@@ -178,6 +175,25 @@ static inline bool pcap_frame_udp(uint32_t linktype, const uint8_t *p, size_t ca
 	default:
 		return false;
 	}
+	*ethertype_out = ethertype;
+	*off_out = off;
+	return true;
+}
+
+/* Walk Ethernet/SLL/raw framing down to the IP header; then IP to UDP.
+ * Returns true and fills u if the frame is an unfragmented UDP datagram
+ * whose UDP length fits inside the captured bytes. */
+static inline bool pcap_frame_udp(uint32_t linktype, const uint8_t *p, size_t caplen,
+			   struct pcap_udp *u)
+{
+	size_t off;
+	uint16_t ethertype;
+	const uint8_t *ip, *udp;
+	size_t iplen, ulen;
+	uint8_t nh;
+
+	if (!pcap_link_walk(linktype, p, caplen, &ethertype, &off))
+		return false;
 
 	memset(u, 0, sizeof(*u));
 	ip = p + off;
@@ -250,9 +266,11 @@ static inline bool pcap_frame_udp(uint32_t linktype, const uint8_t *p, size_t ca
 	return true;
 }
 
-/* Next UDP datagram.  Returns 1 (u filled), 0 at the end, -1 if the file
- * is malformed (f->error says where). */
-static inline int pcap_next_udp(struct pcap_file *f, struct pcap_udp *u)
+/* Next frame of the file: its bytes, captured length and link type (pkt
+ * NULL for a frame on an interface the file never described).  Returns 1,
+ * 0 at the end, -1 if the file is malformed (f->error says where). */
+static inline int pcap_next_frame(struct pcap_file *f, const uint8_t **pkt_out, size_t *caplen_out,
+				  uint32_t *linktype_out)
 {
 	for (;;) {
 		const uint8_t *pkt = NULL;
@@ -402,8 +420,135 @@ static inline int pcap_next_udp(struct pcap_file *f, struct pcap_udp *u)
 		if (!is_frame)
 			continue;
 		f->frame++;
+		*pkt_out = pkt;
+		*caplen_out = caplen;
+		*linktype_out = linktype;
+		return 1;
+	}
+}
+
+/* Next UDP datagram.  Returns 1 (u filled), 0 at the end, -1 if the file
+ * is malformed (f->error says where). */
+static inline int pcap_next_udp(struct pcap_file *f, struct pcap_udp *u)
+{
+	for (;;) {
+		const uint8_t *pkt;
+		size_t caplen;
+		uint32_t linktype;
+		int r = pcap_next_frame(f, &pkt, &caplen, &linktype);
+
+		if (r <= 0)
+			return r;
 		if (pkt && pcap_frame_udp(linktype, pkt, caplen, u)) {
 			u->frame = f->frame;
+			return 1;
+		}
+	}
+}
+
+/* One TCP segment found in a frame (IPv4 or IPv6 without extension
+ * headers other than hop-by-hop, routing and destination options). */
+struct pcap_tcp {
+	unsigned frame;                  /* 1-based, as tshark numbers frames */
+	int ipver;
+	struct in6_addr saddr, daddr;    /* IPv4 as IPv4-mapped */
+	uint16_t sport, dport;
+	uint32_t seq, ack;
+	uint8_t flags;                   /* FIN 0x01, SYN 0x02, RST 0x04, PSH 0x08, ACK 0x10 */
+	const uint8_t *payload;          /* into the file buffer */
+	size_t paylen;                   /* from the IP length, not the capture */
+};
+
+#define PCAP_TCP_FIN 0x01
+#define PCAP_TCP_SYN 0x02
+#define PCAP_TCP_RST 0x04
+
+/* Returns true and fills t if the frame is an unfragmented TCP segment
+ * whose header and payload lie inside the captured bytes. */
+static inline bool pcap_frame_tcp(uint32_t linktype, const uint8_t *p, size_t caplen, struct pcap_tcp *t)
+{
+	size_t off, iplen, thl;
+	uint16_t ethertype;
+	const uint8_t *ip, *tcp;
+	uint8_t nh;
+
+	if (!pcap_link_walk(linktype, p, caplen, &ethertype, &off))
+		return false;
+	memset(t, 0, sizeof(*t));
+	ip = p + off;
+	iplen = caplen - off;
+	if (ethertype == 0x0800) {
+		size_t ihl, tot;
+
+		if (iplen < 20 || (ip[0] >> 4) != 4)
+			return false;
+		ihl = (size_t)(ip[0] & 0xf) * 4;
+		tot = pcap_be16(ip + 2);
+		if (ihl < 20 || tot < ihl || tot > iplen)
+			return false;
+		if ((pcap_be16(ip + 6) & 0x3fff) || ip[9] != IPPROTO_TCP)
+			return false;
+		t->ipver = 4;
+		t->saddr.s6_addr[10] = t->saddr.s6_addr[11] = 0xff;
+		t->daddr.s6_addr[10] = t->daddr.s6_addr[11] = 0xff;
+		memcpy(&t->saddr.s6_addr[12], ip + 12, 4);
+		memcpy(&t->daddr.s6_addr[12], ip + 16, 4);
+		tcp = ip + ihl;
+		iplen = tot - ihl;
+	} else if (ethertype == 0x86dd) {
+		size_t plen, hoff = 40;
+
+		if (iplen < 40 || (ip[0] >> 4) != 6)
+			return false;
+		plen = pcap_be16(ip + 4);
+		if (40 + plen > iplen)
+			return false;
+		t->ipver = 6;
+		memcpy(&t->saddr, ip + 8, 16);
+		memcpy(&t->daddr, ip + 24, 16);
+		nh = ip[6];
+		while (nh == 0 || nh == 43 || nh == 60) {
+			if (hoff + 8 > 40 + plen)
+				return false;
+			nh = ip[hoff];
+			hoff += ((size_t)ip[hoff + 1] + 1) * 8;
+		}
+		if (nh != IPPROTO_TCP || hoff > 40 + plen)
+			return false;
+		tcp = ip + hoff;
+		iplen = 40 + plen - hoff;
+	} else {
+		return false;
+	}
+	if (iplen < 20)
+		return false;
+	thl = (size_t)(tcp[12] >> 4) * 4;
+	if (thl < 20 || thl > iplen)
+		return false;
+	t->sport = pcap_be16(tcp);
+	t->dport = pcap_be16(tcp + 2);
+	t->seq = (uint32_t)pcap_be16(tcp + 4) << 16 | pcap_be16(tcp + 6);
+	t->ack = (uint32_t)pcap_be16(tcp + 8) << 16 | pcap_be16(tcp + 10);
+	t->flags = tcp[13];
+	t->payload = tcp + thl;
+	t->paylen = iplen - thl;
+	return true;
+}
+
+/* Next TCP segment.  Returns 1 (t filled), 0 at the end, -1 if the file
+ * is malformed (f->error says where). */
+static inline int pcap_next_tcp(struct pcap_file *f, struct pcap_tcp *t)
+{
+	for (;;) {
+		const uint8_t *pkt;
+		size_t caplen;
+		uint32_t linktype;
+		int r = pcap_next_frame(f, &pkt, &caplen, &linktype);
+
+		if (r <= 0)
+			return r;
+		if (pkt && pcap_frame_tcp(linktype, pkt, caplen, t)) {
+			t->frame = f->frame;
 			return 1;
 		}
 	}
