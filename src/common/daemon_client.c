@@ -749,3 +749,26 @@ int sr_daemon_cm_will(struct sr_daemon_conn *c, uint32_t comm_id, const struct s
 	int64_t v = sr_daemon_call(c, SR_IPC_CM_WILL, &b, sizeof(b));
 	return v < 0 ? (int)v : 0;
 }
+
+/* ---- multicast ---- */
+
+static int mcast_call(struct sr_daemon_conn *c, uint16_t type, const struct in6_addr *group, int ifindex)
+{
+	struct sr_ipc_mcast b;
+
+	memset(&b, 0, sizeof(b));
+	b.group = *group;
+	b.ifindex = ifindex;
+	int64_t v = sr_daemon_call(c, type, &b, sizeof(b));
+	return v < 0 ? (int)v : 0;
+}
+
+int sr_daemon_mcast_join(struct sr_daemon_conn *c, const struct in6_addr *group, int ifindex)
+{
+	return mcast_call(c, SR_IPC_MCAST_JOIN, group, ifindex);
+}
+
+int sr_daemon_mcast_leave(struct sr_daemon_conn *c, const struct in6_addr *group, int ifindex)
+{
+	return mcast_call(c, SR_IPC_MCAST_LEAVE, group, ifindex);
+}

@@ -105,4 +105,11 @@ int sr_daemon_unlisten(struct sr_daemon_conn *c, uint64_t service_id, const stru
 int sr_daemon_cm_will(struct sr_daemon_conn *c, uint32_t comm_id, const struct sockaddr_in6 *local,
 		      const struct sockaddr_in6 *peer, const uint8_t *mad);
 
+/* UD multicast (ipc.h, "Multicast"): have the daemon join group (IPv4 as
+ * IPv4-mapped) on interface ifindex and pass this connection the
+ * datagrams sent to it there (BTH DestQP 0xFFFFFF), or drop one such
+ * reference.  0 or -errno. */
+int sr_daemon_mcast_join(struct sr_daemon_conn *c, const struct in6_addr *group, int ifindex);
+int sr_daemon_mcast_leave(struct sr_daemon_conn *c, const struct in6_addr *group, int ifindex);
+
 #endif

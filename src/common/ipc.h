@@ -21,6 +21,7 @@
 #ifndef SR_COMMON_IPC_H
 #define SR_COMMON_IPC_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <netinet/in.h>
 
@@ -52,6 +53,9 @@ enum sr_ipc_type {
 	SR_IPC_LISTEN = 10,       /* c->d: body sr_ipc_listen; reply 0 or -errno */
 	SR_IPC_UNLISTEN = 11,     /* c->d: body sr_ipc_listen; reply 0 or -errno */
 	SR_IPC_CM_WILL = 12,      /* c->d: body sr_ipc_cm_will; reply 0 or -errno (see "CM wills") */
+	/* UD multicast (see "Multicast" below). */
+	SR_IPC_MCAST_JOIN = 13,   /* c->d: body sr_ipc_mcast; reply 0 or -errno */
+	SR_IPC_MCAST_LEAVE = 14,  /* c->d: body sr_ipc_mcast; reply 0 or -errno */
 };
 
 /* Rules softrdmad follows (and clients rely on):
@@ -180,6 +184,51 @@ struct sr_ipc_cm_will {
 	struct sockaddr_in6 peer;
 	uint8_t mad[256];
 };
+
+/* Multicast.  A RoCEv2 multicast datagram is a UD packet with BTH DestQP
+ * 0xFFFFFF sent to an IP multicast group (a multicast GID is the group's
+ * address: ::ffff:224.0.0.0/100 for IPv4, ff00::/8 for IPv6) on UDP port
+ * 4791, so it reaches the daemon's socket like any other datagram; the
+ * kernel lets it in only for groups some socket joined on the interface it
+ * arrives on.  A client that attaches QPs to a group asks the daemon to
+ * join it on its device's interface (MCAST_JOIN); the daemon then hands
+ * each datagram with DestQP 0xFFFFFF whose destination address (from
+ * IP_PKTINFO) is that group, received on that interface, to every client
+ * that joined it there: one SR_IPC_PKT per client, meta dst = the group.
+ * The client passes it to each of its QPs attached to the group (which
+ * checks the Q_Key, as rxe does).  Rules:
+ *  - JOIN: -EINVAL for a group address that is not multicast, ifindex <= 0
+ *    or nonzero flags; -EAFNOSUPPORT for an IPv6 group when the daemon has
+ *    no IPv6 socket; -ENOSPC beyond 1024 (group, interface) pairs host-wide
+ *    or 256 per client; else what the kernel's IP_ADD_MEMBERSHIP /
+ *    IPV6_ADD_MEMBERSHIP answered (-ENODEV: no such interface).  The same
+ *    client joining again counts one more reference (reply 0).
+ *  - LEAVE: -ENOENT when the client holds no reference to that (group,
+ *    interface); the last reference of the last client leaves the group.
+ *  - A client's memberships are dropped when its connection closes.
+ *  - Datagrams with DestQP 0xFFFFFF that match no membership are dropped
+ *    (STATUS "dropped ... no_mcast_member=N"); STATUS lists "mcast groups N"
+ *    and one "mcast group ADDR ifindex N clients N delivered N" line each.
+ *  - The daemon joins on a socket of its own per (group, interface), so the
+ *    kernel's per-socket limit (net.ipv4.igmp_max_memberships, 20) does not
+ *    bound the host; its UDP 4791 sockets receive the groups because
+ *    IP_MULTICAST_ALL / IPV6_MULTICAST_ALL are on (the Linux default). */
+struct sr_ipc_mcast {
+	struct in6_addr group;     /* IPv4 as IPv4-mapped */
+	int32_t ifindex;           /* interface to join on: the device's netdev */
+	uint32_t flags;            /* 0 */
+};
+
+#define SR_MCAST_QPN 0xffffffu     /* BTH DestQP of every multicast datagram */
+
+/* A multicast GID: an IPv4-mapped 224.0.0.0/4 address or IPv6 ff00::/8
+ * (what the kernel's rdma_is_multicast_addr() accepts). */
+static inline bool sr_in6_is_mcast(const struct in6_addr *a)
+{
+	if (IN6_IS_ADDR_V4MAPPED(a))
+		return (a->s6_addr[12] & 0xf0) == 0xe0;
+	return a->s6_addr[0] == 0xff;
+}
 
 struct sr_ipc_pkt {
 	struct sockaddr_in6 src;   /* sender; IPv4 as IPv4-mapped IPv6 */

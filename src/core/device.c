@@ -75,7 +75,7 @@ static void sr_devices_load(void)
 		if (d->conf.type == SR_DEV_IWARP) {
 			d->ibdev.node_type = IBV_NODE_RNIC;
 			d->ibdev.transport_type = IBV_TRANSPORT_IWARP;
-			d->tops = NULL; /* Soft-iWARP transport not built yet */
+			d->tops = &sr_iwarp_ops;
 		} else {
 			d->ibdev.node_type = IBV_NODE_CA;
 			d->ibdev.transport_type = IBV_TRANSPORT_IB;
@@ -179,6 +179,7 @@ struct ibv_context *sr_open_device(struct ibv_device *ibdev)
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_mutex_init(&ctx->async_lock, NULL);
 	pthread_mutex_init(&ctx->progress_lock, NULL);
+	pthread_mutex_init(&ctx->mcast_lock, NULL);
 	pthread_rwlock_init(&ctx->mr_lock, NULL);
 	ctx->epfd = -1;
 	ctx->doorbell = -1;
@@ -215,6 +216,7 @@ int sr_close_device(struct ibv_context *c)
 {
 	struct sr_context *ctx = to_sctx(c);
 	sr_progress_stop(ctx);
+	sr_mcast_ctx_free(ctx);
 	close(c->async_fd);
 	close(ctx->async_wr);
 	free(ctx->async_q);
@@ -247,7 +249,7 @@ int sr_query_device(struct ibv_context *c, struct ibv_device_attr *a)
 			      IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE |
 			      IBV_DEVICE_MEM_MGT_EXTENSIONS;
 	a->max_sge = SR_MAX_SGE;
-	a->max_sge_rd = SR_MAX_SGE;
+	a->max_sge_rd = iwarp ? 1 : SR_MAX_SGE; /* an iWARP Read Request names one sink buffer (siw: 1) */
 	a->max_cq = SR_MAX_CQ;
 	a->max_cqe = SR_MAX_CQE - 1;
 	a->max_mr = SR_MAX_MR;
@@ -324,7 +326,7 @@ int sr_query_port(struct ibv_context *c, uint8_t port, struct ibv_port_attr *a)
 	a->active_width = 2;   /* 4x */
 	a->active_speed = 32;  /* EDR: reported like rxe on a 100G-class link */
 	a->phys_state = up ? 5 /* LinkUp */ : 3 /* Disabled */;
-	a->link_layer = iwarp ? IBV_LINK_LAYER_UNSPECIFIED : IBV_LINK_LAYER_ETHERNET;
+	a->link_layer = IBV_LINK_LAYER_ETHERNET; /* iWARP too, as the kernel reports siw's port */
 	a->flags = 0;
 	a->port_cap_flags2 = 0;
 	return 0;

@@ -99,6 +99,10 @@ void sr_ctx_deliver(struct sr_context *ctx, const struct sr_ipc_pkt *meta, const
 	if (len < 12)
 		return;
 	qpn = ((uint32_t)data[5] << 16) | ((uint32_t)data[6] << 8) | data[7];
+	if (qpn == SR_MCAST_QPN) {
+		sr_mcast_deliver(ctx, meta, data, len);
+		return;
+	}
 	/* ctx->lock is held across delivery so the QP can't be freed under us */
 	pthread_mutex_lock(&ctx->lock);
 	qp = sr_ctx_find_qp(ctx, qpn);

@@ -253,6 +253,9 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 			      IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
 			      IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
 			      IBV_QP_EX_WITH_SEND_WITH_INV;
+		if (ctx->dev->conf.type == SR_DEV_IWARP)
+			ok &= ~(uint64_t)(IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+					  IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD);
 		if (ia->send_ops_flags & ~ok) {
 			errno = EOPNOTSUPP;
 			return NULL;
@@ -612,10 +615,19 @@ int sr_destroy_qp(struct ibv_qp *ibqp)
 	struct sr_qp *qp = to_sqp(ibqp);
 	struct sr_context *ctx = qp->ctx;
 
+	/* As the kernel (uverbs): a QP still attached to a multicast group
+	 * is not destroyed.  mcast_lock keeps an attach from slipping in
+	 * between this check and the QP's death (mcast.c). */
+	pthread_mutex_lock(&ctx->mcast_lock);
+	if (qp->n_mcast) {
+		pthread_mutex_unlock(&ctx->mcast_lock);
+		return EBUSY;
+	}
 	sr_ctx_remove_qp(ctx, qp);
 	pthread_mutex_lock(&qp->lock);
 	qp->dead = true;
 	pthread_mutex_unlock(&qp->lock);
+	pthread_mutex_unlock(&ctx->mcast_lock);
 	/* outside qp->lock: the transport talks to the daemon, and packets
 	 * delivered meanwhile take ctx->lock before a qp->lock */
 	ctx->dev->tops->qp_destroy(qp);
@@ -653,6 +665,16 @@ static bool opcode_ok(enum ibv_qp_type t, enum ibv_wr_opcode op)
 	}
 }
 
+/* Soft-iWARP carries what siw does plus RDMA Write with Immediate (RFC
+ * 7306 Immediate Data): no Send with Immediate, no atomics. */
+static bool qp_opcode_ok(struct sr_qp *qp, enum ibv_wr_opcode op)
+{
+	if (qp->ctx->dev->conf.type == SR_DEV_IWARP &&
+	    (op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD))
+		return false;
+	return opcode_ok(qp->ibqp.qp_base.qp_type, op);
+}
+
 /* Validate and enqueue one send WR (qp->lock held). */
 static int post_one_send(struct sr_qp *qp, const struct ibv_send_wr *wr)
 {
@@ -660,9 +682,12 @@ static int post_one_send(struct sr_qp *qp, const struct ibv_send_wr *wr)
 	struct sr_send_wqe *w;
 	uint64_t len = 0;
 
-	if (!opcode_ok(qp->ibqp.qp_base.qp_type, wr->opcode))
+	if (!qp_opcode_ok(qp, wr->opcode))
 		return EINVAL;
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > sq->max_sge)
+		return EINVAL;
+	/* an iWARP Read Request names one sink buffer (max_sge_rd 1) */
+	if (wr->opcode == IBV_WR_RDMA_READ && wr->num_sge > 1 && qp->ctx->dev->conf.type == SR_DEV_IWARP)
 		return EINVAL;
 	if (sq->head - sq->tail >= sq->max_wr)
 		return ENOMEM;
@@ -999,22 +1024,6 @@ int sr_destroy_ah(struct ibv_ah *ah)
 	return 0;
 }
 
-int sr_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
-{
-	(void)qp;
-	(void)gid;
-	(void)lid;
-	return EOPNOTSUPP; /* multicast comes with the RDMA-CM work */
-}
-
-int sr_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
-{
-	(void)qp;
-	(void)gid;
-	(void)lid;
-	return EOPNOTSUPP;
-}
-
 /* ---------------- the ibv_wr_* API (ibv_qp_ex) ----------------
  * Work requests are built straight into the SQ between wr_start and
  * wr_complete; wr_abort drops them. */
@@ -1027,7 +1036,7 @@ static struct sr_send_wqe *wr_new(struct ibv_qp_ex *x, enum ibv_wr_opcode op)
 	struct sr_sq *sq = &qp->sq;
 	if (qp->wr_error)
 		return NULL;
-	if (!opcode_ok(x->qp_base.qp_type, op) || sq->head - sq->tail >= sq->max_wr) {
+	if (!qp_opcode_ok(qp, op) || sq->head - sq->tail >= sq->max_wr) {
 		qp->wr_error = true;
 		return NULL;
 	}

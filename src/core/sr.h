@@ -36,6 +36,7 @@
 
 struct sr_transport_ops;
 struct sr_ipc_pkt;
+struct sr_mcg;
 
 /* One configured device. Lives for the life of the process. */
 struct sr_device {
@@ -93,6 +94,19 @@ struct sr_context {
 	_Atomic uint64_t last_poll_ns;
 	_Atomic uint64_t sleep_until;
 	atomic_int n_ud_qps;       /* UD QPs: their datagrams come through the daemon */  /* the progress thread's next timer, UINT64_MAX = none */ /* an application thread polled an empty CQ */
+
+	/* UD multicast (mcast.c).  mcast_lock serialises attach, detach and
+	 * QP destruction (it is held across the daemon call that joins or
+	 * leaves a group); the group list itself changes only with ctx->lock
+	 * held too, so the receive path reads it under ctx->lock alone.
+	 * Order: mcast_lock -> ctx->lock -> qp->lock. */
+	pthread_mutex_t mcast_lock;
+	struct sr_mcg *mcgs;
+	uint32_t n_mcgs;
+
+	/* Transport work for rx_flush: iwarp/ counts QPs whose end of
+	 * connection is to be told to the CM (with no lock held). */
+	atomic_int tp_notify;
 };
 
 struct sr_pd {
@@ -239,12 +253,13 @@ struct sr_qp {
 	bool dead;                 /* destroyed: progress thread must not touch */
 	bool last_wqe_reached_sent;
 	bool sqd_notified;         /* SQ_DRAINED raised for this SQD period */
+	uint32_t n_mcast;          /* multicast groups attached (ctx->mcast_lock) */
 	struct sr_qp *next;        /* ctx->qp_list */
 	struct sr_qp *zombie_next;
 	void *tp;                  /* transport private (struct sr_roce_qp) */
 };
 
-/* What core/ asks of a transport (roce/ now, iwarp/ later). All are called
+/* What core/ asks of a transport (roce/, iwarp/). All are called
  * with qp->lock held except create/destroy. */
 struct sr_transport_ops {
 	int (*qp_create)(struct sr_qp *qp);          /* allocate tp, QPN */
@@ -351,8 +366,6 @@ int sr_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_rec
 struct ibv_ah *sr_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
 int sr_destroy_ah(struct ibv_ah *ah);
 int sr_av_from_ah_attr(struct sr_context *ctx, const struct ibv_ah_attr *a, struct sr_av *av);
-int sr_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
-int sr_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
 /* Move a QP to the error state from inside the transport (qp->lock held):
  * flushes work requests, raises the async event. */
 void sr_qp_to_error(struct sr_qp *qp, enum ibv_event_type ev);
@@ -380,6 +393,17 @@ void sr_ctx_deliver(struct sr_context *ctx, const struct sr_ipc_pkt *meta, const
 void sr_ctx_add_qp(struct sr_context *ctx, struct sr_qp *qp);
 void sr_ctx_remove_qp(struct sr_context *ctx, struct sr_qp *qp);
 
+/* mcast.c: UD multicast groups of a context (attach/detach as rxe). */
+int sr_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
+int sr_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
+/* A datagram with BTH DestQP 0xFFFFFF that the daemon passed us (meta dst
+ * = the group): to every QP of ctx attached to that group (no lock held). */
+void sr_mcast_deliver(struct sr_context *ctx, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len);
+/* Free the context's group records (ibv_close_device; the daemon drops
+ * the memberships with the connection). */
+void sr_mcast_ctx_free(struct sr_context *ctx);
+
 extern const struct sr_transport_ops sr_roce_ops;
+extern const struct sr_transport_ops sr_iwarp_ops;
 
 #endif

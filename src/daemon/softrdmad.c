@@ -68,6 +68,8 @@
 #define ANSWER_SRC_BURST 40
 #define ANSWER_ALL_RATE 500          /* answers per second in total */
 #define ANSWER_ALL_BURST 1000
+#define MCAST_MAX_GROUPS 1024u       /* (group, interface) pairs joined host-wide */
+#define MCAST_MAX_PER_CLIENT 256u    /* memberships of one client */
 
 /* A GSI datagram: BTH, DETH, one 256-byte MAD (so no pad), ICRC. */
 #define GSI_MAD_BYTES 256
@@ -120,6 +122,7 @@ struct client {
 	uid_t uid;
 	int32_t hello_pid;
 	uint32_t nqpn, ncomm_id, nlisten;
+	uint32_t nmcast;             /* multicast memberships (mc_member entries) */
 	uint64_t delivered, dropped_full;
 	/* A reply the socket had no room for.  While set the client's requests
 	 * are not read, so at most one is ever pending. */
@@ -145,6 +148,7 @@ enum drop_reason {
 	DROP_CLIENT_ERR,     /* owner's socket failed (going away) */
 	DROP_LOOP,           /* client forwarded a datagram for its own QPN */
 	DROP_BAD_IPC,        /* malformed PKT message from a client */
+	DROP_MCAST_NO_MEMBER, /* DestQP 0xFFFFFF to a group nobody joined there */
 	DROP_NREASONS
 };
 
@@ -157,6 +161,7 @@ static const char *const drop_name[DROP_NREASONS] = {
 	[DROP_CLIENT_ERR] = "client_error",
 	[DROP_LOOP] = "loop",
 	[DROP_BAD_IPC] = "bad_ipc",
+	[DROP_MCAST_NO_MEMBER] = "no_mcast_member",
 };
 
 /* What happened to QP1 datagrams, for the STATUS "cm" line. */
@@ -224,6 +229,24 @@ struct req_seen {
 	int64_t t_ms;                /* last seen */
 };
 
+/* A multicast group joined on one interface, and the clients that asked
+ * for it (ipc.h, "Multicast"). */
+struct mc_member {
+	struct mc_member *next;
+	struct client *c;
+	uint32_t refs;               /* JOINs not yet matched by a LEAVE */
+};
+
+struct mc_group {
+	struct mc_group *next;
+	struct in6_addr addr;        /* IPv4 as IPv4-mapped */
+	int ifindex;
+	int fd;                      /* the socket holding the kernel membership */
+	struct mc_member *members;
+	uint32_t nmembers;
+	uint64_t delivered;          /* datagrams handed to members (one per member) */
+};
+
 struct token_bucket {
 	int64_t t_ms;
 	uint64_t milli;
@@ -261,6 +284,8 @@ static struct {
 	struct token_bucket answer_all;
 	uint32_t gsi_psn;
 	uint64_t wills_sent;          /* CM wills of dead clients sent */
+	struct mc_group *mcast;
+	uint32_t nmcast;
 	uint64_t cm_rx, cm[CM_NCOUNTERS];
 	struct timespec start;
 	int64_t idle_since_ms;
@@ -765,6 +790,168 @@ static void rs_release_all(struct client *c)
 	}
 }
 
+/* ---- multicast memberships ---- */
+
+static struct mc_group *mc_find(const struct in6_addr *addr, int ifindex)
+{
+	for (struct mc_group *g = d.mcast; g; g = g->next)
+		if (g->ifindex == ifindex && !memcmp(&g->addr, addr, sizeof(*addr)))
+			return g;
+	return NULL;
+}
+
+/* A socket that holds the kernel membership of (addr, ifindex).  It is
+ * never bound, so it receives nothing itself: the UDP 4791 sockets do
+ * (IP_MULTICAST_ALL).  One per group keeps the kernel's per-socket limit
+ * of memberships out of the way.  Returns the fd or -errno. */
+static int mc_socket(const struct in6_addr *addr, int ifindex)
+{
+	bool v4 = IN6_IS_ADDR_V4MAPPED(addr);
+	int fd = socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int rc;
+
+	if (fd < 0)
+		return -errno;
+	if (v4) {
+		struct ip_mreqn mr;
+
+		memset(&mr, 0, sizeof(mr));
+		memcpy(&mr.imr_multiaddr, &addr->s6_addr[12], 4);
+		mr.imr_ifindex = ifindex;
+		rc = setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr, sizeof(mr));
+	} else {
+		struct ipv6_mreq mr;
+
+		memset(&mr, 0, sizeof(mr));
+		mr.ipv6mr_multiaddr = *addr;
+		mr.ipv6mr_interface = (unsigned)ifindex;
+		rc = setsockopt(fd, IPPROTO_IPV6, IPV6_ADD_MEMBERSHIP, &mr, sizeof(mr));
+	}
+	if (rc < 0) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+static int mc_join(struct client *c, const struct sr_ipc_mcast *req)
+{
+	struct mc_group *g;
+	struct mc_member *m;
+	char a[INET6_ADDRSTRLEN];
+
+	if (!sr_in6_is_mcast(&req->group) || req->ifindex <= 0 || req->flags)
+		return -EINVAL;
+	if (!IN6_IS_ADDR_V4MAPPED(&req->group) && d.udp6_fd < 0)
+		return -EAFNOSUPPORT;
+	g = mc_find(&req->group, req->ifindex);
+	if (g) {
+		for (m = g->members; m; m = m->next)
+			if (m->c == c) {
+				if (m->refs == UINT32_MAX)
+					return -ENOSPC;
+				m->refs++;
+				return 0;
+			}
+	} else if (d.nmcast >= MCAST_MAX_GROUPS) {
+		return -ENOSPC;
+	}
+	if (c->nmcast >= MCAST_MAX_PER_CLIENT)
+		return -ENOSPC;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	if (!g) {
+		int fd;
+
+		g = calloc(1, sizeof(*g));
+		if (!g) {
+			free(m);
+			return -ENOMEM;
+		}
+		fd = mc_socket(&req->group, req->ifindex);
+		if (fd < 0) {
+			free(g);
+			free(m);
+			return fd;
+		}
+		g->addr = req->group;
+		g->ifindex = req->ifindex;
+		g->fd = fd;
+		g->next = d.mcast;
+		d.mcast = g;
+		d.nmcast++;
+		inet_ntop(AF_INET6, &g->addr, a, sizeof(a));
+		logmsg("joined multicast group %s on ifindex %d", a, g->ifindex);
+	}
+	m->c = c;
+	m->refs = 1;
+	m->next = g->members;
+	g->members = m;
+	g->nmembers++;
+	c->nmcast++;
+	return 0;
+}
+
+/* Drops member *mp of g; the group goes too when it was the last. */
+static void mc_unlink_member(struct mc_group *g, struct mc_member **mp)
+{
+	struct mc_member *m = *mp;
+
+	*mp = m->next;
+	g->nmembers--;
+	m->c->nmcast--;
+	free(m);
+	if (!g->nmembers) {
+		char a[INET6_ADDRSTRLEN];
+
+		for (struct mc_group **gp = &d.mcast; *gp; gp = &(*gp)->next)
+			if (*gp == g) {
+				*gp = g->next;
+				break;
+			}
+		d.nmcast--;
+		inet_ntop(AF_INET6, &g->addr, a, sizeof(a));
+		logmsg("left multicast group %s on ifindex %d", a, g->ifindex);
+		close(g->fd);  /* the kernel drops the membership with the socket */
+		free(g);
+	}
+}
+
+static int mc_leave(struct client *c, const struct sr_ipc_mcast *req)
+{
+	struct mc_group *g = mc_find(&req->group, req->ifindex);
+
+	if (!g)
+		return -ENOENT;
+	for (struct mc_member **mp = &g->members; *mp; mp = &(*mp)->next)
+		if ((*mp)->c == c) {
+			if (--(*mp)->refs == 0)
+				mc_unlink_member(g, mp);
+			return 0;
+		}
+	return -ENOENT;
+}
+
+static void mc_release_all(struct client *c)
+{
+	struct mc_group *g = d.mcast;
+
+	while (g && c->nmcast) {
+		/* unlinking the last member frees g: step first */
+		struct mc_group *next = g->next;
+
+		for (struct mc_member **mp = &g->members; *mp; mp = &(*mp)->next)
+			if ((*mp)->c == c) {
+				mc_unlink_member(g, mp);
+				break;
+			}
+		g = next;
+	}
+}
+
 /* ---- clients ---- */
 
 static void client_set_events(struct client *c, uint32_t events)
@@ -776,8 +963,9 @@ static void client_set_events(struct client *c, uint32_t events)
 
 static void client_drop(struct client *c, const char *why)
 {
-	logmsg("client pid %ld disconnected (%s), freeing %u QPN(s), %u comm ID(s), %u listen(s)%s", (long)c->pid,
-	       why, c->nqpn, c->ncomm_id, c->nlisten, d.qp1_owner == c ? " and QP1" : "");
+	logmsg("client pid %ld disconnected (%s), freeing %u QPN(s), %u comm ID(s), %u listen(s), "
+	       "%u multicast membership(s)%s", (long)c->pid, why, c->nqpn, c->ncomm_id, c->nlisten, c->nmcast,
+	       d.qp1_owner == c ? " and QP1" : "");
 	epoll_ctl(d.epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	wills_send(c);
@@ -785,6 +973,7 @@ static void client_drop(struct client *c, const char *why)
 	it_release_owner(&d.comm_ids, c, c->ncomm_id, comm_id_release);
 	listen_release_all(c);
 	rs_release_all(c);
+	mc_release_all(c);
 	if (d.qp1_owner == c)
 		d.qp1_owner = NULL;
 	if (c->prev)
@@ -944,6 +1133,33 @@ static void deliver(struct client *c, const uint8_t *msg, size_t len)
 	}
 	c->delivered++;
 	d.forwarded++;
+}
+
+/* A multicast datagram (msg: hdr + meta + datagram, meta dst = the
+ * group): one copy to each client that joined the group on the interface
+ * it came in on (ifindex 0: any interface), except from.  Returns whether
+ * any client had joined. */
+static bool mc_fanout(const struct in6_addr *group, int ifindex, const uint8_t *msg, size_t len,
+		      const struct client *from)
+{
+	bool any = false;
+
+	if (!sr_in6_is_mcast(group))
+		return false;
+	for (struct mc_group *g = d.mcast; g; g = g->next) {
+		if ((ifindex && g->ifindex != ifindex) || memcmp(&g->addr, group, sizeof(*group)))
+			continue;
+		/* deliver() never frees a client (a failed send leaves it to
+		 * its EPOLLHUP), so the list stays valid while we walk it. */
+		for (struct mc_member *m = g->members; m; m = m->next) {
+			if (m->c == from)
+				continue;
+			any = true;
+			g->delivered++;
+			deliver(m->c, msg, len);
+		}
+	}
+	return any;
 }
 
 /* ---- the daemon's own CM answers ---- */
@@ -1253,6 +1469,7 @@ struct route {
 	struct client *to;           /* NULL: not delivered */
 	enum drop_reason why;        /* when to is NULL and !answered */
 	bool answered;               /* the daemon answered it itself */
+	bool mcast;                  /* DestQP 0xFFFFFF: to the group's members */
 };
 
 static struct route cm_route(const uint8_t *p, uint32_t len, const struct sr_ipc_pkt *meta)
@@ -1362,6 +1579,11 @@ static struct route route(const uint8_t *dgram, uint32_t len, const struct sr_ip
 	qpn = (uint32_t)dgram[5] << 16 | (uint32_t)dgram[6] << 8 | dgram[7];
 	if (qpn == 1)
 		return cm_route(dgram, len, meta);
+	if (qpn == SR_MCAST_QPN) {
+		r.mcast = true;
+		r.why = DROP_MCAST_NO_MEMBER;
+		return r;
+	}
 	e = it_find(&d.qpns, qpn);
 	r.to = e ? e->owner : NULL;
 	return r;
@@ -1402,6 +1624,7 @@ static void udp_read(int fd, bool v6)
 			struct msghdr *m = &mh[i].msg_hdr;
 			uint32_t len = mh[i].msg_len;
 			struct route r;
+			int ifindex = 0;
 
 			d.rx_udp++;
 			if ((m->msg_flags & MSG_TRUNC) || len > SR_IPC_MAX_PKT) {
@@ -1423,6 +1646,7 @@ static void udp_read(int fd, bool v6)
 					struct sockaddr_in sin = { .sin_family = AF_INET };
 
 					memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
+					ifindex = pi.ipi_ifindex;
 					sin.sin_addr = pi.ipi_addr;
 					sin.sin_port = htons(SR_ROCE_UDP_PORT);
 					to_mapped(&meta.dst, &sin);
@@ -1431,6 +1655,7 @@ static void udp_read(int fd, bool v6)
 					struct in6_pktinfo pi;
 
 					memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
+					ifindex = (int)pi.ipi6_ifindex;
 					meta.dst.sin6_addr = pi.ipi6_addr;
 					if (IN6_IS_ADDR_LINKLOCAL(&pi.ipi6_addr))
 						meta.dst.sin6_scope_id = (uint32_t)pi.ipi6_ifindex;
@@ -1438,6 +1663,14 @@ static void udp_read(int fd, bool v6)
 			}
 			meta.len = len;
 			r = route(slot + PKT_HDRS, len, &meta);
+			if (r.mcast) {
+				h.len = (uint32_t)sizeof(meta) + len;
+				memcpy(slot, &h, sizeof(h));
+				memcpy(slot + sizeof(h), &meta, sizeof(meta));
+				if (!mc_fanout(&meta.dst.sin6_addr, ifindex, slot, PKT_HDRS + len, NULL))
+					drop(r.why);
+				continue;
+			}
 			if (!r.to) {
 				if (!r.answered)
 					drop(r.why);
@@ -1474,6 +1707,13 @@ static void client_pkt(struct client *from, uint8_t *msg, size_t len)
 		return;
 	}
 	r = route(msg + PKT_HDRS, meta.len, &meta);
+	if (r.mcast) {
+		/* not a path multicast takes (flow sockets are bound to a
+		 * unicast address), but route it the same way, never back */
+		if (!mc_fanout(&meta.dst.sin6_addr, 0, msg, len, from))
+			drop(r.why);
+		return;
+	}
 	if (!r.to) {
 		if (!r.answered)
 			drop(r.why);
@@ -1550,6 +1790,14 @@ static size_t status_text(char *buf, size_t cap)
 	for (int i = 0; i < CM_NCOUNTERS; i++)
 		OUT(" %s=%llu", cm_name[i], (unsigned long long)d.cm[i]);
 	OUT("\n");
+	OUT("mcast groups %u\n", d.nmcast);
+	for (struct mc_group *g = d.mcast; g; g = g->next) {
+		char a[INET6_ADDRSTRLEN];
+
+		inet_ntop(AF_INET6, &g->addr, a, sizeof(a));
+		OUT("mcast group %s ifindex %d clients %u delivered %llu\n", a, g->ifindex, g->nmembers,
+		    (unsigned long long)g->delivered);
+	}
 #undef OUT
 	return n < cap ? n : cap;
 }
@@ -1635,6 +1883,16 @@ static bool client_request(struct client *c, const struct sr_ipc_hdr *h, const u
 			return client_send_reply(c, -EINVAL, NULL, 0);
 		memcpy(&b, body, sizeof(b));
 		return client_send_reply(c, will_set(c, &b), NULL, 0);
+	}
+	case SR_IPC_MCAST_JOIN:
+	case SR_IPC_MCAST_LEAVE: {
+		struct sr_ipc_mcast b;
+
+		if (blen < sizeof(b))
+			return client_send_reply(c, -EINVAL, NULL, 0);
+		memcpy(&b, body, sizeof(b));
+		val = h->type == SR_IPC_MCAST_JOIN ? mc_join(c, &b) : mc_leave(c, &b);
+		return client_send_reply(c, val, NULL, 0);
 	}
 	case SR_IPC_STATUS: {
 		char text[SR_IPC_MAX_MSG - sizeof(struct sr_ipc_hdr) - sizeof(struct sr_ipc_reply)];

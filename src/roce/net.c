@@ -50,8 +50,31 @@ static void from_sockaddr(const struct sockaddr_storage *ss, struct sockaddr_in6
 	}
 }
 
-static int tx_socket(struct sr_roce_qp *r, bool v4)
+/* Multicast sends (UD to a multicast GID) leave from the device's
+ * interface, and loop back to this host so that QPs attached here get
+ * them too, as rxe's do.  Unicast sends ignore these options. */
+static void tx_mcast_opts(int fd, bool v4, int ifindex)
 {
+	int one = 1;
+
+	if (v4) {
+		struct ip_mreqn mr;
+
+		memset(&mr, 0, sizeof(mr));
+		mr.imr_ifindex = ifindex;
+		if (setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mr, sizeof(mr)))
+			SR_DBG("IP_MULTICAST_IF ifindex %d: %s", ifindex, strerror(errno));
+		setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &one, sizeof(one));
+	} else {
+		if (setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_IF, &ifindex, sizeof(ifindex)))
+			SR_DBG("IPV6_MULTICAST_IF ifindex %d: %s", ifindex, strerror(errno));
+		setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_LOOP, &one, sizeof(one));
+	}
+}
+
+static int tx_socket(struct sr_qp *qp, bool v4)
+{
+	struct sr_roce_qp *r = rqp(qp);
 	int *fdp = v4 ? &r->tx4 : &r->tx6;
 	int one = 1, fd;
 
@@ -75,6 +98,7 @@ static int tx_socket(struct sr_roce_qp *r, bool v4)
 		if (bind(fd, (struct sockaddr *)&s, sizeof(s)) < 0)
 			goto err;
 	}
+	tx_mcast_opts(fd, v4, qp->ctx->nd.ifindex);
 	int sz = 4 << 20;
 	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)))
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
@@ -177,9 +201,11 @@ static struct sr_icrc_env tx_env(struct sr_qp *qp, const struct sr_av *av, uint1
 static int tx_sendmsg(struct sr_qp *qp, const struct sr_av *av, struct iovec *iov, int niov, uint16_t seg_size)
 {
 	bool v4 = is_v4(&av->dst);
-	int fd = tx_socket(rqp(qp), v4);
+	int fd = tx_socket(qp, v4);
+	bool mcast = sr_in6_is_mcast(&av->dst.sin6_addr);
 	union {
-		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(uint16_t))];
+		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(uint16_t)) +
+			 CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} cbuf;
 	struct msghdr msg = { 0 };
@@ -225,6 +251,19 @@ static int tx_sendmsg(struct sr_qp *qp, const struct sr_av *av, struct iovec *io
 		cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
 		memcpy(CMSG_DATA(cm), &seg_size, sizeof(seg_size));
 		msg.msg_controllen += CMSG_SPACE(sizeof(uint16_t));
+	}
+	if (mcast && av->hop_limit) {
+		/* The AH's hop limit bounds how far the group's datagrams go
+		 * (rdma_cm gives 1); 0 leaves the socket's default of 1.  TTL
+		 * and hop limit are outside the ICRC. */
+		int hl = av->hop_limit;
+
+		cm = (struct cmsghdr *)(cbuf.buf + msg.msg_controllen);
+		cm->cmsg_level = v4 ? IPPROTO_IP : IPPROTO_IPV6;
+		cm->cmsg_type = v4 ? IP_TTL : IPV6_HOPLIMIT;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &hl, sizeof(hl));
+		msg.msg_controllen += CMSG_SPACE(sizeof(int));
 	}
 	ssize_t s;
 	do {

@@ -1,0 +1,527 @@
+/* Soft-iWARP: the transport ops core/ calls, the hand-over of a connected
+ * socket from the CM (sr_iw_qp_connect), the end of a connection, and the
+ * memory lookups the send and receive paths share. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include "iwarp/iwarp.h"
+#include "abi/export.h"
+
+/* A closing QP whose drain doesn't finish (a Read the peer never
+ * answers) is closed anyway after this long. */
+#define SR_IW_CLOSE_TIMEOUT_NS (2ull * 1000000000ull)
+
+/* ---- memory ---- */
+
+uint8_t *sr_iw_stag_lookup(struct sr_qp *qp, uint32_t stag, uint64_t to, uint64_t len, unsigned int access,
+			   enum sr_iw_memerr *err)
+{
+	struct sr_context *ctx = qp->ctx;
+	uint32_t idx = stag >> 8;
+	struct sr_mr *mr;
+
+	if (idx == 0 || idx >= ctx->mr_tab_size || !(mr = ctx->mr_tab[idx]) || mr->ibmr.rkey != stag) {
+		*err = SR_IW_MEM_STAG;
+		return NULL;
+	}
+	if (mr->pd != iw_pd(qp)) {
+		*err = SR_IW_MEM_PD;
+		return NULL;
+	}
+	if ((mr->access & access) != access) {
+		*err = SR_IW_MEM_ACCESS;
+		return NULL;
+	}
+	if (to + len < to) {
+		*err = SR_IW_MEM_WRAP;
+		return NULL;
+	}
+	if (to < mr->iova || len > mr->length || to - mr->iova > mr->length - len) {
+		*err = SR_IW_MEM_BOUNDS;
+		return NULL;
+	}
+	*err = SR_IW_MEM_OK;
+	return mr->host + (to - mr->iova);
+}
+
+int sr_iw_sge_iov(struct sr_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint64_t off, uint64_t len,
+		  unsigned int access, struct iovec *iov, int max)
+{
+	uint32_t i = 0;
+	int n = 0;
+
+	while (i < nsge && off >= sge[i].length) {
+		off -= sge[i].length;
+		i++;
+	}
+	while (len) {
+		uint64_t take;
+		uint8_t *host;
+
+		if (i >= nsge || n >= max)
+			return -1;
+		take = sge[i].length - off;
+		if (take > len)
+			take = len;
+		host = sr_mr_lookup(qp->ctx, sge[i].lkey, false, iw_pd(qp), sge[i].addr + off, take, access);
+		if (!host)
+			return -1;
+		iov[n].iov_base = host;
+		iov[n].iov_len = take;
+		n++;
+		len -= take;
+		off = 0;
+		i++;
+	}
+	return n;
+}
+
+/* ---- the socket ---- */
+
+void sr_iw_want_out(struct sr_qp *qp, bool on)
+{
+	struct sr_iw_qp *w = iqp(qp);
+	struct epoll_event ev = { .events = EPOLLIN | (on ? EPOLLOUT : 0), .data.ptr = qp };
+
+	if (w->epollout == on || !w->in_epoll)
+		return;
+	if (!epoll_ctl(qp->ctx->epfd, EPOLL_CTL_MOD, w->fd, &ev))
+		w->epollout = on;
+}
+
+static void fd_release(struct sr_qp *qp)
+{
+	struct sr_iw_qp *w = iqp(qp);
+
+	if (w->in_epoll) {
+		sr_progress_del_fd(qp->ctx, w->fd);
+		w->in_epoll = false;
+		w->epollout = false;
+	}
+	if (w->fd >= 0)
+		close(w->fd);
+	w->fd = -1;
+}
+
+void sr_iw_conn_end(struct sr_qp *qp, enum sr_iw_close_reason reason)
+{
+	struct sr_iw_qp *w = iqp(qp);
+
+	if (!w->connected)
+		return;
+	w->connected = false;
+	w->closing = false;
+	w->rx.state = SR_IW_RX_STOP;
+	if (reason == SR_IW_CLOSE_TERM_TX) {
+		/* Keep the socket open, write side shut, until the QP goes:
+		 * closing it with unread input would reset the connection,
+		 * and the peer could lose the Terminate we just sent. */
+		if (w->in_epoll) {
+			sr_progress_del_fd(qp->ctx, w->fd);
+			w->in_epoll = false;
+			w->epollout = false;
+		}
+		shutdown(w->fd, SHUT_WR);
+		w->wr_shut = true;
+	} else {
+		fd_release(qp);
+	}
+	if (w->on_close && !w->close_fired) {
+		w->close_pending = true;
+		w->close_reason = reason;
+		atomic_fetch_add(&qp->ctx->tp_notify, 1);
+		sr_progress_wake(qp->ctx);
+	}
+	SR_DBG("iwarp QP %u: connection ended (%d)", iw_qpn(qp), (int)reason);
+}
+
+void sr_iw_qp_error(struct sr_qp *qp, int ev)
+{
+	struct sr_iw_qp *w = iqp(qp);
+	struct sr_iw_rx *rx = &w->rx;
+
+	if (rx->rwqe_valid) {
+		/* taken off the RQ, so the core's flush can't see it */
+		struct ibv_wc wc;
+
+		memset(&wc, 0, sizeof(wc));
+		wc.wr_id = rx->rwqe->wr_id;
+		wc.status = IBV_WC_WR_FLUSH_ERR;
+		wc.opcode = IBV_WC_RECV;
+		wc.qp_num = iw_qpn(qp);
+		sr_cq_push(qp->rcq, &wc, false);
+		rx->rwqe_valid = false;
+	}
+	sr_qp_to_error(qp, (enum ibv_event_type)ev);
+	sr_iw_tx_reset(qp);
+}
+
+/* ---- transport ops ---- */
+
+static int iw_qp_create(struct sr_qp *qp)
+{
+	struct sr_context *ctx = qp->ctx;
+	struct sr_iw_qp *w = calloc(1, sizeof(*w));
+	uint32_t qpn;
+
+	if (!w)
+		return ENOMEM;
+	w->fd = -1;
+	w->rx.rwqe = calloc(1, sizeof(struct sr_recv_wqe) + SR_MAX_SGE * sizeof(struct ibv_sge));
+	if (!w->rx.rwqe) {
+		free(w);
+		return ENOMEM;
+	}
+	/* QPNs never reach the wire on iWARP; they only have to tell this
+	 * context's QPs apart in completions.  Without the daemon's host-wide
+	 * allocator, take a hashed number unused here (0 and 1 are special
+	 * in verbs). */
+	pthread_mutex_lock(&ctx->lock);
+	qpn = (uint32_t)(((uintptr_t)qp >> 4) ^ (sr_now_ns() >> 10)) * 0x9E3779B1u;
+	for (;;) {
+		qpn &= 0xffffff;
+		if (qpn > 1 && !sr_ctx_find_qp(ctx, qpn))
+			break;
+		qpn = qpn * 0x9E3779B1u + 0x7f4a7c15u;
+	}
+	qp->ibqp.qp_base.qp_num = qpn;
+	pthread_mutex_unlock(&ctx->lock);
+	qp->tp = w;
+	return 0;
+}
+
+static void iw_free_queues(struct sr_iw_qp *w)
+{
+	free(w->orq);
+	free(w->irq);
+	w->orq = NULL;
+	w->irq = NULL;
+	w->orq_size = w->irq_size = 0;
+}
+
+static void iw_qp_destroy(struct sr_qp *qp)
+{
+	struct sr_iw_qp *w;
+
+	pthread_mutex_lock(&qp->lock);
+	w = iqp(qp);
+	if (w) {
+		fd_release(qp);
+		iw_free_queues(w);
+		free(w->rx.rwqe);
+		free(w);
+		qp->tp = NULL;
+	}
+	pthread_mutex_unlock(&qp->lock);
+}
+
+static void iw_reset(struct sr_qp *qp)
+{
+	struct sr_iw_qp *w = iqp(qp);
+
+	fd_release(qp);
+	iw_free_queues(w);
+	sr_iw_tx_reset(qp);
+	sr_iw_rx_reset(qp);
+	w->connected = w->closing = w->wr_shut = false;
+	w->term_pending = w->term_sent = w->term_rcvd = false;
+	w->rtr_to_send = w->rtr_wait = false;
+	w->close_pending = w->close_fired = false;
+	w->on_close = NULL;
+	w->close_arg = NULL;
+}
+
+static int iw_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask, enum ibv_qp_state old)
+{
+	struct sr_iw_qp *w = iqp(qp);
+	enum ibv_qp_state next = (mask & IBV_QP_STATE) ? attr->qp_state : old;
+
+	if (!(mask & IBV_QP_STATE) || next == old)
+		return 0;
+	switch (next) {
+	case IBV_QPS_RTR:
+		/* harmless: the connection, not this, makes an iWARP QP work */
+		return 0;
+	case IBV_QPS_RTS:
+		/* only sr_iw_qp_connect puts a QP on a stream; SQD->RTS after a
+		 * close has started can't undo it */
+		if (!w->connected || w->closing)
+			return EINVAL;
+		return 0;
+	case IBV_QPS_SQD:
+		/* siw's CLOSING: finish the message on the wire and the Reads
+		 * outstanding, then close (on_timer) */
+		if (w->connected) {
+			w->closing = true;
+			w->close_deadline = sr_now_ns() + SR_IW_CLOSE_TIMEOUT_NS;
+			sr_progress_deadline(qp->ctx, sr_now_ns());
+			sr_progress_wake(qp->ctx);
+		}
+		return 0;
+	case IBV_QPS_ERR:
+		/* the core flushes the queues after this; our in-flight receive
+		 * WQE is the oldest, so it goes first */
+		if (w->rx.rwqe_valid) {
+			struct ibv_wc wc;
+
+			memset(&wc, 0, sizeof(wc));
+			wc.wr_id = w->rx.rwqe->wr_id;
+			wc.status = IBV_WC_WR_FLUSH_ERR;
+			wc.opcode = IBV_WC_RECV;
+			wc.qp_num = iw_qpn(qp);
+			sr_cq_push(qp->rcq, &wc, false);
+			w->rx.rwqe_valid = false;
+		}
+		sr_iw_tx_reset(qp);
+		sr_iw_conn_end(qp, SR_IW_CLOSE_LOCAL);
+		return 0;
+	case IBV_QPS_RESET:
+		iw_reset(qp);
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+/* Closing (SQD) and nothing left to finish: the message on the wire,
+ * the Reads we wait for, the Reads we owe. */
+static bool iw_drained(struct sr_iw_qp *w)
+{
+	return w->msg.src == SR_IW_SRC_NONE && w->txb.sent == w->txb.total && w->orq_head == w->orq_tail &&
+	       w->irq_head == w->irq_tail && !w->rtr_to_send;
+}
+
+static void iw_sq_kick(struct sr_qp *qp)
+{
+	sr_iw_tx_progress(qp);
+}
+
+static void iw_rq_kick(struct sr_qp *qp)
+{
+	(void)qp; /* no RNR on iWARP: a Send without a receive is a Terminate */
+}
+
+static void iw_on_readable(struct sr_qp *qp, int fd_unused)
+{
+	struct sr_iw_qp *w = iqp(qp);
+
+	(void)fd_unused;
+	if (!w || w->fd < 0 || !w->connected)
+		return;
+	sr_iw_rx_progress(qp);
+	if (w->connected)
+		sr_iw_tx_progress(qp);
+	if (w->closing && w->connected && iw_drained(w))
+		sr_progress_wake(qp->ctx); /* the progress thread's timer pass closes it */
+}
+
+static uint64_t iw_next_deadline(struct sr_qp *qp)
+{
+	struct sr_iw_qp *w = iqp(qp);
+
+	if (!w || !w->closing || !w->connected)
+		return 0;
+	return iw_drained(w) ? 1 : w->close_deadline;
+}
+
+static void iw_on_timer(struct sr_qp *qp, uint64_t now)
+{
+	struct sr_iw_qp *w = iqp(qp);
+
+	if (!w || !w->closing || !w->connected)
+		return;
+	if (!iw_drained(w) && now < w->close_deadline)
+		return;
+	/* the drain is over: FIN, then the QP is done (as siw goes from
+	 * CLOSING to ERROR) and whatever is left flushes */
+	sr_iw_conn_end(qp, SR_IW_CLOSE_LOCAL);
+	sr_iw_qp_error(qp, -1);
+}
+
+static void iw_deliver(struct sr_qp *qp, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len)
+{
+	(void)qp;
+	(void)meta;
+	(void)data;
+	(void)len; /* nothing comes through the daemon for iWARP */
+}
+
+/* The CM's close notifications, made with no lock held. */
+static void iw_rx_flush(struct sr_context *ctx)
+{
+	struct {
+		void (*fn)(void *, enum sr_iw_close_reason);
+		void *arg;
+		enum sr_iw_close_reason reason;
+	} calls[16];
+	int n = 0;
+	bool more = false;
+
+	if (!atomic_load_explicit(&ctx->tp_notify, memory_order_relaxed))
+		return;
+	atomic_store(&ctx->tp_notify, 0);
+	pthread_mutex_lock(&ctx->lock);
+	for (struct sr_qp *qp = ctx->qp_list; qp; qp = qp->next) {
+		struct sr_iw_qp *w;
+
+		pthread_mutex_lock(&qp->lock);
+		w = iqp(qp);
+		if (w && w->close_pending && !qp->dead) {
+			if (n < 16) {
+				calls[n].fn = w->on_close;
+				calls[n].arg = w->close_arg;
+				calls[n].reason = w->close_reason;
+				n++;
+				w->close_pending = false;
+				w->close_fired = true;
+			} else {
+				more = true;
+			}
+		}
+		pthread_mutex_unlock(&qp->lock);
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	if (more) {
+		atomic_fetch_add(&ctx->tp_notify, 1);
+		sr_progress_wake(ctx);
+	}
+	for (int i = 0; i < n; i++)
+		calls[i].fn(calls[i].arg, calls[i].reason);
+}
+
+const struct sr_transport_ops sr_iwarp_ops = {
+	.qp_create = iw_qp_create,
+	.qp_destroy = iw_qp_destroy,
+	.qp_modify = iw_qp_modify,
+	.sq_kick = iw_sq_kick,
+	.rq_kick = iw_rq_kick,
+	.on_timer = iw_on_timer,
+	.next_deadline = iw_next_deadline,
+	.on_readable = iw_on_readable,
+	.deliver = iw_deliver,
+	.rx_flush = iw_rx_flush,
+};
+
+/* ---- the CM's entry points ---- */
+
+SR_EXPORT int sr_iw_qp_connect(struct ibv_qp *ibqp, const struct sr_iw_conn_params *p)
+{
+	struct sr_qp *qp;
+	struct sr_iw_qp *w;
+	struct sr_context *ctx;
+	struct sockaddr_storage peer;
+	socklen_t plen = sizeof(peer);
+	int type = 0, one = 1, fl, err = 0;
+	socklen_t tlen = sizeof(type);
+	uint32_t ord, ird;
+
+	if (!ibqp || !p)
+		return EINVAL;
+	qp = to_sqp(ibqp);
+	ctx = qp->ctx;
+	if (ctx->dev->conf.type != SR_DEV_IWARP || ibqp->qp_type != IBV_QPT_RC)
+		return EINVAL;
+	if (p->mpa_rev < 1 || p->mpa_rev > 2 || p->rtr < SR_MPA_RTR_NONE || p->rtr > SR_MPA_RTR_READ ||
+	    (p->rtr && p->mpa_rev < 2) || p->ird > SR_MPA_IRD_ORD_MAX || p->ord > SR_MPA_IRD_ORD_MAX)
+		return EINVAL;
+	if (p->fd < 0 || getsockopt(p->fd, SOL_SOCKET, SO_TYPE, &type, &tlen) || type != SOCK_STREAM)
+		return EBADF;
+	if (getpeername(p->fd, (struct sockaddr *)&peer, &plen))
+		return ENOTCONN;
+
+	/* An RTR Read needs an ORQ slot at the initiator and an IRQ slot at
+	 * the responder whatever was negotiated. */
+	ord = p->ord;
+	ird = p->ird;
+	if (p->rtr == SR_MPA_RTR_READ) {
+		if (p->initiator && !ord)
+			ord = 1;
+		if (!p->initiator && !ird)
+			ird = 1;
+	}
+
+	pthread_mutex_lock(&qp->lock);
+	w = iqp(qp);
+	if (!w || qp->dead || w->fd >= 0 ||
+	    (qp->attr.qp_state != IBV_QPS_INIT && qp->attr.qp_state != IBV_QPS_RTR)) {
+		err = EINVAL;
+		goto out;
+	}
+	w->orq = ord ? calloc(ord, sizeof(*w->orq)) : NULL;
+	w->irq = ird ? calloc(ird, sizeof(*w->irq)) : NULL;
+	if ((ord && !w->orq) || (ird && !w->irq)) {
+		iw_free_queues(w);
+		err = ENOMEM;
+		goto out;
+	}
+	w->orq_size = ord;
+	w->irq_size = ird;
+	w->orq_head = w->orq_tail = w->irq_head = w->irq_tail = 0;
+	fl = fcntl(p->fd, F_GETFL);
+	if (fl < 0 || fcntl(p->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+		err = errno;
+		iw_free_queues(w);
+		goto out;
+	}
+	fcntl(p->fd, F_SETFD, FD_CLOEXEC);
+	/* one FPDU per message must not wait for Nagle */
+	setsockopt(p->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+
+	sr_iw_tx_reset(qp);
+	sr_iw_rx_reset(qp);
+	w->fd = p->fd;
+	w->crc = p->crc;
+	w->mpa_rev = p->mpa_rev;
+	w->initiator = p->initiator;
+	w->rtr = p->rtr;
+	w->rtr_to_send = p->initiator && p->rtr;
+	w->rtr_wait = !p->initiator && p->rtr;
+	w->term_pending = w->term_sent = w->term_rcvd = false;
+	w->closing = w->wr_shut = false;
+	w->on_close = p->on_close;
+	w->close_arg = p->close_arg;
+	w->close_pending = w->close_fired = false;
+	err = -sr_progress_add_fd(ctx, w->fd, qp);
+	if (err) {
+		w->fd = -1;
+		iw_free_queues(w);
+		goto out;
+	}
+	w->in_epoll = true;
+	w->connected = true;
+	qp->attr.max_rd_atomic = (uint8_t)(p->ord > 255 ? 255 : p->ord);
+	qp->attr.max_dest_rd_atomic = (uint8_t)(p->ird > 255 ? 255 : p->ird);
+	qp->attr.qp_state = IBV_QPS_RTS;
+	qp->attr.cur_qp_state = IBV_QPS_RTS;
+	ibqp->state = IBV_QPS_RTS;
+	SR_DBG("iwarp QP %u: connected on fd %d (%s, MPA rev %u, CRC %s, IRD %u ORD %u, RTR %d)", iw_qpn(qp),
+	       w->fd, p->initiator ? "initiator" : "responder", p->mpa_rev, p->crc ? "on" : "off", ird, ord,
+	       p->rtr);
+	/* the initiator's RTR goes first; input may already be waiting */
+	sr_iw_tx_progress(qp);
+out:
+	pthread_mutex_unlock(&qp->lock);
+	return err;
+}
+
+SR_EXPORT int sr_iw_query(struct ibv_context *ibctx, struct sr_iw_dev_attr *attr)
+{
+	struct sr_context *ctx;
+
+	if (!ibctx || !attr)
+		return EINVAL;
+	ctx = to_sctx(ibctx);
+	memset(attr, 0, sizeof(*attr));
+	attr->iwarp = ctx->dev->conf.type == SR_DEV_IWARP;
+	attr->crc = ctx->dev->crc;
+	attr->max_ird = SR_MAX_RD_ATOMIC;
+	attr->max_ord = SR_MAX_RD_ATOMIC;
+	return 0;
+}

@@ -1,0 +1,222 @@
+/* Soft-iWARP transport state and the functions its roles share:
+ * iwarp.c (transport ops, connect, close, memory lookups), qp_tx.c (send
+ * path: SQ work requests, Read Responses, segmentation into FPDUs,
+ * non-blocking sendmsg), qp_rx.c (receive path: FPDUs parsed from the
+ * stream, payload read straight into registered memory), term.c
+ * (Terminate: sending one on an error, reacting to one received).
+ *
+ * A QP owns one connected, non-blocking TCP socket from sr_iw_qp_connect
+ * on.  Everything here runs with qp->lock held. */
+#ifndef SR_IWARP_IWARP_H
+#define SR_IWARP_IWARP_H
+
+#include <sys/uio.h>
+#include "core/sr.h"
+#include "iwarp/iwarp_cm.h"
+#include "iwarp/wire/iwarp_wire.h"
+
+/* Payload bytes per FPDU.  siw cuts FPDUs to the TCP MSS (RFC 5044's
+ * alignment); we make them as large as a ULPDU allows (rounded to 4 KiB):
+ * the receiver then needs one readv per 60 KiB, not per 1448 bytes, and
+ * TCP segments the stream as it likes (siw, like any MPA receiver,
+ * reassembles FPDUs that span segments). */
+#define SR_IW_SEG_PAYLOAD 61440u
+
+/* One sendmsg carries up to this much. */
+#define SR_IW_TXB_FPDUS 32
+#define SR_IW_TXB_IOV 320
+#define SR_IW_TXB_BYTES (1u << 20)
+
+/* Bytes of the next FPDU read together with the current one's trailer:
+ * the length field plus the smallest DDP header, so that this look-ahead
+ * never holds payload (which goes straight to its memory). */
+#define SR_IW_LA (SR_MPA_LEN_BYTES + SR_DDP_TAGGED_HDR)
+
+/* FPDUs parsed per on_readable call before other QPs get their turn. */
+#define SR_IW_RX_BUDGET 64
+
+enum sr_iw_act {
+	SR_IW_ACT_NONE = 0,
+	SR_IW_ACT_SQ_DONE,     /* an SQ WQE's last message is out: it completes */
+	SR_IW_ACT_IRQ_POP,     /* a Read Response is out: free its IRQ slot */
+};
+
+/* One FPDU of a send batch. */
+struct sr_iw_fpdu_out {
+	uint8_t hdr[SR_MPA_LEN_BYTES + SR_IW_MAX_HDR];
+	uint8_t trl[3 + SR_MPA_CRC_BYTES];   /* pad, then CRC */
+	uint32_t len;                        /* whole FPDU */
+	/* Read Response payload: checked again before a resumed send,
+	 * since the region may have been deregistered meanwhile */
+	uint32_t rr_stag, rr_len;
+	uint64_t rr_to;
+	int pay_iov, pay_niov;
+	uint8_t imm[SR_RDMAP_IMM_LEN];       /* Immediate Data payload */
+	enum sr_iw_act act;
+	uint32_t act_arg;
+};
+
+struct sr_iw_txb {
+	int n, niov;
+	size_t total, sent;
+	struct iovec iov[SR_IW_TXB_IOV];
+	struct sr_iw_fpdu_out f[SR_IW_TXB_FPDUS];
+};
+
+enum sr_iw_src { SR_IW_SRC_NONE = 0, SR_IW_SRC_SQ, SR_IW_SRC_IRQ, SR_IW_SRC_RTR };
+
+/* The message being cut into FPDUs. */
+struct sr_iw_txmsg {
+	enum sr_iw_src src;
+	uint8_t opcode;
+	uint32_t wqe_idx;      /* SQ */
+	uint8_t phase;         /* WRITE_WITH_IMM: 0 the Write, 1 the Immediate Data */
+	uint64_t len, off;     /* payload */
+	uint32_t stag;         /* tagged: the sink */
+	uint64_t to;
+	uint32_t msn, qn, inv;
+	bool se;
+	struct sr_rdmap_rreq rreq; /* a Read Request's fields */
+};
+
+/* An RDMA Read we sent and wait the response for (ORQ entry). */
+struct sr_iw_orq {
+	uint32_t wqe_idx;
+	bool rtr;              /* the zero-length RTR Read: no WQE */
+	uint32_t sink_stag;
+	uint64_t sink_to;
+	uint32_t size, done;
+};
+
+/* A Read Request of the peer's to answer (IRQ entry). */
+struct sr_iw_irq {
+	uint32_t sink_stag, src_stag, size;
+	uint64_t sink_to, src_to;
+	uint8_t raw[SR_DDP_UNTAGGED_HDR + SR_RDMAP_RREQ_LEN]; /* for a Terminate */
+};
+
+enum sr_iw_rxstate { SR_IW_RX_HDR = 0, SR_IW_RX_PAYLOAD, SR_IW_RX_STOP };
+
+enum sr_iw_rxdst {
+	SR_IW_DST_NONE = 0,
+	SR_IW_DST_WRITE,       /* tagged: stag/to */
+	SR_IW_DST_RRESP,       /* tagged: the ORQ head's local buffer */
+	SR_IW_DST_RECV,        /* untagged: the receive WQE */
+	SR_IW_DST_IMM,         /* Immediate Data: 8 bytes kept */
+	SR_IW_DST_DISCARD,
+};
+
+struct sr_iw_rx {
+	enum sr_iw_rxstate state;
+	uint8_t la[SR_IW_LA];
+	uint32_t la_off, la_len;
+	/* current FPDU */
+	uint8_t hbuf[SR_MPA_LEN_BYTES + SR_IW_MAX_HDR];
+	uint32_t hhave, hneed;
+	uint32_t ulpdu_len;
+	struct sr_iw_hdr h;
+	uint32_t pay_len, pay_done;
+	enum sr_iw_rxdst dst;
+	uint64_t dst_base;     /* WRITE: to of payload byte 0; RECV: offset in the WQE */
+	uint8_t imm[SR_RDMAP_IMM_LEN];
+	uint8_t trl[3 + SR_MPA_CRC_BYTES];
+	uint32_t trl_have, trl_need;
+	uint32_t crc;          /* running CRC32c register */
+	/* messages in progress, and the next MSN per untagged queue */
+	uint32_t msn[SR_DDP_NQN];
+	bool in_send;
+	uint32_t send_mo;
+	bool rwqe_valid;
+	struct sr_recv_wqe *rwqe;  /* max_recv_sge entries */
+	bool in_write;
+	uint32_t w_stag;
+	uint64_t w_to, w_len, last_write_len;
+	bool in_rresp;
+};
+
+struct sr_iw_qp {
+	int fd;                /* -1 before connect and after close */
+	bool connected;        /* RTS on a stream (until the stream ends) */
+	bool crc;
+	bool initiator;
+	uint8_t mpa_rev;
+	int rtr;               /* enum sr_mpa_rtr */
+	bool rtr_to_send;      /* initiator: the RTR message is still to go out */
+	bool rtr_wait;         /* responder: nothing goes out before the RTR arrived */
+	bool closing;          /* SQD: drain, then close */
+	uint64_t close_deadline;  /* ... or close anyway at this time */
+	bool wr_shut;          /* FIN sent */
+	bool epollout;         /* EPOLLOUT armed */
+	bool in_epoll;
+	/* send */
+	struct sr_iw_txb txb;
+	struct sr_iw_txmsg msg;
+	uint32_t tx_msn[SR_DDP_NQN];  /* next MSN to send per untagged queue */
+	struct sr_iw_orq *orq;
+	uint32_t orq_size, orq_head, orq_tail;   /* free running */
+	struct sr_iw_irq *irq;
+	uint32_t irq_size, irq_head, irq_tail;   /* free running */
+	uint32_t irq_seg;      /* next IRQ entry to answer; [irq_head, irq_seg) are on their way */
+	/* a local error found while cutting FPDUs, handled once mr_lock is dropped */
+	bool tx_err;
+	uint8_t tx_err_layer, tx_err_etype, tx_err_ecode;
+	uint32_t tx_err_irq;   /* in a Read Response: the IRQ entry, else UINT32_MAX */
+	/* Terminate to send (valid), and whether one went or came */
+	bool term_pending, term_sent, term_rcvd;
+	struct sr_iw_hdr term;
+	/* receive */
+	struct sr_iw_rx rx;
+	/* the CM's close notification */
+	void (*on_close)(void *arg, enum sr_iw_close_reason reason);
+	void *close_arg;
+	bool close_pending, close_fired;
+	enum sr_iw_close_reason close_reason;
+	uint64_t stat_fpdus_rx, stat_fpdus_tx;
+};
+
+static inline struct sr_iw_qp *iqp(struct sr_qp *qp) { return qp->tp; }
+static inline uint32_t iw_qpn(struct sr_qp *qp) { return qp->ibqp.qp_base.qp_num; }
+static inline struct sr_pd *iw_pd(struct sr_qp *qp) { return to_spd(qp->ibqp.qp_base.pd); }
+
+/* iwarp.c */
+enum sr_iw_memerr { SR_IW_MEM_OK = 0, SR_IW_MEM_STAG, SR_IW_MEM_PD, SR_IW_MEM_ACCESS, SR_IW_MEM_BOUNDS, SR_IW_MEM_WRAP };
+/* The host address of [to, to+len) of the region named by a remote STag,
+ * or NULL with *err saying why (caller holds ctx->mr_lock for reading). */
+uint8_t *sr_iw_stag_lookup(struct sr_qp *qp, uint32_t stag, uint64_t to, uint64_t len, unsigned int access,
+			   enum sr_iw_memerr *err);
+/* [off, off+len) of a local SGE list as iovecs (at most max).  Returns
+ * their number, or -1 for a bad lkey, access or range (mr_lock held). */
+int sr_iw_sge_iov(struct sr_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint64_t off, uint64_t len,
+		  unsigned int access, struct iovec *iov, int max);
+/* Arm or disarm EPOLLOUT on the socket. */
+void sr_iw_want_out(struct sr_qp *qp, bool on);
+/* The stream is over: stop reading, close when we may, notify the CM. */
+void sr_iw_conn_end(struct sr_qp *qp, enum sr_iw_close_reason reason);
+/* Take the QP to ERR from the transport (flushing our own in-flight
+ * receive WQE too); ev (enum ibv_event_type) or -1 for none. */
+void sr_iw_qp_error(struct sr_qp *qp, int ev);
+
+/* qp_tx.c */
+void sr_iw_tx_progress(struct sr_qp *qp);
+void sr_iw_tx_reset(struct sr_qp *qp);
+/* Push whatever is left of a partly sent FPDU, then a Terminate, with a
+ * short bounded wait (error path only). */
+void sr_iw_tx_flush_term(struct sr_qp *qp);
+
+/* qp_rx.c */
+void sr_iw_rx_progress(struct sr_qp *qp);
+void sr_iw_rx_reset(struct sr_qp *qp);
+
+/* term.c */
+/* An error in what the peer sent: Terminate with layer/etype/ecode and
+ * the offending headers (the current FPDU's), QP to ERR with ev. */
+void sr_iw_term_rx_error(struct sr_qp *qp, uint8_t layer, uint8_t etype, uint8_t ecode, int ev);
+/* An error of ours while sending (bad local key and the like). */
+void sr_iw_term_local(struct sr_qp *qp, uint8_t layer, uint8_t etype, uint8_t ecode, const uint8_t *bad,
+		      uint32_t bad_len, uint32_t seg_len, int ev);
+/* A Terminate arrived (h parsed): QP to ERR, the affected WQE failed. */
+void sr_iw_term_received(struct sr_qp *qp, const struct sr_iw_hdr *h);
+
+extern const struct sr_transport_ops sr_iwarp_ops;
+
+#endif

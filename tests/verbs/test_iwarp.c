@@ -1,0 +1,1269 @@
+/* test_iwarp: the Soft-iWARP transport through the verbs API, with the
+ * connection set up as the RDMA-CM will do it: a TCP connection over
+ * 127.0.0.1, the MPA Request/Reply exchanged by hand with the wire codec,
+ * then sr_iw_qp_connect on each end.
+ *
+ *  - every opcode's data (Send, Send with Invalidate, Send with SE, RDMA
+ *    Write, Write with Immediate, RDMA Read), sizes 0 .. 1 MiB, canaries
+ *    around every buffer, inline and multi-SGE, pipelines, ORD limits,
+ *    CRC on and off, each RFC 6581 RTR kind, and a throughput figure;
+ *  - a raw TCP peer that sends garbage, truncated FPDUs, bad CRCs, bad
+ *    STags, out-of-bounds offsets, access violations, bad Read Requests,
+ *    Sends without or too big for a receive: it must read back a
+ *    Terminate with the right layer/type/code (and copied headers), the
+ *    QP must be in ERR with an async event and error completions, and no
+ *    byte outside what the QP may write may change;
+ *  - a Terminate from the peer, disconnects (SQD, ERR, the peer closing)
+ *    and the CM's close notification.
+ *
+ * Runs with SOFTRDMA_CONF naming a config whose first device is an iWARP
+ * device on lo (tests/CMakeLists.txt writes iwarp.conf). */
+#include "vt.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+
+#include "iwarp/iwarp_cm.h"
+#include "iwarp/wire/iwarp_wire.h"
+
+#define MiB (1024u * 1024u)
+
+/* ------------------------------------------------------------------ */
+/* sockets and MPA                                                      */
+/* ------------------------------------------------------------------ */
+
+/* A connected pair over 127.0.0.1 (fds[0] connected, fds[1] accepted). */
+static bool tcp_pair(int fds[2])
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof(a);
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+	fds[0] = fds[1] = -1;
+	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1) ||
+	    getsockname(l, (struct sockaddr *)&a, &al)) {
+		if (l >= 0)
+			close(l);
+		return false;
+	}
+	fds[0] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fds[0] < 0 || connect(fds[0], (struct sockaddr *)&a, sizeof(a))) {
+		close(l);
+		return false;
+	}
+	fds[1] = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	close(l);
+	setsockopt(fds[0], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fds[1], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fds[1] >= 0;
+}
+
+static bool write_all(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		p += n;
+		len -= (size_t)n;
+	}
+	return true;
+}
+
+/* Read exactly len bytes within timeout_ms.  Returns bytes read (less
+ * on EOF or timeout). */
+static size_t read_exact(int fd, void *buf, size_t len, int timeout_ms)
+{
+	uint8_t *p = buf;
+	size_t got = 0;
+	uint64_t deadline = vt_now_ms() + (uint64_t)timeout_ms;
+
+	while (got < len) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		int left = (int)(deadline > vt_now_ms() ? deadline - vt_now_ms() : 0);
+		ssize_t n;
+
+		if (poll(&pf, 1, left) <= 0)
+			break;
+		n = recv(fd, p + got, len - got, MSG_DONTWAIT);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	return got;
+}
+
+/* The next thing on the socket is its end (not data, not a timeout). */
+static bool peer_eof(int fd, int timeout_ms)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	uint8_t c;
+
+	if (poll(&pf, 1, timeout_ms) <= 0)
+		return false;
+	return recv(fd, &c, 1, MSG_DONTWAIT) == 0;
+}
+
+/* Read one MPA Request/Reply frame, exactly (the FPDUs after it belong
+ * to the QP). */
+static bool read_mpa(int fd, uint8_t *buf, struct sr_mpa_rr *rr)
+{
+	size_t flen;
+
+	if (read_exact(fd, buf, SR_MPA_RR_HDR_LEN, 5000) != SR_MPA_RR_HDR_LEN)
+		return false;
+	flen = sr_mpa_rr_frame_len(buf, SR_MPA_RR_HDR_LEN);
+	if (!flen || flen > SR_MPA_RR_HDR_LEN + SR_MPA_MAX_PD)
+		return false;
+	if (read_exact(fd, buf + SR_MPA_RR_HDR_LEN, flen - SR_MPA_RR_HDR_LEN, 5000) != flen - SR_MPA_RR_HDR_LEN)
+		return false;
+	return sr_mpa_rr_parse(rr, buf, flen) == (int)flen;
+}
+
+struct mpa_opts {
+	bool crc;
+	uint8_t rev;
+	uint16_t ird, ord;
+	int rtr;       /* enum sr_mpa_rtr: peer-to-peer with this RTR */
+};
+
+/* The MPA exchange as the CM does it: fds[0] is the initiator.  Fills the
+ * conn params of both ends from what was negotiated. */
+static bool mpa_exchange(int fds[2], const struct mpa_opts *o, struct sr_iw_conn_params p[2])
+{
+	static const char pd_req[] = "softrdma test: request", pd_rep[] = "reply";
+	uint8_t buf[600];
+	struct sr_mpa_rr req, rep, got_req, got_rep;
+	int n;
+
+	memset(&req, 0, sizeof(req));
+	req.rev = o->rev;
+	req.crc = o->crc;
+	if (o->rev >= 2)
+		sr_mpa_rr_set_v2(&req, o->ird, o->ord, o->rtr != 0, o->rtr ? 1u << o->rtr : 0);
+	req.pd = (const uint8_t *)pd_req;
+	req.pd_len = sizeof(pd_req);
+	n = sr_mpa_rr_build(buf, sizeof(buf), &req);
+	if (n <= 0 || !write_all(fds[0], buf, (size_t)n))
+		return false;
+	if (!read_mpa(fds[1], buf, &got_req) || got_req.reply || got_req.pd_len != sizeof(pd_req) ||
+	    memcmp(got_req.pd, pd_req, sizeof(pd_req)))
+		return false;
+	memset(&rep, 0, sizeof(rep));
+	rep.reply = true;
+	rep.rev = got_req.rev;
+	rep.crc = got_req.crc;
+	if (got_req.enhanced)
+		sr_mpa_rr_set_v2(&rep, sr_mpa_ord(&got_req), sr_mpa_ird(&got_req), o->rtr != 0,
+				 o->rtr ? 1u << sr_mpa_rr_rtr(&got_req) : 0);
+	rep.pd = (const uint8_t *)pd_rep;
+	rep.pd_len = sizeof(pd_rep);
+	n = sr_mpa_rr_build(buf, sizeof(buf), &rep);
+	if (n <= 0 || !write_all(fds[1], buf, (size_t)n))
+		return false;
+	if (!read_mpa(fds[0], buf, &got_rep) || !got_rep.reply || got_rep.pd_len != sizeof(pd_rep))
+		return false;
+	memset(p, 0, 2 * sizeof(*p));
+	for (int i = 0; i < 2; i++) {
+		p[i].fd = fds[i];
+		p[i].crc = got_req.crc || got_rep.crc;
+		p[i].mpa_rev = got_rep.rev;
+		p[i].rtr = sr_mpa_rr_rtr(&got_rep);
+		p[i].initiator = i == 0;
+	}
+	/* each side's IRD is what it offered, its ORD what the other offered */
+	p[0].ird = sr_mpa_ird(&req);
+	p[0].ord = sr_mpa_ird(&got_rep);
+	p[1].ird = sr_mpa_ird(&got_rep);
+	p[1].ord = sr_mpa_ird(&got_req);
+	if (!got_req.enhanced) {
+		p[0].ird = p[0].ord = p[1].ird = p[1].ord = 16;
+	}
+	return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* QPs                                                                  */
+/* ------------------------------------------------------------------ */
+
+struct side {
+	struct vt_dev d;
+	struct ibv_cq *scq, *rcq;
+	struct ibv_qp *qp;
+};
+
+static atomic_int close_count[2];
+static atomic_int close_reason[2];
+
+static void on_close(void *arg, enum sr_iw_close_reason reason)
+{
+	int i = (int)(intptr_t)arg;
+
+	atomic_store(&close_reason[i], (int)reason);
+	atomic_fetch_add(&close_count[i], 1);
+}
+
+static bool side_qp(struct side *s, uint32_t max_send_wr, uint32_t max_recv_wr, uint32_t sge)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr a;
+
+	s->scq = ibv_create_cq(s->d.ctx, 4096, NULL, NULL, 0);
+	s->rcq = ibv_create_cq(s->d.ctx, 4096, NULL, NULL, 0);
+	memset(&ia, 0, sizeof(ia));
+	ia.qp_type = IBV_QPT_RC;
+	ia.send_cq = s->scq;
+	ia.recv_cq = s->rcq;
+	ia.cap.max_send_wr = max_send_wr;
+	ia.cap.max_recv_wr = max_recv_wr;
+	ia.cap.max_send_sge = sge;
+	ia.cap.max_recv_sge = sge;
+	ia.cap.max_inline_data = 64;
+	s->qp = s->scq && s->rcq ? ibv_create_qp(s->d.pd, &ia) : NULL;
+	if (!s->qp)
+		return false;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	return !ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+}
+
+static void side_qp_free(struct side *s)
+{
+	if (s->qp)
+		ibv_destroy_qp(s->qp);
+	if (s->scq)
+		ibv_destroy_cq(s->scq);
+	if (s->rcq)
+		ibv_destroy_cq(s->rcq);
+	s->qp = NULL;
+	s->scq = s->rcq = NULL;
+}
+
+/* Drain whatever async events wait (earlier cases' QPs). */
+static void drain_async(struct vt_dev *d)
+{
+	struct ibv_async_event ev;
+
+	while (vt_get_async(d->ctx, &ev, 0))
+		;
+}
+
+static bool wait_async(struct vt_dev *d, struct ibv_qp *qp, enum ibv_event_type want, int ms)
+{
+	struct ibv_async_event ev;
+	uint64_t deadline = vt_now_ms() + (uint64_t)ms;
+
+	while (vt_now_ms() < deadline) {
+		if (!vt_get_async(d->ctx, &ev, 100))
+			continue;
+		if (ev.element.qp == qp && ev.event_type == want)
+			return true;
+	}
+	return false;
+}
+
+static bool wait_state(struct ibv_qp *qp, int want, int ms)
+{
+	uint64_t deadline = vt_now_ms() + (uint64_t)ms;
+
+	while (vt_qp_state(qp) != want) {
+		if (vt_now_ms() > deadline)
+			return false;
+		vt_sleep_ms(1);
+	}
+	return true;
+}
+
+/* Two connected QPs: s[0] the initiator. */
+struct conn {
+	struct side *s;
+	int fds[2];
+};
+
+static bool conn_up(struct side s[2], const struct mpa_opts *o, struct conn *c)
+{
+	struct sr_iw_conn_params p[2];
+
+	c->s = s;
+	if (!tcp_pair(c->fds) || !mpa_exchange(c->fds, o, p))
+		return false;
+	for (int i = 0; i < 2; i++) {
+		p[i].on_close = on_close;
+		p[i].close_arg = (void *)(intptr_t)i;
+		atomic_store(&close_count[i], 0);
+		if (sr_iw_qp_connect(s[i].qp, &p[i]))
+			return false;
+	}
+	return vt_qp_state(s[0].qp) == IBV_QPS_RTS && vt_qp_state(s[1].qp) == IBV_QPS_RTS;
+}
+
+/* ------------------------------------------------------------------ */
+/* data path                                                            */
+/* ------------------------------------------------------------------ */
+
+static const uint32_t sizes[] = { 0, 1, 3, 4, 7, 100, 1000, 4095, 4096, 4097, 61440, 61441, 65536, 200000, MiB };
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+static void test_opcodes(struct side s[2], const char *tag)
+{
+	const unsigned acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	struct vt_buf src, dst;
+	struct ibv_wc wc;
+	unsigned bad = 0;
+
+	if (vt_buf_alloc(&src, s[0].d.pd, MiB + 64, 4096, (int)acc) ||
+	    vt_buf_alloc(&dst, s[1].d.pd, MiB + 64, 4096, (int)acc)) {
+		CHECK(0, "buffers");
+		return;
+	}
+	for (size_t k = 0; k < NSIZES; k++) {
+		uint32_t len = sizes[k], seed = (uint32_t)(k * 7919 + len);
+		uint32_t off = (uint32_t)(k * 5) % 61; /* odd placement too */
+
+		/* Send */
+		vt_fill(src.p, len, seed);
+		memset(dst.p, 0xee, dst.len);
+		CHECK_RC(vt_post_recv(s[1].qp, 100 + k, dst.p + off, len + 13, dst.mr->lkey), 0, "%s post recv", tag);
+		CHECK_RC(vt_post_send(s[0].qp, 200 + k, IBV_WR_SEND, src.p, len, src.mr->lkey, IBV_SEND_SIGNALED, 0, 0,
+				      0),
+			 0, "%s post Send %u", tag, len);
+		EXPECT_WC(s[0].scq, 200 + k, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "%s Send %u: send completion", tag, len);
+		if (EXPECT_WC(s[1].rcq, 100 + k, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "%s Send %u: receive", tag, len)) {
+			CHECK_INT(wc.byte_len, len, "%s Send %u: byte_len", tag, len);
+			CHECK(!(wc.wc_flags & (IBV_WC_WITH_IMM | IBV_WC_WITH_INV)), "%s Send %u: no imm/inv flags", tag,
+			      len);
+		}
+		CHECK_DATA(dst.p + off, len, seed, "%s Send %u", tag, len);
+		bad += dst.p[off + len] != 0xee || (off && dst.p[off - 1] != 0xee);
+
+		/* RDMA Write into the middle of the peer's region */
+		seed ^= 0x5a5a;
+		vt_fill(src.p, len, seed);
+		memset(dst.p, 0xee, dst.len);
+		CHECK_RC(vt_post_send(s[0].qp, 300 + k, IBV_WR_RDMA_WRITE, src.p, len, src.mr->lkey, IBV_SEND_SIGNALED,
+				      (uintptr_t)dst.p + off, dst.mr->rkey, 0),
+			 0, "%s post Write %u", tag, len);
+		EXPECT_WC(s[0].scq, 300 + k, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL, "%s Write %u", tag, len);
+		/* a Write completes when TCP has it: read it back to know it landed */
+		memset(src.p, 0, len + 1);
+		CHECK_RC(vt_post_send(s[0].qp, 400 + k, IBV_WR_RDMA_READ, src.p, len, src.mr->lkey, IBV_SEND_SIGNALED,
+				      (uintptr_t)dst.p + off, dst.mr->rkey, 0),
+			 0, "%s post Read %u", tag, len);
+		if (EXPECT_WC(s[0].scq, 400 + k, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, &wc, "%s Read %u", tag, len))
+			CHECK_INT(wc.byte_len, len, "%s Read %u: byte_len", tag, len);
+		CHECK_DATA(dst.p + off, len, seed, "%s Write %u landed", tag, len);
+		CHECK_DATA(src.p, len, seed, "%s Read %u brought it back", tag, len);
+		bad += dst.p[off + len] != 0xee || (off && dst.p[off - 1] != 0xee) || src.p[len] != 0;
+
+		/* Write with Immediate: RFC 7306 Immediate Data after the Write */
+		seed ^= 0x1234;
+		vt_fill(src.p, len, seed);
+		CHECK_RC(vt_post_recv(s[1].qp, 500 + k, NULL, 0, 0), 0, "%s post recv for imm", tag);
+		CHECK_RC(vt_post_send(s[0].qp, 600 + k, IBV_WR_RDMA_WRITE_WITH_IMM, src.p, len, src.mr->lkey,
+				      IBV_SEND_SIGNALED, (uintptr_t)dst.p, dst.mr->rkey, 0xc0de0000u + (uint32_t)k),
+			 0, "%s post Write with Immediate %u", tag, len);
+		EXPECT_WC(s[0].scq, 600 + k, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL, "%s Write with Immediate %u", tag,
+			  len);
+		if (EXPECT_WC(s[1].rcq, 500 + k, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, &wc,
+			      "%s Write with Immediate %u: receive", tag, len)) {
+			CHECK((wc.wc_flags & IBV_WC_WITH_IMM) && ntohl(wc.imm_data) == 0xc0de0000u + k,
+			      "%s Write with Immediate %u: imm_data\t(flags %#x imm %#x)", tag, len, wc.wc_flags,
+			      ntohl(wc.imm_data));
+			CHECK_INT(wc.byte_len, len, "%s Write with Immediate %u: byte_len", tag, len);
+		}
+		CHECK_DATA(dst.p, len, seed, "%s Write with Immediate %u landed", tag, len);
+	}
+	CHECK(bad == 0, "%s: no byte next to a message changed (%u)", tag, bad);
+
+	/* Send with Invalidate and with Solicited Event */
+	vt_fill(src.p, 77, 77);
+	CHECK_RC(vt_post_recv(s[1].qp, 700, dst.p, 100, dst.mr->lkey), 0, "post recv");
+	{
+		struct ibv_sge sge = { (uintptr_t)src.p, 77, src.mr->lkey };
+		struct ibv_send_wr wr, *badwr;
+
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = 701;
+		wr.opcode = IBV_WR_SEND_WITH_INV;
+		wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.invalidate_rkey = 0x12345678;
+		CHECK_RC(ibv_post_send(s[0].qp, &wr, &badwr), 0, "%s post Send with Invalidate + SE", tag);
+	}
+	EXPECT_WC(s[0].scq, 701, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "%s Send with Invalidate", tag);
+	if (EXPECT_WC(s[1].rcq, 700, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "%s Send with Invalidate: receive", tag))
+		CHECK((wc.wc_flags & IBV_WC_WITH_INV) && wc.invalidated_rkey == 0x12345678 && wc.byte_len == 77,
+		      "%s Send with Invalidate: the rkey reported\t(flags %#x rkey %#x)", tag, wc.wc_flags,
+		      wc.invalidated_rkey);
+	CHECK_DATA(dst.p, 77, 77, "%s Send with Invalidate data", tag);
+
+	/* inline; three-SGE send into a three-SGE receive */
+	{
+		char msg[40] = "inline payload, copied at post time";
+		struct ibv_sge ss[3] = { { (uintptr_t)src.p, 5000, src.mr->lkey },
+					 { (uintptr_t)src.p + 9000, 1, src.mr->lkey },
+					 { (uintptr_t)src.p + 20000, 70000, src.mr->lkey } };
+		struct ibv_sge rs[3] = { { (uintptr_t)dst.p + 100, 3, dst.mr->lkey },
+					 { (uintptr_t)dst.p + 50000, 60000, dst.mr->lkey },
+					 { (uintptr_t)dst.p + 200000, 20000, dst.mr->lkey } };
+		struct ibv_send_wr wr, *badwr;
+		struct ibv_recv_wr rr, *badrr;
+		uint8_t *expect = malloc(75001);
+
+		CHECK_RC(vt_post_recv(s[1].qp, 800, dst.p, 64, dst.mr->lkey), 0, "post recv");
+		CHECK_RC(vt_post_send(s[0].qp, 801, IBV_WR_SEND, msg, sizeof(msg), 0, IBV_SEND_SIGNALED | IBV_SEND_INLINE,
+				      0, 0, 0),
+			 0, "%s post inline Send", tag);
+		memset(msg, 0, sizeof(msg)); /* the payload was copied at post time */
+		EXPECT_WC(s[0].scq, 801, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "%s inline Send", tag);
+		EXPECT_WC(s[1].rcq, 800, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "%s inline Send: receive", tag);
+		CHECK(!memcmp(dst.p, "inline payload, copied at post time", 36), "%s inline Send data", tag);
+
+		vt_fill(src.p, 100000, 31337);
+		memset(dst.p, 0xee, dst.len);
+		memset(&rr, 0, sizeof(rr));
+		rr.wr_id = 802;
+		rr.sg_list = rs;
+		rr.num_sge = 3;
+		CHECK_RC(ibv_post_recv(s[1].qp, &rr, &badrr), 0, "post 3-SGE recv");
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = 803;
+		wr.opcode = IBV_WR_SEND;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.sg_list = ss;
+		wr.num_sge = 3;
+		CHECK_RC(ibv_post_send(s[0].qp, &wr, &badwr), 0, "%s post 3-SGE Send", tag);
+		EXPECT_WC(s[0].scq, 803, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "%s 3-SGE Send", tag);
+		EXPECT_WC(s[1].rcq, 802, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "%s 3-SGE Send: receive", tag);
+		CHECK_INT(wc.byte_len, 75001, "%s 3-SGE Send: byte_len", tag);
+		if (expect) {
+			memcpy(expect, src.p, 5000);
+			expect[5000] = src.p[9000];
+			memcpy(expect + 5001, src.p + 20000, 70000);
+			CHECK(!memcmp(dst.p + 100, expect, 3) && !memcmp(dst.p + 50000, expect + 3, 60000) &&
+			      !memcmp(dst.p + 200000, expect + 60003, 14998),
+			      "%s 3-SGE Send scattered right", tag);
+			CHECK(dst.p[99] == 0xee && dst.p[103] == 0xee && dst.p[49999] == 0xee && dst.p[110000] == 0xee &&
+			      dst.p[199999] == 0xee && dst.p[214998] == 0xee,
+			      "%s 3-SGE Send: nothing between the SGEs changed", tag);
+			free(expect);
+		}
+	}
+	CHECK_GUARDS(&src, "%s source", tag);
+	CHECK_GUARDS(&dst, "%s destination", tag);
+	vt_buf_free(&src);
+	vt_buf_free(&dst);
+}
+
+/* Up to max completions, returning as soon as there is one. */
+static int poll_some(struct ibv_cq *cq, int max, struct ibv_wc *wc, int ms)
+{
+	int k = vt_poll(cq, 1, wc, ms);
+
+	if (k == 1 && max > 1) {
+		int r = ibv_poll_cq(cq, max - 1, wc + 1);
+
+		if (r > 0)
+			k += r;
+	}
+	return k;
+}
+
+/* Many small messages and Reads in flight at once. */
+static void test_pipeline(struct side s[2], const char *tag, unsigned ord)
+{
+	const unsigned acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	struct vt_buf a, b;
+	struct ibv_wc wc[64];
+	int n = 0, m = 0, r = 0, errs = 0;
+
+	if (vt_buf_alloc(&a, s[0].d.pd, 1 << 20, 4096, (int)acc) ||
+	    vt_buf_alloc(&b, s[1].d.pd, 1 << 20, 4096, (int)acc)) {
+		CHECK(0, "buffers");
+		return;
+	}
+	vt_fill(b.p, 1 << 20, 99);
+	vt_fill(a.p, 1 << 20, 98);
+	/* 200 Sends of 64 bytes posted back to back */
+	for (int i = 0; i < 200; i++)
+		errs += vt_post_recv(s[1].qp, (uint64_t)i, b.p + 512 * 1024 + i * 64, 64, b.mr->lkey) != 0;
+	for (int i = 0; i < 200; i++)
+		errs += vt_post_send(s[0].qp, (uint64_t)i, IBV_WR_SEND, a.p + i * 64, 64, a.mr->lkey, IBV_SEND_SIGNALED,
+				     0, 0, 0) != 0;
+	while (n < 200 || m < 200) {
+		int k = n < 200 ? poll_some(s[0].scq, 64, wc, 5000) : 0;
+
+		for (int i = 0; i < k; i++)
+			errs += wc[i].status != IBV_WC_SUCCESS || wc[i].wr_id != (uint64_t)n++;
+		k = poll_some(s[1].rcq, 64, wc, n < 200 ? 0 : 5000);
+		for (int i = 0; i < k; i++)
+			errs += wc[i].status != IBV_WC_SUCCESS || wc[i].wr_id != (uint64_t)m++ || wc[i].byte_len != 64;
+		if (!k && n >= 200 && m < 200)
+			break;
+	}
+	CHECK(n == 200 && m == 200 && errs == 0, "%s: 200 pipelined Sends, in order\t(%d sent, %d received, %d bad)",
+	      tag, n, m, errs);
+	CHECK(!memcmp(b.p + 512 * 1024, a.p, 200 * 64), "%s: 200 pipelined Sends' data", tag);
+
+	/* 40 Reads of 8 KiB with ORD limiting how many are out */
+	errs = 0;
+	memset(a.p, 0, 40 * 8192);
+	for (int i = 0; i < 40; i++)
+		errs += vt_post_send(s[0].qp, 1000 + (uint64_t)i, IBV_WR_RDMA_READ, a.p + i * 8192, 8192, a.mr->lkey,
+				     IBV_SEND_SIGNALED, (uintptr_t)b.p + (size_t)i * 8192, b.mr->rkey, 0) != 0;
+	while (r < 40) {
+		int k = poll_some(s[0].scq, 64, wc, 5000);
+
+		if (!k)
+			break;
+		for (int i = 0; i < k; i++)
+			errs += wc[i].status != IBV_WC_SUCCESS || wc[i].wr_id != 1000 + (uint64_t)r++ ||
+				wc[i].opcode != IBV_WC_RDMA_READ;
+	}
+	CHECK(r == 40 && errs == 0, "%s: 40 Reads with ORD %u, completed in order\t(%d done, %d bad)", tag, ord, r,
+	      errs);
+	CHECK(!memcmp(a.p, b.p, 40 * 8192), "%s: 40 Reads' data", tag);
+	/* a fenced Send waits for the Reads before it */
+	memset(a.p, 0, 65536);
+	CHECK_RC(vt_post_recv(s[1].qp, 2000, b.p + 900000, 100, b.mr->lkey), 0, "post recv");
+	CHECK_RC(vt_post_send(s[0].qp, 2001, IBV_WR_RDMA_READ, a.p, 65536, a.mr->lkey, IBV_SEND_SIGNALED,
+			      (uintptr_t)b.p, b.mr->rkey, 0),
+		 0, "post Read");
+	CHECK_RC(vt_post_send(s[0].qp, 2002, IBV_WR_SEND, a.p + 100000, 10, a.mr->lkey,
+			      IBV_SEND_SIGNALED | IBV_SEND_FENCE, 0, 0, 0),
+		 0, "post fenced Send");
+	EXPECT_WC(s[0].scq, 2001, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, NULL, "%s Read before a fence", tag);
+	EXPECT_WC(s[0].scq, 2002, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "%s fenced Send", tag);
+	EXPECT_WC(s[1].rcq, 2000, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "%s fenced Send: receive", tag);
+	CHECK(!memcmp(a.p, b.p, 65536), "%s: the fenced Read's data", tag);
+	CHECK_GUARDS(&a, "%s pipeline buffer A", tag);
+	CHECK_GUARDS(&b, "%s pipeline buffer B", tag);
+	vt_buf_free(&a);
+	vt_buf_free(&b);
+}
+
+/* What verbs refuse on iWARP, as siw does. */
+static void test_refused(struct side s[2])
+{
+	struct vt_buf a;
+	uint64_t res;
+
+	if (vt_buf_alloc(&a, s[0].d.pd, 4096, 4096,
+			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ))
+		return;
+	CHECK_RC(vt_post_send(s[0].qp, 1, IBV_WR_SEND_WITH_IMM, a.p, 8, a.mr->lkey, 0, 0, 0, 1), EINVAL,
+		 "Send with Immediate on iWARP");
+	CHECK_RC(vt_post_atomic(s[0].qp, 2, IBV_WR_ATOMIC_FETCH_AND_ADD, &res, a.mr->lkey, 0, (uintptr_t)a.p,
+				a.mr->rkey, 1, 0),
+		 EINVAL, "atomic Fetch&Add on iWARP (ATOMIC_NONE)");
+	{
+		struct ibv_sge sg[2] = { { (uintptr_t)a.p, 8, a.mr->lkey }, { (uintptr_t)a.p + 8, 8, a.mr->lkey } };
+		struct ibv_send_wr wr, *bad;
+
+		memset(&wr, 0, sizeof(wr));
+		wr.opcode = IBV_WR_RDMA_READ;
+		wr.sg_list = sg;
+		wr.num_sge = 2;
+		wr.wr.rdma.remote_addr = (uintptr_t)a.p;
+		wr.wr.rdma.rkey = a.mr->rkey;
+		CHECK_RC(ibv_post_send(s[0].qp, &wr, &bad), EINVAL, "a two-SGE Read (max_sge_rd 1)");
+	}
+	vt_buf_free(&a);
+}
+
+static void test_throughput(struct side s[2], const char *tag)
+{
+	const uint32_t len = 65536, total = 2048; /* 128 MiB */
+	struct vt_buf a, b;
+	struct ibv_wc wc[64];
+	uint32_t posted = 0, done = 0;
+	int errs = 0;
+	uint64_t t0;
+
+	if (vt_buf_alloc(&a, s[0].d.pd, 4 * MiB, 4096, IBV_ACCESS_LOCAL_WRITE) ||
+	    vt_buf_alloc(&b, s[1].d.pd, 4 * MiB, 4096,
+			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)) {
+		CHECK(0, "buffers");
+		return;
+	}
+	vt_fill(a.p, 4 * MiB, 5);
+	t0 = vt_now_ms();
+	while (done < total) {
+		while (posted < total && posted - done < 48) {
+			uint32_t o = (posted % 64) * len;
+
+			errs += vt_post_send(s[0].qp, posted, IBV_WR_RDMA_WRITE, a.p + o, len, a.mr->lkey,
+					     IBV_SEND_SIGNALED, (uintptr_t)b.p + o, b.mr->rkey, 0) != 0;
+			posted++;
+		}
+		int k = poll_some(s[0].scq, 64, wc, 5000);
+
+		if (!k)
+			break;
+		for (int i = 0; i < k; i++)
+			errs += wc[i].status != IBV_WC_SUCCESS;
+		done += (uint32_t)k;
+	}
+	{
+		uint64_t ms = vt_now_ms() - t0;
+
+		CHECK(done == total && errs == 0, "%s: %u Writes of 64 KiB\t(%u done, %d errors)", tag, total, done,
+		      errs);
+		NOTE("%s: RDMA Write 64 KiB throughput %.0f MB/s (%u MiB in %" PRIu64 " ms)", tag,
+		     ms ? (double)total * len / 1e6 / ((double)ms / 1e3) : 0.0, total * len / MiB, ms);
+	}
+	/* all of it arrived (a Read is ordered behind the Writes) */
+	{
+		uint8_t *chk = a.p + 2 * MiB;
+
+		CHECK_RC(vt_post_send(s[0].qp, 99999, IBV_WR_RDMA_READ, chk, 65536, a.mr->lkey, IBV_SEND_SIGNALED,
+				      (uintptr_t)b.p + 63 * 65536, b.mr->rkey, 0),
+			 0, "post Read after the Writes");
+		if (EXPECT_WC(s[0].scq, 99999, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, NULL, "%s: Read after the Writes", tag))
+			CHECK(!memcmp(b.p + 63 * 65536, a.p + 63 * 65536, 65536), "%s: the last Write's data", tag);
+	}
+	vt_buf_free(&a);
+	vt_buf_free(&b);
+}
+
+/* Reads need REMOTE_READ on the target; give b that too. */
+static void test_data(const struct mpa_opts *o, const char *tag, bool throughput)
+{
+	struct side s[2];
+	struct conn c;
+
+	SECTION("%s", tag);
+	memset(s, 0, sizeof(s));
+	if (!vt_open(&s[0].d) || !vt_open(&s[1].d))
+		return;
+	if (!CHECK(side_qp(&s[0], 256, 256, 4) && side_qp(&s[1], 256, 256, 4), "create QPs, INIT") ||
+	    !CHECK(conn_up(s, o, &c), "TCP + MPA (rev %u, CRC %s, RTR %d), sr_iw_qp_connect on both: RTS", o->rev,
+		   o->crc ? "on" : "off", o->rtr))
+		goto out;
+	test_opcodes(s, tag);
+	test_pipeline(s, tag, o->ord);
+	test_refused(s);
+	if (throughput)
+		test_throughput(s, tag);
+	/* disconnect as rdma_disconnect does on iWARP: SQD drains and closes */
+	{
+		struct ibv_qp_attr a = { .qp_state = IBV_QPS_SQD };
+		struct vt_buf rb;
+
+		if (!vt_buf_alloc(&rb, s[1].d.pd, 64, 4096, IBV_ACCESS_LOCAL_WRITE)) {
+			CHECK_RC(vt_post_recv(s[1].qp, 4242, rb.p, 64, rb.mr->lkey), 0, "post a receive");
+			CHECK_RC(ibv_modify_qp(s[0].qp, &a, IBV_QP_STATE), 0, "%s: initiator to SQD (disconnect)", tag);
+			CHECK(wait_state(s[0].qp, IBV_QPS_ERR, 5000), "%s: the initiator closes and goes to ERR", tag);
+			CHECK(wait_state(s[1].qp, IBV_QPS_ERR, 5000), "%s: the peer sees the close and goes to ERR", tag);
+			EXPECT_WC(s[1].rcq, 4242, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, NULL, "%s: its receive is flushed",
+				  tag);
+			for (int i = 0; i < 200 && (atomic_load(&close_count[0]) < 1 || atomic_load(&close_count[1]) < 1);
+			     i++)
+				vt_sleep_ms(5);
+			CHECK(atomic_load(&close_count[0]) == 1 && atomic_load(&close_reason[0]) == SR_IW_CLOSE_LOCAL,
+			      "%s: the initiator's CM is told: local close\t(%d calls, reason %d)", tag,
+			      atomic_load(&close_count[0]), atomic_load(&close_reason[0]));
+			CHECK(atomic_load(&close_count[1]) == 1 && atomic_load(&close_reason[1]) == SR_IW_CLOSE_PEER,
+			      "%s: the responder's CM is told: the peer closed\t(%d calls, reason %d)", tag,
+			      atomic_load(&close_count[1]), atomic_load(&close_reason[1]));
+			vt_buf_free(&rb);
+		}
+	}
+out:
+	for (int i = 0; i < 2; i++) {
+		side_qp_free(&s[i]);
+		vt_close(&s[i].d);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* a raw TCP peer: bad input -> Terminate                               */
+/* ------------------------------------------------------------------ */
+
+struct raw {
+	struct side v;         /* the QP under test */
+	int fd;                /* the raw peer's socket */
+	bool crc;
+	struct vt_buf tgt;     /* remote-writable/readable target with guards */
+	struct vt_buf ro;      /* registered without remote access */
+	struct vt_buf rbuf;    /* receive buffer */
+	uint8_t *snap;         /* target contents before */
+};
+
+/* Connect a QP to a raw socket: the raw side is the initiator. */
+static bool raw_up(struct raw *r, bool crc, int rtr, bool post_recv)
+{
+	const unsigned acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	struct mpa_opts o = { .crc = crc, .rev = 2, .ird = 4, .ord = 4, .rtr = rtr };
+	struct sr_iw_conn_params p[2];
+	int fds[2];
+
+	memset(&r->v.scq, 0, sizeof(*r) - offsetof(struct raw, v.scq));
+	r->fd = -1;
+	r->crc = crc;
+	drain_async(&r->v.d);
+	if (!side_qp(&r->v, 16, 16, 2) || vt_buf_alloc(&r->tgt, r->v.d.pd, 8192, 4096, (int)acc) ||
+	    vt_buf_alloc(&r->ro, r->v.d.pd, 4096, 4096, IBV_ACCESS_LOCAL_WRITE) ||
+	    vt_buf_alloc(&r->rbuf, r->v.d.pd, 256, 4096, IBV_ACCESS_LOCAL_WRITE))
+		return false;
+	vt_fill(r->tgt.p, 8192, 4711);
+	vt_fill(r->ro.p, 4096, 4712);
+	r->snap = malloc(8192);
+	memcpy(r->snap, r->tgt.p, 8192);
+	if (post_recv && vt_post_recv(r->v.qp, 77, r->rbuf.p, 200, r->rbuf.mr->lkey))
+		return false;
+	if (!tcp_pair(fds) || !mpa_exchange(fds, &o, p))
+		return false;
+	r->fd = fds[0];
+	p[1].on_close = on_close;
+	p[1].close_arg = (void *)(intptr_t)1;
+	atomic_store(&close_count[1], 0);
+	return sr_iw_qp_connect(r->v.qp, &p[1]) == 0;
+}
+
+static void raw_down(struct raw *r)
+{
+	side_qp_free(&r->v);
+	vt_buf_free(&r->tgt);
+	vt_buf_free(&r->ro);
+	vt_buf_free(&r->rbuf);
+	free(r->snap);
+	if (r->fd >= 0)
+		close(r->fd);
+	r->fd = -1;
+}
+
+/* An FPDU from a header and payload, CRC as negotiated (or corrupted). */
+static size_t raw_fpdu(uint8_t *out, struct sr_iw_hdr *h, const void *pay, size_t paylen, bool crc, bool bad_crc)
+{
+	uint32_t hl = sr_iw_hdr_build(out + 2, h), ul = hl + (uint32_t)paylen, pad = sr_mpa_pad(ul);
+	uint32_t c = 0;
+
+	out[0] = (uint8_t)(ul >> 8);
+	out[1] = (uint8_t)ul;
+	if (paylen)
+		memcpy(out + 2 + hl, pay, paylen);
+	memset(out + 2 + ul, 0, pad);
+	if (crc)
+		c = ~sr_mpa_crc_update(~0u, out, 2 + ul + pad);
+	if (bad_crc)
+		c ^= 0x00010000;
+	sr_mpa_crc_store(out + 2 + ul + pad, c);
+	return sr_mpa_fpdu_len(ul);
+}
+
+/* Read the Terminate the QP must send: returns whether one came, with
+ * its headers in *t. */
+static bool raw_get_term(struct raw *r, struct sr_iw_hdr *t, uint32_t *ulen_out)
+{
+	uint8_t buf[512];
+	struct sr_mpa_fpdu f;
+	uint32_t ulen;
+
+	if (read_exact(r->fd, buf, 2, 5000) != 2)
+		return false;
+	ulen = (uint32_t)buf[0] << 8 | buf[1];
+	if (sr_mpa_fpdu_len(ulen) > sizeof(buf) ||
+	    read_exact(r->fd, buf + 2, sr_mpa_fpdu_len(ulen) - 2, 5000) != sr_mpa_fpdu_len(ulen) - 2)
+		return false;
+	if (sr_mpa_fpdu_split(&f, buf, sr_mpa_fpdu_len(ulen)) <= 0)
+		return false;
+	if (!CHECK(r->crc ? f.crc == f.crc_calc : f.crc == 0, "the Terminate's CRC field is right\t(%08x, want %08x)",
+		   f.crc, r->crc ? f.crc_calc : 0))
+		return false;
+	*ulen_out = ulen;
+	return sr_iw_hdr_parse(t, f.ulpdu, f.ulpdu_len, f.ulpdu_len) == (int)f.ulpdu_len;
+}
+
+/* The whole expectation: a Terminate with layer/etype/ecode (and the
+ * DDP header of the offending segment when hdr is given), then EOF; the
+ * QP in ERR with the async event; the posted receive completed with
+ * recv_st; nothing outside writable memory touched. */
+static void raw_expect(struct raw *r, const char *what, uint8_t layer, uint8_t etype, uint8_t ecode,
+		       const uint8_t *bad_hdr, uint32_t bad_len, uint32_t seg_len, enum ibv_event_type ev,
+		       int recv_st)
+{
+	struct sr_iw_hdr t;
+	uint32_t ulen = 0;
+
+	if (CHECK(raw_get_term(r, &t, &ulen), "%s: the raw peer reads a Terminate FPDU", what)) {
+		CHECK(t.opcode == SR_RDMAP_TERMINATE && !t.tagged && t.last && t.qn == SR_DDP_QN_TERMINATE &&
+		      t.msn == 1 && t.mo == 0,
+		      "%s: Terminate on QN 2, MSN 1, MO 0, L set\t(op %u qn %u msn %u mo %u)", what, t.opcode, t.qn,
+		      t.msn, t.mo);
+		CHECK(t.term.layer == layer && t.term.etype == etype && t.term.ecode == ecode,
+		      "%s: layer/type/code %u/%u/0x%02x (%s)\t(got %u/%u/0x%02x: %s)", what, layer, etype, ecode,
+		      sr_term_str(layer, etype, ecode), t.term.layer, t.term.etype, t.term.ecode,
+		      sr_term_str(t.term.layer, t.term.etype, t.term.ecode));
+		if (bad_hdr) {
+			uint32_t dl = (bad_hdr[0] & SR_DDP_FLAG_TAGGED) ? SR_DDP_TAGGED_HDR : SR_DDP_UNTAGGED_HDR;
+			bool rdma = bad_len > dl;
+
+			CHECK((t.term.hdrct & (SR_TERM_HDRCT_M | SR_TERM_HDRCT_D)) ==
+					      (SR_TERM_HDRCT_M | SR_TERM_HDRCT_D) &&
+				      !!(t.term.hdrct & SR_TERM_HDRCT_R) == rdma && t.term.ddp_seg_len == seg_len &&
+				      t.term.ddp_hdr_len == dl && !memcmp(t.term.ddp_hdr, bad_hdr, dl) &&
+				      (!rdma || !memcmp(t.term.rdma_hdr, bad_hdr + dl, SR_RDMAP_RREQ_LEN)),
+			      "%s: the offending headers are copied (M, D%s; segment length %u)\t(hdrct %#x seg %u)", what,
+			      rdma ? ", R" : "", seg_len, t.term.hdrct, t.term.ddp_seg_len);
+		} else {
+			CHECK(t.term.hdrct == 0 && ulen == SR_DDP_UNTAGGED_HDR + SR_RDMAP_TERM_CTRL_LEN,
+			      "%s: no headers copied\t(hdrct %#x, ULPDU %u)", what, t.term.hdrct, ulen);
+		}
+	}
+	CHECK(peer_eof(r->fd, 3000), "%s: then the stream ends (FIN)", what);
+	CHECK(wait_state(r->v.qp, IBV_QPS_ERR, 3000), "%s: the QP is in ERR\t(state %s)", what,
+	      vt_state_str(vt_qp_state(r->v.qp)));
+	CHECK(wait_async(&r->v.d, r->v.qp, ev, 3000), "%s: async event %s", what, ibv_event_type_str(ev));
+	if (recv_st >= 0)
+		EXPECT_WC(r->v.rcq, 77, (enum ibv_wc_status)recv_st, IBV_WC_RECV, NULL, "%s: the posted receive", what);
+	CHECK(!memcmp(r->tgt.p, r->snap, 8192), "%s: the target region is unchanged", what);
+	CHECK(vt_verify(r->ro.p, 4096, 4712) < 0, "%s: the region without remote access is unchanged", what);
+	CHECK_GUARDS(&r->tgt, "%s: target", what);
+	CHECK_GUARDS(&r->ro, "%s: read-only region", what);
+	CHECK_GUARDS(&r->rbuf, "%s: receive buffer", what);
+	for (int i = 0; i < 200 && atomic_load(&close_count[1]) < 1; i++)
+		vt_sleep_ms(5);
+	CHECK(atomic_load(&close_count[1]) == 1 && atomic_load(&close_reason[1]) == SR_IW_CLOSE_TERM_TX,
+	      "%s: the CM is told a Terminate was sent\t(%d, reason %d)", what, atomic_load(&close_count[1]),
+	      atomic_load(&close_reason[1]));
+}
+
+static void test_raw(void)
+{
+	struct raw r;
+	uint8_t fp[70000], hb[SR_IW_MAX_HDR], pay[4096];
+	struct sr_iw_hdr h;
+	size_t n;
+	uint32_t hl;
+
+	SECTION("bad input from a raw TCP peer: Terminate, ERR, error completions, memory untouched");
+	memset(&r, 0, sizeof(r));
+	r.fd = -1;
+	if (!vt_open(&r.v.d))
+		return;
+	for (size_t i = 0; i < sizeof(pay); i++)
+		pay[i] = (uint8_t)(i * 7 + 1);
+
+	/* garbage: not MPA at all ("GE" is the length, "T " a DDP version 0) */
+	if (CHECK(raw_up(&r, true, 0, true), "garbage: connected")) {
+		static const char junk[] = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+
+		CHECK(write_all(r.fd, junk, sizeof(junk) - 1), "garbage sent");
+		raw_expect(&r, "garbage", SR_TERM_LAYER_DDP, SR_TERM_DDP_UNTAGGED, SR_TERM_DDP_U_VERSION, NULL, 0, 0,
+			   IBV_EVENT_QP_FATAL, IBV_WC_WR_FLUSH_ERR);
+	}
+	raw_down(&r);
+
+	/* a truncated FPDU: half a Send, then the peer shuts its side */
+	if (CHECK(raw_up(&r, true, 0, true), "truncated FPDU: connected")) {
+		sr_iw_hdr_init(&h, SR_RDMAP_SEND, true);
+		h.msn = 1;
+		n = raw_fpdu(fp, &h, pay, 100, true, false);
+		CHECK(write_all(r.fd, fp, n / 2) && !shutdown(r.fd, SHUT_WR), "half a Send sent, then FIN");
+		raw_expect(&r, "truncated FPDU", SR_TERM_LAYER_LLP, SR_TERM_LLP_MPA, SR_TERM_MPA_TCP_LOST, NULL, 0, 0,
+			   IBV_EVENT_QP_FATAL, IBV_WC_WR_FLUSH_ERR);
+	}
+	raw_down(&r);
+
+	/* a ULPDU too short for the header it announces */
+	if (CHECK(raw_up(&r, true, 0, true), "short ULPDU: connected")) {
+		static const uint8_t s6[] = { 0x00, 0x06, 0xc1, 0x40, 0, 0, 0, 1, 0, 0, 0, 0 };
+
+		CHECK(write_all(r.fd, s6, sizeof(s6)), "a 6-byte ULPDU sent");
+		raw_expect(&r, "ULPDU shorter than its header", SR_TERM_LAYER_LLP, SR_TERM_LLP_MPA, SR_TERM_MPA_FPDU,
+			   NULL, 0, 0, IBV_EVENT_QP_FATAL, IBV_WC_WR_FLUSH_ERR);
+	}
+	raw_down(&r);
+
+	/* a bad CRC on a Send */
+	if (CHECK(raw_up(&r, true, 0, true), "bad CRC: connected")) {
+		sr_iw_hdr_init(&h, SR_RDMAP_SEND, true);
+		h.msn = 1;
+		n = raw_fpdu(fp, &h, pay, 64, true, true);
+		CHECK(write_all(r.fd, fp, n), "a Send with a bad CRC sent");
+		raw_expect(&r, "bad CRC", SR_TERM_LAYER_LLP, SR_TERM_LLP_MPA, SR_TERM_MPA_CRC, NULL, 0, 0,
+			   IBV_EVENT_QP_FATAL, IBV_WC_WR_FLUSH_ERR);
+	}
+	raw_down(&r);
+
+	/* Writes: a bad STag, out of bounds, wrapping, no remote access */
+	for (int k = 0; k < 4; k++) {
+		static const char *what[] = { "Write with a bad STag", "Write out of bounds", "Write with a TO wrap",
+					      "Write into a region without remote write" };
+		static const uint8_t code[] = { SR_TERM_DDP_T_INV_STAG, SR_TERM_DDP_T_BASE_BOUNDS,
+						SR_TERM_DDP_T_TO_WRAP, SR_TERM_DDP_T_INV_STAG };
+
+		if (!CHECK(raw_up(&r, true, 0, true), "%s: connected", what[k]))
+			goto next;
+		sr_iw_hdr_init(&h, SR_RDMAP_WRITE, true);
+		h.stag = r.tgt.mr->rkey;
+		h.to = (uintptr_t)r.tgt.p;
+		switch (k) {
+		case 0:
+			h.stag = r.tgt.mr->rkey + 0x100; /* the next slot: never registered */
+			break;
+		case 1:
+			h.to = (uintptr_t)r.tgt.p + 8192 - 100; /* 200 bytes, 100 past the end */
+			break;
+		case 2:
+			h.to = UINT64_MAX - 50;
+			break;
+		default:
+			h.stag = r.ro.mr->rkey;
+			h.to = (uintptr_t)r.ro.p;
+			break;
+		}
+		n = raw_fpdu(fp, &h, pay, 200, true, false);
+		hl = sr_iw_hdr_build(hb, &h);
+		CHECK(write_all(r.fd, fp, n), "%s sent", what[k]);
+		raw_expect(&r, what[k], SR_TERM_LAYER_DDP, SR_TERM_DDP_TAGGED, code[k], hb, hl, hl + 200,
+			   IBV_EVENT_QP_ACCESS_ERR, IBV_WC_WR_FLUSH_ERR);
+next:
+		raw_down(&r);
+	}
+
+	/* Read Requests: bad source STag, beyond the region, no remote read */
+	for (int k = 0; k < 3; k++) {
+		static const char *what[] = { "Read Request with a bad STag", "Read Request out of bounds",
+					      "Read Request of a region without remote read" };
+		static const uint8_t code[] = { SR_TERM_RDMAP_INV_STAG, SR_TERM_RDMAP_BASE_BOUNDS,
+						SR_TERM_RDMAP_ACCESS };
+
+		if (!CHECK(raw_up(&r, true, 0, true), "%s: connected", what[k]))
+			goto next2;
+		sr_iw_hdr_init(&h, SR_RDMAP_READ_REQ, true);
+		h.msn = 1;
+		h.rreq.sink_stag = 0x4242;
+		h.rreq.sink_to = 0x1000;
+		h.rreq.size = 4096;
+		h.rreq.src_stag = k == 0 ? 0xfffff0u : k == 1 ? r.tgt.mr->rkey : r.ro.mr->rkey;
+		h.rreq.src_to = k == 1 ? (uintptr_t)r.tgt.p + 8000 : (uintptr_t)(k == 2 ? r.ro.p : r.tgt.p);
+		n = raw_fpdu(fp, &h, NULL, 0, true, false);
+		hl = sr_iw_hdr_build(hb, &h);
+		CHECK(write_all(r.fd, fp, n), "%s sent", what[k]);
+		raw_expect(&r, what[k], SR_TERM_LAYER_RDMAP, SR_TERM_RDMAP_PROTECTION, code[k], hb, hl, hl,
+			   IBV_EVENT_QP_ACCESS_ERR, IBV_WC_WR_FLUSH_ERR);
+next2:
+		raw_down(&r);
+	}
+
+	/* untagged: no receive posted, too long, bad MSN, bad QN, bad MO */
+	for (int k = 0; k < 5; k++) {
+		static const char *what[] = { "Send without a posted receive", "Send too long for the receive",
+					      "Send with a bad MSN", "Send on a bad queue", "Send with a bad MO" };
+		static const uint8_t code[] = { SR_TERM_DDP_U_NO_BUF, SR_TERM_DDP_U_TOO_LONG, SR_TERM_DDP_U_MSN_RANGE,
+						SR_TERM_DDP_U_INV_QN, SR_TERM_DDP_U_INV_MO };
+		static const int st[] = { -1, IBV_WC_LOC_LEN_ERR, IBV_WC_WR_FLUSH_ERR, IBV_WC_WR_FLUSH_ERR,
+					  IBV_WC_WR_FLUSH_ERR };
+
+		if (!CHECK(raw_up(&r, true, 0, k != 0), "%s: connected", what[k]))
+			goto next3;
+		sr_iw_hdr_init(&h, SR_RDMAP_SEND, true);
+		h.msn = k == 2 ? 5 : 1;
+		h.qn = k == 3 ? 7 : 0;
+		h.mo = k == 4 ? 64 : 0;
+		n = raw_fpdu(fp, &h, pay, k == 1 ? 300 : 100, true, false);
+		hl = sr_iw_hdr_build(hb, &h);
+		CHECK(write_all(r.fd, fp, n), "%s sent", what[k]);
+		raw_expect(&r, what[k], SR_TERM_LAYER_DDP, SR_TERM_DDP_UNTAGGED, code[k], hb, hl,
+			   hl + (k == 1 ? 300 : 100), IBV_EVENT_QP_FATAL, st[k]);
+		if (k == 1) {
+			size_t z = 0;
+
+			while (z < r.rbuf.len && !r.rbuf.p[z])
+				z++;
+			CHECK(z == r.rbuf.len, "Send too long: nothing placed in the receive buffer	(byte %zu set)", z);
+		}
+next3:
+		raw_down(&r);
+	}
+
+	/* RDMAP: a version and an opcode we don't speak */
+	for (int k = 0; k < 2; k++) {
+		static const char *what[] = { "RDMAP version 2", "an unknown opcode" };
+
+		if (!CHECK(raw_up(&r, true, 0, true), "%s: connected", what[k]))
+			goto next4;
+		sr_iw_hdr_init(&h, SR_RDMAP_SEND, true);
+		h.msn = 1;
+		n = raw_fpdu(fp, &h, pay, 8, true, false);
+		if (k == 0)
+			fp[3] = (uint8_t)(2 << 6 | SR_RDMAP_SEND);
+		else
+			fp[3] = (uint8_t)(1 << 6 | 0xd);
+		{
+			/* the CRC over the changed byte */
+			uint32_t ul = (uint32_t)fp[0] << 8 | fp[1], pad = sr_mpa_pad(ul);
+
+			sr_mpa_crc_store(fp + 2 + ul + pad, ~sr_mpa_crc_update(~0u, fp, 2 + ul + pad));
+		}
+		CHECK(write_all(r.fd, fp, n), "%s sent", what[k]);
+		raw_expect(&r, what[k], SR_TERM_LAYER_RDMAP, SR_TERM_RDMAP_OPERATION,
+			   k == 0 ? SR_TERM_RDMAP_VERSION : SR_TERM_RDMAP_OPCODE, NULL, 0, 0, IBV_EVENT_QP_FATAL,
+			   IBV_WC_WR_FLUSH_ERR);
+next4:
+		raw_down(&r);
+	}
+
+	/* RFC 6581: the responder waits for the RTR; a Send instead is wrong */
+	if (CHECK(raw_up(&r, true, SR_MPA_RTR_WRITE, true), "no matching RTR: connected (Write RTR negotiated)")) {
+		sr_iw_hdr_init(&h, SR_RDMAP_SEND, true);
+		h.msn = 1;
+		n = raw_fpdu(fp, &h, pay, 8, true, false);
+		CHECK(write_all(r.fd, fp, n), "a Send instead of the RTR sent");
+		raw_expect(&r, "no matching RTR", SR_TERM_LAYER_LLP, SR_TERM_LLP_MPA, SR_TERM_MPA_NO_MATCHING_RTR,
+			   NULL, 0, 0, IBV_EVENT_QP_FATAL, IBV_WC_WR_FLUSH_ERR);
+	}
+	raw_down(&r);
+
+	/* without CRC negotiated, the CRC field is not looked at; good input
+	 * then works with the raw peer: a Write lands, a Read is answered */
+	if (CHECK(raw_up(&r, false, 0, true), "no CRC: connected")) {
+		struct sr_iw_hdr t;
+		uint8_t rsp[8192];
+		uint32_t ul;
+
+		sr_iw_hdr_init(&h, SR_RDMAP_WRITE, true);
+		h.stag = r.tgt.mr->rkey;
+		h.to = (uintptr_t)r.tgt.p + 1000;
+		n = raw_fpdu(fp, &h, pay, 333, false, true); /* a "wrong" CRC that must be ignored */
+		sr_iw_hdr_init(&h, SR_RDMAP_READ_REQ, true);
+		h.msn = 1;
+		h.rreq.sink_stag = 0x77;
+		h.rreq.sink_to = 0x10000;
+		h.rreq.size = 1333;
+		h.rreq.src_stag = r.tgt.mr->rkey;
+		h.rreq.src_to = (uintptr_t)r.tgt.p + 1000;
+		n += raw_fpdu(fp + n, &h, NULL, 0, false, false);
+		CHECK(write_all(r.fd, fp, n), "a Write and a Read Request sent");
+		CHECK(read_exact(r.fd, rsp, 2, 5000) == 2, "a Read Response comes");
+		ul = (uint32_t)rsp[0] << 8 | rsp[1];
+		CHECK(ul == 14 + 1333 && read_exact(r.fd, rsp + 2, sr_mpa_fpdu_len(ul) - 2, 5000) ==
+						    sr_mpa_fpdu_len(ul) - 2,
+		      "the Read Response is one FPDU of 1333 bytes\t(ULPDU %u)", ul);
+		CHECK(sr_iw_hdr_parse(&t, rsp + 2, 14, ul) == 14 && t.opcode == SR_RDMAP_READ_RESP && t.tagged &&
+			      t.last && t.stag == 0x77 && t.to == 0x10000,
+		      "Read Response header: tagged, last, sink STag/TO");
+		CHECK(!memcmp(rsp + 16, pay, 333) && !memcmp(rsp + 16 + 333, r.snap + 1333, 1000),
+		      "the Read Response carries the Write's data, then what was there");
+		CHECK(sr_mpa_crc_load(rsp + 2 + ul + sr_mpa_pad(ul)) == 0, "its CRC field is 0 without CRC");
+		CHECK(!memcmp(r.tgt.p + 1000, pay, 333) && !memcmp(r.tgt.p, r.snap, 1000) &&
+			      !memcmp(r.tgt.p + 1333, r.snap + 1333, 8192 - 1333),
+		      "the Write landed exactly where addressed");
+		CHECK(vt_qp_state(r.v.qp) == IBV_QPS_RTS, "the QP is still in RTS");
+	}
+	raw_down(&r);
+
+	/* good input trickled in 1..17-byte pieces: every header, payload
+	 * and trailer arrives split, and is put together right */
+	if (CHECK(raw_up(&r, true, 0, true), "trickle: connected")) {
+		struct sr_iw_hdr t;
+		uint8_t rsp[1024];
+		struct ibv_wc wc;
+		uint32_t ul;
+		size_t off = 0;
+
+		sr_iw_hdr_init(&h, SR_RDMAP_WRITE, true);
+		h.stag = r.tgt.mr->rkey;
+		h.to = (uintptr_t)r.tgt.p + 100;
+		n = raw_fpdu(fp, &h, pay, 333, true, false);
+		sr_iw_hdr_init(&h, SR_RDMAP_SEND_SE, false);
+		h.msn = 1;
+		n += raw_fpdu(fp + n, &h, pay + 1000, 101, true, false);
+		sr_iw_hdr_init(&h, SR_RDMAP_SEND_SE, true);
+		h.msn = 1;
+		h.mo = 101;
+		n += raw_fpdu(fp + n, &h, pay + 1101, 49, true, false);
+		sr_iw_hdr_init(&h, SR_RDMAP_WRITE, true); /* zero length: nothing checked, nothing placed */
+		h.stag = 0xdeadbe00;
+		n += raw_fpdu(fp + n, &h, NULL, 0, true, false);
+		sr_iw_hdr_init(&h, SR_RDMAP_READ_REQ, true);
+		h.msn = 1;
+		h.rreq.sink_stag = 0x99;
+		h.rreq.sink_to = 0x2000;
+		h.rreq.size = 500;
+		h.rreq.src_stag = r.tgt.mr->rkey;
+		h.rreq.src_to = (uintptr_t)r.tgt.p;
+		n += raw_fpdu(fp + n, &h, NULL, 0, true, false);
+		while (off < n) {
+			size_t k = 1 + vt_rand(17);
+
+			if (k > n - off)
+				k = n - off;
+			if (!write_all(r.fd, fp + off, k))
+				break;
+			off += k;
+			vt_sleep_us(150);
+		}
+		CHECK(off == n, "%zu bytes of FPDUs trickled in", n);
+		if (EXPECT_WC(r.v.rcq, 77, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "trickle: the two-segment Send arrives"))
+			CHECK(wc.byte_len == 150 && !memcmp(r.rbuf.p, pay + 1000, 150) &&
+				      (wc.wc_flags & (IBV_WC_WITH_IMM | IBV_WC_WITH_INV)) == 0,
+			      "trickle: 150 bytes, right data\t(byte_len %u)", wc.byte_len);
+		CHECK(read_exact(r.fd, rsp, 2, 5000) == 2, "trickle: a Read Response comes");
+		ul = (uint32_t)rsp[0] << 8 | rsp[1];
+		CHECK(ul == 14 + 500 && read_exact(r.fd, rsp + 2, sr_mpa_fpdu_len(ul) - 2, 5000) ==
+						   sr_mpa_fpdu_len(ul) - 2,
+		      "trickle: one FPDU of 500 bytes\t(ULPDU %u)", ul);
+		{
+			struct sr_mpa_fpdu f;
+
+			CHECK(sr_mpa_fpdu_split(&f, rsp, sr_mpa_fpdu_len(ul)) > 0 && f.crc == f.crc_calc,
+			      "trickle: the Read Response's CRC is good");
+		}
+		CHECK(sr_iw_hdr_parse(&t, rsp + 2, 14, ul) == 14 && t.opcode == SR_RDMAP_READ_RESP && t.stag == 0x99 &&
+			      t.to == 0x2000 && t.last,
+		      "trickle: Read Response to the sink named");
+		CHECK(!memcmp(rsp + 16, r.snap, 100) && !memcmp(rsp + 116, pay, 333) &&
+			      !memcmp(rsp + 449, r.snap + 433, 67),
+		      "trickle: it carries the region with the Write in it");
+		CHECK(!memcmp(r.tgt.p + 100, pay, 333) && !memcmp(r.tgt.p, r.snap, 100) &&
+			      !memcmp(r.tgt.p + 433, r.snap + 433, 8192 - 433),
+		      "trickle: the Write landed exactly");
+		CHECK(vt_qp_state(r.v.qp) == IBV_QPS_RTS, "trickle: the QP is still in RTS");
+		CHECK_GUARDS(&r.tgt, "trickle: target");
+		CHECK_GUARDS(&r.rbuf, "trickle: receive buffer");
+	}
+	raw_down(&r);
+
+	/* a Terminate from the peer: our Read waiting for it fails */
+	if (CHECK(raw_up(&r, true, 0, true), "Terminate received: connected")) {
+		struct sr_iw_hdr rq, t;
+		uint8_t buf[128];
+		uint32_t ul;
+
+		CHECK_RC(vt_post_send(r.v.qp, 9, IBV_WR_RDMA_READ, r.tgt.p, 4096, r.tgt.mr->lkey, IBV_SEND_SIGNALED,
+				      0x5000, 0x1234, 0),
+			 0, "post a Read to the raw peer");
+		CHECK(read_exact(r.fd, buf, 2, 5000) == 2, "the raw peer gets the Read Request");
+		ul = (uint32_t)buf[0] << 8 | buf[1];
+		CHECK(ul == 46 && read_exact(r.fd, buf + 2, sr_mpa_fpdu_len(ul) - 2, 5000) == sr_mpa_fpdu_len(ul) - 2 &&
+			      sr_iw_hdr_parse(&rq, buf + 2, ul, ul) == 46 && rq.opcode == SR_RDMAP_READ_REQ &&
+			      rq.qn == 1 && rq.msn == 1 && rq.rreq.size == 4096 && rq.rreq.src_stag == 0x1234 &&
+			      rq.rreq.src_to == 0x5000 && rq.rreq.sink_stag == r.tgt.mr->lkey &&
+			      rq.rreq.sink_to == (uintptr_t)r.tgt.p,
+		      "it reads as the RFC 5040 Read Request for our WQE");
+		sr_iw_term_fill(&t, SR_TERM_LAYER_RDMAP, SR_TERM_RDMAP_PROTECTION, SR_TERM_RDMAP_INV_STAG, buf + 2, ul,
+				ul);
+		n = raw_fpdu(fp, &t, NULL, 0, true, false);
+		CHECK(write_all(r.fd, fp, n), "the raw peer answers with a Terminate (invalid STag)");
+		EXPECT_WC(r.v.scq, 9, IBV_WC_REM_ACCESS_ERR, IBV_WC_RDMA_READ, NULL, "the Read fails: remote access");
+		EXPECT_WC(r.v.rcq, 77, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, NULL, "the posted receive is flushed");
+		CHECK(wait_state(r.v.qp, IBV_QPS_ERR, 3000), "the QP is in ERR");
+		CHECK(wait_async(&r.v.d, r.v.qp, IBV_EVENT_QP_FATAL, 3000), "async event QP fatal");
+		for (int i = 0; i < 200 && atomic_load(&close_count[1]) < 1; i++)
+			vt_sleep_ms(5);
+		CHECK(atomic_load(&close_reason[1]) == SR_IW_CLOSE_TERM_RX, "the CM is told: Terminate received");
+		CHECK(!memcmp(r.tgt.p, r.snap, 8192), "nothing was written");
+	}
+	raw_down(&r);
+
+	/* the peer resets the connection: ERR, flush */
+	if (CHECK(raw_up(&r, true, 0, true), "reset: connected")) {
+		struct linger lg = { 1, 0 };
+
+		setsockopt(r.fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		close(r.fd);
+		r.fd = -1;
+		CHECK(wait_state(r.v.qp, IBV_QPS_ERR, 3000), "reset by the peer: the QP is in ERR");
+		EXPECT_WC(r.v.rcq, 77, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, NULL, "reset: the receive is flushed");
+	}
+	raw_down(&r);
+	vt_close(&r.v.d);
+}
+
+/* ------------------------------------------------------------------ */
+
+static void test_device(void)
+{
+	struct vt_dev d;
+	struct ibv_qp_init_attr ia;
+	struct side s;
+	struct sr_iw_dev_attr da;
+	struct ibv_qp *uc;
+	struct ibv_qp_attr a;
+	int e;
+
+	SECTION("the device");
+	if (!vt_open(&d))
+		return;
+	CHECK(d.ctx->device->transport_type == IBV_TRANSPORT_IWARP && d.ctx->device->node_type == IBV_NODE_RNIC,
+	      "%s: transport iWARP, node type RNIC", d.name);
+	CHECK(d.attr.max_sge_rd == 1 && d.attr.atomic_cap == IBV_ATOMIC_NONE, "max_sge_rd 1, no atomics");
+	CHECK(!sr_iw_query(d.ctx, &da) && da.iwarp && da.crc, "sr_iw_query: an iWARP device that wants CRC");
+	memset(&ia, 0, sizeof(ia));
+	ia.qp_type = IBV_QPT_UC;
+	ia.send_cq = ia.recv_cq = ibv_create_cq(d.ctx, 16, NULL, NULL, 0);
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 1;
+	uc = ibv_create_qp(d.pd, &ia);
+	e = errno;
+	CHECK(!uc && e == EOPNOTSUPP, "UC QPs are refused (EOPNOTSUPP)");
+	ibv_destroy_cq(ia.send_cq);
+	memset(&s, 0, sizeof(s));
+	s.d = d;
+	if (CHECK(side_qp(&s, 4, 4, 1), "an RC QP in INIT")) {
+		struct sr_iw_conn_params p = { .fd = -1, .mpa_rev = 2 };
+		int fds[2];
+
+		CHECK_RC(sr_iw_qp_connect(s.qp, &p), EBADF, "sr_iw_qp_connect without a socket");
+		p.fd = socket(AF_INET, SOCK_STREAM, 0);
+		CHECK_RC(sr_iw_qp_connect(s.qp, &p), ENOTCONN, "sr_iw_qp_connect on an unconnected socket");
+		close(p.fd);
+		if (tcp_pair(fds)) {
+			p.fd = fds[0];
+			p.mpa_rev = 3;
+			CHECK_RC(sr_iw_qp_connect(s.qp, &p), EINVAL, "MPA revision 3");
+			p.mpa_rev = 1;
+			p.rtr = SR_MPA_RTR_READ;
+			CHECK_RC(sr_iw_qp_connect(s.qp, &p), EINVAL, "an RTR with MPA revision 1");
+			p.rtr = 0;
+			memset(&a, 0, sizeof(a));
+			a.qp_state = IBV_QPS_RESET;
+			ibv_modify_qp(s.qp, &a, IBV_QP_STATE);
+			CHECK_RC(sr_iw_qp_connect(s.qp, &p), EINVAL, "a QP in RESET");
+			close(fds[0]);
+			close(fds[1]);
+		}
+	}
+	side_qp_free(&s);
+	vt_close(&d);
+}
+
+int main(void)
+{
+	struct mpa_opts o;
+
+	vt_begin("test_iwarp", 240);
+	vt_seed(0x1fa4c3);
+	test_device();
+
+	o = (struct mpa_opts){ .crc = true, .rev = 2, .ird = 16, .ord = 16 };
+	test_data(&o, "MPA rev 2, CRC on", true);
+	o = (struct mpa_opts){ .crc = false, .rev = 2, .ird = 4, .ord = 4 };
+	test_data(&o, "CRC off, IRD/ORD 4", true);
+	o = (struct mpa_opts){ .crc = true, .rev = 1 };
+	test_data(&o, "MPA rev 1", false);
+	for (int rtr = SR_MPA_RTR_SEND; rtr <= SR_MPA_RTR_READ; rtr++) {
+		static const char *n[] = { "", "peer-to-peer, Send RTR", "peer-to-peer, Write RTR",
+					   "peer-to-peer, Read RTR" };
+
+		o = (struct mpa_opts){ .crc = true, .rev = 2, .ird = 2, .ord = 2, .rtr = rtr };
+		test_data(&o, n[rtr], false);
+	}
+	test_raw();
+	return vt_end();
+}
