@@ -15,6 +15,7 @@
 
 #include "abi/export.h"
 #include "cm/cm.h"
+#include "common/udp_port.h"
 #include "common/conf.h"
 
 __attribute__((noinline)) void sr_cm_to_in6(const struct sockaddr *sa, struct sockaddr_in6 *a)
@@ -158,16 +159,22 @@ int sr_cm_route_src(const struct sockaddr_in6 *dst, struct sockaddr_in6 *src)
 	if (v4) {
 		struct sockaddr_in d = { .sin_family = AF_INET, .sin_port = htons(4791) }, s;
 		socklen_t l = sizeof(s);
+		struct sockaddr_in any = { .sin_family = AF_INET };
 		memcpy(&d.sin_addr, &dst->sin6_addr.s6_addr[12], 4);
-		if (connect(fd, (struct sockaddr *)&d, sizeof(d)) || getsockname(fd, (struct sockaddr *)&s, &l))
+		/* bound first, so that connect does not take an ephemeral port
+		 * a QP may need (common/udp_port.h) */
+		if (sr_udp_bind_low(fd, (struct sockaddr *)&any, sizeof(any)) ||
+		    connect(fd, (struct sockaddr *)&d, sizeof(d)) || getsockname(fd, (struct sockaddr *)&s, &l))
 			ret = -errno;
 		else
 			sr_cm_to_in6((struct sockaddr *)&s, src);
 	} else {
 		struct sockaddr_in6 d = *dst, s;
 		socklen_t l = sizeof(s);
+		struct sockaddr_in6 any = { .sin6_family = AF_INET6 };
 		d.sin6_port = htons(4791);
-		if (connect(fd, (struct sockaddr *)&d, sizeof(d)) || getsockname(fd, (struct sockaddr *)&s, &l))
+		if (sr_udp_bind_low(fd, (struct sockaddr *)&any, sizeof(any)) ||
+		    connect(fd, (struct sockaddr *)&d, sizeof(d)) || getsockname(fd, (struct sockaddr *)&s, &l))
 			ret = -errno;
 		else
 			*src = s;

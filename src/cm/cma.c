@@ -18,6 +18,7 @@
 
 #include "abi/export.h"
 #include "cm/cm.h"
+#include "common/udp_port.h"
 #include "common/daemon_client.h"
 
 struct sr_cm_global sr_cm = {
@@ -490,7 +491,7 @@ static bool addr_is_local(const struct sockaddr *sa)
 		return false;
 	memcpy(&s, sa, (size_t)sr_cm_addr_len(sa));
 	sr_cm_set_port((struct sockaddr *)&s, 0);
-	ok = bind(fd, (struct sockaddr *)&s, (socklen_t)sr_cm_addr_len(sa)) == 0;
+	ok = sr_udp_bind_low(fd, (struct sockaddr *)&s, (socklen_t)sr_cm_addr_len(sa)) == 0;
 	close(fd);
 	return ok;
 }

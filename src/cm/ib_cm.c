@@ -32,6 +32,7 @@
 #include <sys/socket.h>
 
 #include "cm/cm.h"
+#include "common/udp_port.h"
 #include "common/daemon_client.h"
 #include "roce/wire/roce_hdr.h"
 
@@ -91,7 +92,7 @@ static int tx_socket(bool v4)
 		struct sockaddr_in s = { .sin_family = AF_INET };
 		socklen_t l = sizeof(s);
 		setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
-		if (bind(fd, (struct sockaddr *)&s, sizeof(s)) || getsockname(fd, (struct sockaddr *)&s, &l))
+		if (sr_udp_bind_low(fd, (struct sockaddr *)&s, sizeof(s)) || getsockname(fd, (struct sockaddr *)&s, &l))
 			goto err;
 		*portp = ntohs(s.sin_port);
 	} else {
@@ -100,7 +101,7 @@ static int tx_socket(bool v4)
 		socklen_t l = sizeof(s);
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
 		setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof(pmtu));
-		if (bind(fd, (struct sockaddr *)&s, sizeof(s)) || getsockname(fd, (struct sockaddr *)&s, &l))
+		if (sr_udp_bind_low(fd, (struct sockaddr *)&s, sizeof(s)) || getsockname(fd, (struct sockaddr *)&s, &l))
 			goto err;
 		*portp = ntohs(s.sin6_port);
 	}

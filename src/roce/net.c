@@ -72,6 +72,34 @@ static void tx_mcast_opts(int fd, bool v4, int ifindex)
 	}
 }
 
+/* The QP's source port is held by a socket that is not ours (the daemon
+ * never gives out a QPN whose port another live QP uses): some program's
+ * ephemeral UDP port.  Waiting would lose this packet and maybe the next
+ * ones; instead send from a port the kernel picks.  The peer's flow socket
+ * then does not match, so our packets reach it through its softrdmad: a
+ * slower path, but a correct one.  The ICRC covers the UDP source port, so
+ * r->sport follows the socket. */
+static int tx_bind_fallback(struct sr_qp *qp, int fd, struct sockaddr *sa, socklen_t len)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof(ss);
+	uint16_t want = r->sport;
+
+	if (sa->sa_family == AF_INET)
+		((struct sockaddr_in *)sa)->sin_port = 0;
+	else
+		((struct sockaddr_in6 *)sa)->sin6_port = 0;
+	if (bind(fd, sa, len) || getsockname(fd, (struct sockaddr *)&ss, &l))
+		return -1;
+	r->sport = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+						 : ((struct sockaddr_in6 *)&ss)->sin6_port);
+	SR_DBG("QP %u: UDP source port %u is taken by another socket; sending from %u (through the peer's daemon)",
+	       sr_roce_qpn(qp), want, r->sport);
+	r->stat_sport_fallback++;
+	return 0;
+}
+
 static int tx_socket(struct sr_qp *qp, bool v4)
 {
 	struct sr_roce_qp *r = rqp(qp);
@@ -88,14 +116,16 @@ static int tx_socket(struct sr_qp *qp, bool v4)
 		int pmtu = IP_PMTUDISC_DO;
 		setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
 		struct sockaddr_in s = { .sin_family = AF_INET, .sin_port = htons(r->sport) };
-		if (bind(fd, (struct sockaddr *)&s, sizeof(s)) < 0)
+		if (bind(fd, (struct sockaddr *)&s, sizeof(s)) < 0 &&
+		    (errno != EADDRINUSE || tx_bind_fallback(qp, fd, (struct sockaddr *)&s, sizeof(s))))
 			goto err;
 	} else {
 		int pmtu = IPV6_PMTUDISC_DO;
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
 		setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof(pmtu));
 		struct sockaddr_in6 s = { .sin6_family = AF_INET6, .sin6_port = htons(r->sport) };
-		if (bind(fd, (struct sockaddr *)&s, sizeof(s)) < 0)
+		if (bind(fd, (struct sockaddr *)&s, sizeof(s)) < 0 &&
+		    (errno != EADDRINUSE || tx_bind_fallback(qp, fd, (struct sockaddr *)&s, sizeof(s))))
 			goto err;
 	}
 	tx_mcast_opts(fd, v4, qp->ctx->nd.ifindex);

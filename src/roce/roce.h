@@ -88,6 +88,7 @@ struct sr_roce_qp {
 	uint32_t ares_next;
 	struct sr_recv_wqe *rwqe; /* current receive WQE (max_sge entries) */
 	uint64_t stat_drop;
+	uint64_t stat_sport_fallback;  /* tx sockets bound to a kernel-chosen port */
 	bool no_gso;
 	int rcvbuf;              /* granted SO_RCVBUF of rx_fd */             /* the kernel refused UDP_SEGMENT: one datagram per sendmsg */
 };

@@ -2061,6 +2061,53 @@ static void test_port_collision(void)
 	vt_buf_free(&r);
 }
 
+/* A QP's UDP source port (0xC000 + hash(QPN)) lies in the kernel's
+ * ephemeral range, so any program's UDP socket may hold it when the QP
+ * first sends (rdma_cm's address probes in other processes did, and made
+ * one of ten ucmatose clients hang in CI).  The QP must then still work:
+ * it sends from another port, through the peer's daemon. */
+static void test_source_port_taken(void)
+{
+	SECTION("RC: both QPs' UDP source ports held by foreign sockets");
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf s, r;
+	int hold[2] = { -1, -1 };
+	vt_cfg_default(&c, IBV_QPT_RC);
+	c.timeout = 12;
+	c.retry_cnt = 3;
+	if (!vt_pair_create(&D, &c, &p))
+		return;
+	for (int i = 0; i < 2; i++) {
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(src_port_of(p.qp[i]->qp_num)) };
+		hold[i] = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		int rc = hold[i] < 0 ? -1 : bind(hold[i], (struct sockaddr *)&a, sizeof(a));
+		CHECK(rc == 0, "a foreign socket holds QP %u's source port %u (%s)", p.qp[i]->qp_num,
+		      src_port_of(p.qp[i]->qp_num), rc ? strerror(errno) : "bound");
+	}
+	vt_pair_connect(&p);
+	vt_buf_alloc(&s, D.pd, 70000, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	vt_buf_alloc(&r, D.pd, 70000, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	for (int dir = 0; dir < 2; dir++) {
+		struct vt_pair q = p;
+		if (dir) { /* the other way round */
+			q.qp[0] = p.qp[1]; q.qp[1] = p.qp[0];
+			q.scq[0] = p.scq[1]; q.scq[1] = p.scq[0];
+			q.rcq[0] = p.rcq[1]; q.rcq[1] = p.rcq[0];
+		}
+		CHECK(one_send(&q, &s, &r, 65536, false, 700 + (uint32_t)dir), "SEND of 64 KiB, QP %u -> QP %u",
+		      q.qp[0]->qp_num, q.qp[1]->qp_num);
+		CHECK(one_write(&q, &s, &r, 5000, true, 710 + (uint32_t)dir), "WRITE with immediate, QP %u -> QP %u",
+		      q.qp[0]->qp_num, q.qp[1]->qp_num);
+	}
+	vt_pair_destroy(&p);
+	vt_buf_free(&s);
+	vt_buf_free(&r);
+	for (int i = 0; i < 2; i++)
+		if (hold[i] >= 0)
+			close(hold[i]);
+}
+
 int main(void)
 {
 	vt_begin("test_transfer", 240);
@@ -2103,6 +2150,8 @@ int main(void)
 	check_no_async("after test_ud()");
 	test_port_collision();
 	check_no_async("after test_port_collision()");
+	test_source_port_taken();
+	check_no_async("after test_source_port_taken()");
 	test_threads();
 	check_no_async("after test_threads()");
 	test_small_queue_wrap();

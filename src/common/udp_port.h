@@ -1,0 +1,24 @@
+/* Local UDP ports that stay out of the way of RoCE QP source ports.
+ *
+ * A QP sends from 0xC000 + hash(QPN) (sr_qpn_src_port), a port in
+ * 49152..65535 that the peer's flow socket expects.  The kernel's ephemeral
+ * range (32768..60999 by default) overlaps it, so any UDP socket of ours
+ * that lets the kernel pick a port (bind to port 0, or connect without a
+ * bind) can take a port a QP of another process needs at that moment.
+ * Sockets of softrdma that do not need a particular port bind through
+ * sr_udp_bind_low instead: a random port in 32768..49151. */
+#ifndef SR_COMMON_UDP_PORT_H
+#define SR_COMMON_UDP_PORT_H
+
+#include <sys/socket.h>
+
+#define SR_UDP_LOW_FIRST 32768u
+#define SR_UDP_LOW_LAST 49151u
+
+/* Binds the UDP socket fd to addr (its port is ignored) with a port in
+ * SR_UDP_LOW_FIRST..SR_UDP_LOW_LAST, trying random ones; if all the tries
+ * are taken, lets the kernel choose (port 0).  Returns 0 or -1 with errno
+ * set by the last bind (EADDRNOTAVAIL for an address not on this host). */
+int sr_udp_bind_low(int fd, const struct sockaddr *addr, socklen_t len);
+
+#endif
