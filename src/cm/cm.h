@@ -7,10 +7,15 @@
  *              REQ/REP/RTU/REJ/MRA/DREQ/DREP/SIDR MADs; the CM thread
  *   cm_addr.c  devices, address -> device/GID, route, rdma_getaddrinfo
  *   cm_mad.c   the MAD codec (bit layouts; no state)
+ *   iw_cm.c    rdma_cm on Soft-iWARP devices: TCP listen/connect on the
+ *              rdma_cm port, the MPA Request/Reply exchange, the socket
+ *              handed to the QP, disconnection through the QP
  *
  * Threading: one mutex (sr_cm.lock) guards every id, channel and event
  * list.  One CM thread per process reads the softrdmad connection (MADs
- * routed to this process) and runs the retransmission timers.  API calls
+ * routed to this process; only when a RoCE device is configured), accepts
+ * iWARP TCP connections and reads their MPA frames, and runs the
+ * retransmission and MPA timers.  API calls
  * take the lock, never hold it across a daemon request (the daemon
  * client's packet callback takes it) nor across a blocking read of an
  * event channel. */
@@ -25,6 +30,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "cm/cm_mad.h"
+#include "iwarp/wire/iwarp_wire.h"
 
 #define SR_CM_MAX_DEVS 32
 #define SR_CM_MAX_GIDS 32
@@ -77,6 +83,7 @@ enum sr_cm_state {
 	CM_SIDR_REQ_SENT,
 	CM_SIDR_REQ_RCVD,
 	CM_SIDR_DONE,
+	CM_MPA_REQ_WAIT,      /* passive iWARP: TCP accepted, MPA Request not complete (no event yet) */
 };
 
 /* what the id's timer does when it fires */
@@ -84,6 +91,7 @@ enum sr_cm_timer {
 	CM_T_NONE,
 	CM_T_RETRY,           /* resend mad[] until retries run out */
 	CM_T_TIMEWAIT,        /* TIMEWAIT_EXIT */
+	CM_T_MPA,             /* iWARP: the MPA Request or Reply did not come in time */
 };
 
 struct sr_cm_mc {
@@ -142,6 +150,19 @@ struct sr_cm_id {
 	struct ibv_qp_init_attr *qp_init_attr;   /* rdma_create_ep on a passive id */
 	struct sr_cm_mc *mcs;
 	struct ibv_ece local_ece, remote_ece;
+
+	uint64_t serial;                   /* names the id to callbacks that may outlive it */
+	/* iWARP (iw_cm.c) */
+	int iw_fd;                         /* TCP socket while MPA is exchanged; the QP owns it after */
+	int iw_lfd;                        /* listener: its listening TCP socket */
+	bool iw_polled;                    /* iw_fd is in the CM thread's epoll */
+	bool iw_crc;                       /* passive: CRC the Reply will say */
+	bool iw_enhanced;                  /* RFC 6581 block in the frames */
+	uint8_t iw_rev;                    /* MPA revision of the connection */
+	uint8_t iw_rtr;                    /* enum sr_mpa_rtr agreed (passive: offered by the Request) */
+	uint16_t iw_peer_ird, iw_peer_ord; /* the peer's frame's IRD/ORD */
+	uint16_t iw_have;                  /* bytes of the MPA frame read */
+	uint8_t iw_frame[SR_MPA_RR_HDR_LEN + SR_MPA_MAX_PD];
 };
 
 struct sr_cm_global {
@@ -151,6 +172,9 @@ struct sr_cm_global {
 	int init_err;
 	struct sr_cm_dev devs[SR_CM_MAX_DEVS];
 	int ndevs;
+	bool have_roce, have_iwarp;        /* device kinds configured */
+	int epfd;                          /* the CM thread's epoll */
+	uint64_t next_serial;
 	struct ibv_context **dev_list;     /* rdma_get_devices */
 	struct sr_cm_id *ids;
 	struct sr_daemon_conn *daemon;
@@ -190,6 +214,7 @@ uint64_t sr_cm_now(void);
 int sr_cm_devs_open(void);
 struct sr_cm_dev *sr_cm_dev_by_addr(const struct sockaddr_in6 *a, uint8_t *gid_index);
 struct sr_cm_dev *sr_cm_dev_by_verbs(struct ibv_context *verbs);
+struct sr_cm_dev *sr_cm_dev_first(bool iwarp, bool v4);
 struct ibv_pd *sr_cm_dev_pd(struct sr_cm_dev *d);
 void sr_cm_to_in6(const struct sockaddr *sa, struct sockaddr_in6 *a);
 void sr_cm_gid_from_in6(const struct sockaddr_in6 *a, union ibv_gid *gid);
@@ -221,5 +246,23 @@ int sr_cm_comm_est(struct sr_cm_id *id);
 void sr_cm_will_queue(struct sr_cm_id *id);
 void sr_cm_wills_flush(void);
 void sr_cm_dbg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void sr_cm_poll_fd(int fd, bool on);
+
+/* iw_cm.c.  "lock" says whether sr_cm.lock is held by the caller. */
+static inline bool sr_iwcm_id(const struct sr_cm_id *c)
+{
+	return c->dev && c->dev->iwarp;
+}
+int sr_iwcm_listen(struct sr_cm_id *c, int backlog);                       /* lock not held; -errno */
+void sr_iwcm_unlisten(struct sr_cm_id *c);                                 /* lock held */
+int sr_iwcm_connect(struct sr_cm_id *c, const struct rdma_conn_param *p);  /* lock not held; -errno */
+int sr_iwcm_accept(struct sr_cm_id *c, const struct rdma_conn_param *p);   /* lock held; -errno */
+int sr_iwcm_reject(struct sr_cm_id *c, const void *pdata, uint8_t len);    /* lock held; -errno */
+int sr_iwcm_disconnect(struct sr_cm_id *c);                                /* lock held; -errno */
+bool sr_iwcm_destroy(struct sr_cm_id *c);                                  /* lock held */
+void sr_iwcm_release(struct sr_cm_id *c);                                  /* lock held */
+bool sr_iwcm_on_fd(int fd);                                                /* CM thread, lock not held */
+void sr_iwcm_timeout(struct sr_cm_id *c);                                  /* lock held */
+int sr_iwcm_qp_attr(struct sr_cm_id *c, struct ibv_qp_attr *a, int *mask); /* lock held */
 
 #endif

@@ -106,6 +106,10 @@ int sr_cm_devs_open(void)
 		d->max_rd_atomic = (uint8_t)(da.max_qp_init_rd_atom > 255 ? 255 : da.max_qp_init_rd_atom);
 		d->max_dest_rd_atomic = (uint8_t)(da.max_qp_rd_atom > 255 ? 255 : da.max_qp_rd_atom);
 		d->crc = have_conf ? conf.crc : true; /* one switch for all devices */
+		if (d->iwarp)
+			sr_cm.have_iwarp = true;
+		else
+			sr_cm.have_roce = true;
 		sr_cm.dev_list[sr_cm.ndevs - 1] = ctx;
 	}
 	ibv_free_device_list(list);
@@ -117,6 +121,18 @@ struct sr_cm_dev *sr_cm_dev_by_verbs(struct ibv_context *verbs)
 	for (int i = 0; i < sr_cm.ndevs; i++)
 		if (sr_cm.devs[i].verbs == verbs)
 			return &sr_cm.devs[i];
+	return NULL;
+}
+
+/* The first device of a kind whose first GID is IPv4 (v4) or IPv6. */
+struct sr_cm_dev *sr_cm_dev_first(bool iwarp, bool v4)
+{
+	for (int i = 0; i < sr_cm.ndevs; i++) {
+		union ibv_gid g;
+		if (sr_cm.devs[i].iwarp == iwarp && !ibv_query_gid(sr_cm.devs[i].verbs, 1, 0, &g) &&
+		    IN6_IS_ADDR_V4MAPPED((struct in6_addr *)g.raw) == v4)
+			return &sr_cm.devs[i];
+	}
 	return NULL;
 }
 

@@ -27,6 +27,7 @@ struct sr_cm_global sr_cm = {
 	.tx4 = -1,
 	.tx6 = -1,
 	.wake_fd = -1,
+	.epfd = -1,
 };
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -259,6 +260,8 @@ struct sr_cm_id *sr_cm_id_alloc(struct sr_cm_chan *chan, void *context, enum rdm
 	id->max_cm_retries = sr_cm.max_cm_retries;
 	id->ack_timeout = SR_CMA_PACKET_LIFETIME + 1; /* the kernel's RoCE default, ~2.1 s */
 	id->qkey = SR_CMA_QKEY;
+	id->serial = ++sr_cm.next_serial;
+	id->iw_fd = id->iw_lfd = -1;
 	id->next = sr_cm.ids;
 	sr_cm.ids = id;
 	return id;
@@ -284,6 +287,7 @@ static size_t n_free_cids, cap_free_cids;
  * daemon later, outside the lock (release_cids). */
 void sr_cm_id_free(struct sr_cm_id *id)
 {
+	sr_iwcm_release(id);
 	for (struct sr_cm_id **pp = &sr_cm.ids; *pp; pp = &(*pp)->next)
 		if (*pp == id) {
 			*pp = id->next;
@@ -323,7 +327,8 @@ static void release_cids(void)
 		pthread_mutex_unlock(&sr_cm.lock);
 		if (!cid)
 			return;
-		sr_daemon_free_comm_id(sr_cm.daemon, cid);
+		if (sr_cm.daemon)
+			sr_daemon_free_comm_id(sr_cm.daemon, cid);
 	}
 }
 
@@ -393,7 +398,7 @@ static int unregister(struct sr_cm_id *c)
 	struct sockaddr_in6 a;
 
 	sr_cm_to_in6(&c->id.route.addr.src_addr, &a);
-	return sr_daemon_unlisten(sr_cm.daemon, c->service_id, &a);
+	return sr_cm.daemon ? sr_daemon_unlisten(sr_cm.daemon, c->service_id, &a) : 0;
 }
 
 SR_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
@@ -422,7 +427,10 @@ SR_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 			if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && e->ev.id != id) {
 				/* a request nobody will answer now */
 				struct sr_cm_id *child = cm_id(e->ev.id);
-				sr_cm_send_rej(child, SR_CM_REJ_CONSUMER_DEFINED, NULL, 0);
+				if (sr_iwcm_id(child))
+					sr_iwcm_reject(child, NULL, 0);
+				else
+					sr_cm_send_rej(child, SR_CM_REJ_CONSUMER_DEFINED, NULL, 0);
 				sr_cm_id_free(child);
 			}
 			free(e);
@@ -437,6 +445,10 @@ SR_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 			o->listener = NULL;
 	while (c->events_pending)
 		pthread_cond_wait(&sr_cm.cond, &sr_cm.lock);
+	if (sr_iwcm_id(c) || c->iw_lfd >= 0 || c->iw_fd >= 0) {
+		linger = sr_iwcm_destroy(c);
+		goto done;
+	}
 	switch (c->state) {
 	case CM_REQ_RCVD:
 		sr_cm_send_rej(c, SR_CM_REJ_CONSUMER_DEFINED, NULL, 0);
@@ -465,9 +477,7 @@ SR_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 	default:
 		break;
 	}
-	if (c->sync && c->chan && !linger) {
-		/* freed with the id */
-	}
+done:
 	if (linger) {
 		c->id.qp = NULL;
 		sr_cm_wake();
@@ -550,8 +560,8 @@ static int bind_addr(struct sr_cm_id *c, const struct sockaddr *addr, bool reser
 			port = random_port();
 		sr_cm_set_port(&c->id.route.addr.src_addr, port);
 		c->service_id = sr_cma_service_id((uint16_t)c->id.ps, port);
-		if (!reserve)
-			return 0;
+		if (!reserve || !sr_cm.daemon || (dev && dev->iwarp))
+			return 0; /* iWARP ports are TCP's, claimed by its listen */
 		int err = sr_daemon_listen(sr_cm.daemon, c->service_id, &a);
 		if (!err) {
 			c->registered = true;
@@ -977,7 +987,10 @@ SR_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_at
 	if (!id || !qp_attr || !qp_attr_mask)
 		return fail(EINVAL);
 	pthread_mutex_lock(&sr_cm.lock);
-	err = qp_attr_for(cm_id(id), qp_attr, qp_attr_mask);
+	if (sr_iwcm_id(cm_id(id)))
+		err = sr_iwcm_qp_attr(cm_id(id), qp_attr, qp_attr_mask);
+	else
+		err = qp_attr_for(cm_id(id), qp_attr, qp_attr_mask);
 	pthread_mutex_unlock(&sr_cm.lock);
 	return err ? fail(-err) : 0;
 }
@@ -1045,30 +1058,41 @@ SR_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 			}
 		}
 	}
+	bool was_listening = c->state == CM_LISTEN;
+	/* which CMs listen: a bound id its device's, a wildcard one every
+	 * kind configured (as the kernel listens on every device) */
+	bool want_iw = c->dev ? c->dev->iwarp : sr_cm.have_iwarp;
+	bool want_roce = c->dev ? !c->dev->iwarp : sr_cm.have_roce;
 	c->state = CM_LISTEN;
 	c->backlog = backlog;
 	pthread_mutex_unlock(&sr_cm.lock);
-	if (c->registered)
+	if (was_listening)
 		return 0;
 	struct sockaddr_in6 a;
-	sr_cm_to_in6(&c->id.route.addr.src_addr, &a);
 	for (int tries = 0;; tries++) {
-		int err = sr_daemon_listen(sr_cm.daemon, c->service_id, &a);
+		int err = 0;
+		if (want_iw)
+			err = sr_iwcm_listen(c, backlog); /* picks another port itself if it must */
+		if (!err && want_roce && !c->registered) {
+			sr_cm_to_in6(&c->id.route.addr.src_addr, &a);
+			err = sr_daemon_listen(sr_cm.daemon, c->service_id, &a);
+			if (!err)
+				c->registered = true;
+		}
 		if (!err)
 			break;
+		pthread_mutex_lock(&sr_cm.lock);
+		sr_iwcm_unlisten(c);
 		if (err != -EADDRINUSE || !c->port_auto || tries > 64) {
-			pthread_mutex_lock(&sr_cm.lock);
 			c->state = CM_BOUND;
 			pthread_mutex_unlock(&sr_cm.lock);
 			return fail(-err);
 		}
 		uint16_t port = random_port();
-		pthread_mutex_lock(&sr_cm.lock);
 		sr_cm_set_port(&c->id.route.addr.src_addr, port);
 		c->service_id = sr_cma_service_id((uint16_t)c->id.ps, port);
 		pthread_mutex_unlock(&sr_cm.lock);
 	}
-	c->registered = true;
 	return 0;
 }
 
@@ -1090,6 +1114,15 @@ SR_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_p
 	ud = id->qp_type == IBV_QPT_UD || id->ps == RDMA_PS_UDP || id->ps == RDMA_PS_IPOIB;
 	if (!conn_param)
 		conn_param = &zero;
+	if (sr_iwcm_id(c) && !ud) {
+		/* MPA carries up to 512 bytes: any u8 length fits */
+		if (conn_param->private_data_len && !conn_param->private_data)
+			return fail(EINVAL);
+		ack_stored(c);
+		if ((err = sr_iwcm_connect(c, conn_param)))
+			return fail(-err);
+		return sync_wait(c);
+	}
 	if (conn_param->private_data_len &&
 	    (!conn_param->private_data ||
 	     conn_param->private_data_len > (ud ? SR_CM_SIDR_REQ_PRIVATE_DATA : SR_CM_REQ_PRIVATE_DATA) - SR_CMA_HDR_BYTES))
@@ -1153,11 +1186,20 @@ SR_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_pa
 		return fail(EINVAL);
 	if (conn_param && conn_param->private_data_len &&
 	    (!conn_param->private_data ||
-	     conn_param->private_data_len >
-		     (id->qp_type == IBV_QPT_UD ? SR_CM_SIDR_REP_PRIVATE_DATA : SR_CM_REP_PRIVATE_DATA)))
+	     (!sr_iwcm_id(c) && conn_param->private_data_len >
+		     (id->qp_type == IBV_QPT_UD ? SR_CM_SIDR_REP_PRIVATE_DATA : SR_CM_REP_PRIVATE_DATA))))
 		return fail(EINVAL);
 	if (c->state == CM_LISTEN) {
 		return fail(EINVAL);
+	}
+	if (sr_iwcm_id(c) && c->state == CM_REQ_RCVD) {
+		pthread_mutex_lock(&sr_cm.lock);
+		err = sr_iwcm_accept(c, conn_param);
+		pthread_mutex_unlock(&sr_cm.lock);
+		if (err)
+			return fail(-err);
+		ack_stored(c);
+		return sync_wait(c);
 	}
 	if (c->state == CM_SIDR_REQ_RCVD) {
 		pthread_mutex_lock(&sr_cm.lock);
@@ -1216,7 +1258,16 @@ static int reject(struct rdma_cm_id *id, const void *pdata, uint8_t len, uint16_
 
 	if (!id)
 		return fail(EINVAL);
-	if (len && (!pdata || len > (id->qp_type == IBV_QPT_UD ? SR_CM_SIDR_REP_PRIVATE_DATA : SR_CM_REJ_PRIVATE_DATA)))
+	if (len && !pdata)
+		return fail(EINVAL);
+	if (sr_iwcm_id(c) && c->state == CM_REQ_RCVD) {
+		pthread_mutex_lock(&sr_cm.lock);
+		err = sr_iwcm_reject(c, pdata, len);
+		pthread_mutex_unlock(&sr_cm.lock);
+		ack_stored(c);
+		return err ? fail(-err) : 0;
+	}
+	if (len > (id->qp_type == IBV_QPT_UD ? SR_CM_SIDR_REP_PRIVATE_DATA : SR_CM_REJ_PRIVATE_DATA))
 		return fail(EINVAL);
 	if (c->state == CM_REQ_RCVD && (err = sr_daemon_alloc_comm_id(sr_cm.daemon, &cid)))
 		return fail(-err);
@@ -1256,6 +1307,17 @@ SR_EXPORT int rdma_disconnect(struct rdma_cm_id *id)
 	if (!id)
 		return fail(EINVAL);
 	pthread_mutex_lock(&sr_cm.lock);
+	if (sr_iwcm_id(c)) {
+		err = -sr_iwcm_disconnect(c);
+		pthread_mutex_unlock(&sr_cm.lock);
+		if (err)
+			return fail(err);
+		if (c->sync && c->state == CM_DREQ_SENT) {
+			ack_stored(c);
+			return sync_wait(c);
+		}
+		return 0;
+	}
 	switch (c->state) {
 	case CM_ESTABLISHED:
 	case CM_REP_SENT:

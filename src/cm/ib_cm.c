@@ -465,7 +465,8 @@ void sr_cm_wills_flush(void)
 		pthread_mutex_unlock(&sr_cm.lock);
 		if (!w)
 			return;
-		sr_daemon_cm_will(sr_cm.daemon, w->comm_id, &w->local, &w->peer, w->mad);
+		if (sr_cm.daemon)
+			sr_daemon_cm_will(sr_cm.daemon, w->comm_id, &w->local, &w->peer, w->mad);
 		free(w);
 	}
 }
@@ -1048,6 +1049,8 @@ again:
 			} else {
 				retry_expired(id);
 			}
+		} else if (t == CM_T_MPA) {
+			sr_iwcm_timeout(id);
 		} else if (t == CM_T_TIMEWAIT) {
 			id->state = CM_DISCONNECTED;
 			if (!id->destroyed) {
@@ -1066,15 +1069,25 @@ again:
 	return next;
 }
 
+/* Watch fd (readable) in the CM thread, or stop watching it. */
+void sr_cm_poll_fd(int fd, bool on)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+
+	epoll_ctl(sr_cm.epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, fd, &ev);
+}
+
 static void *cm_thread(void *arg)
 {
-	int ep = epoll_create1(EPOLL_CLOEXEC);
+	int ep = sr_cm.epfd;
 	struct epoll_event ev = { .events = EPOLLIN };
-	int dfd = sr_daemon_fd(sr_cm.daemon);
-	bool daemon_ok = true;
+	int dfd = sr_cm.daemon ? sr_daemon_fd(sr_cm.daemon) : -1;
+	bool daemon_ok = dfd >= 0;
 
-	ev.data.fd = dfd;
-	epoll_ctl(ep, EPOLL_CTL_ADD, dfd, &ev);
+	if (dfd >= 0) {
+		ev.data.fd = dfd;
+		epoll_ctl(ep, EPOLL_CTL_ADD, dfd, &ev);
+	}
 	ev.data.fd = sr_cm.wake_fd;
 	epoll_ctl(ep, EPOLL_CTL_ADD, sr_cm.wake_fd, &ev);
 	for (;;) {
@@ -1087,10 +1100,10 @@ static void *cm_thread(void *arg)
 			uint64_t ms = (next - now + 999999) / 1000000;
 			tmo = ms > 60000 ? 60000 : (int)ms;
 		}
-		struct epoll_event evs[4];
-		int n = epoll_wait(ep, evs, 4, tmo);
+		struct epoll_event evs[16];
+		int n = epoll_wait(ep, evs, 16, tmo);
 		for (int i = 0; i < n; i++) {
-			if (evs[i].data.fd == dfd) {
+			if (dfd >= 0 && evs[i].data.fd == dfd) {
 				sr_daemon_on_readable(sr_cm.daemon);
 				if (daemon_ok && sr_daemon_dead(sr_cm.daemon)) {
 					daemon_ok = false;
@@ -1098,11 +1111,14 @@ static void *cm_thread(void *arg)
 					fprintf(stderr, "softrdma: lost the connection to softrdmad; "
 							"connection management stops working\n");
 				}
-			} else {
+			} else if (evs[i].data.fd == sr_cm.wake_fd) {
 				uint64_t v;
 				if (read(sr_cm.wake_fd, &v, sizeof(v)) < 0) {
 					/* EAGAIN: someone else drained it */
 				}
+			} else if (!sr_iwcm_on_fd(evs[i].data.fd)) {
+				/* an fd no id claims any more: stop watching it */
+				epoll_ctl(ep, EPOLL_CTL_DEL, evs[i].data.fd, NULL);
 			}
 		}
 	}
@@ -1126,9 +1142,16 @@ int sr_cm_engine_start(void)
 	sr_cm.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (sr_cm.wake_fd < 0)
 		return -errno;
-	sr_cm.daemon = sr_daemon_open(cm_pkt, NULL, &err);
-	if (!sr_cm.daemon)
-		return err ? err : -ENODEV;
+	sr_cm.epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (sr_cm.epfd < 0)
+		return -errno;
+	/* RoCE's CM needs softrdmad (UDP 4791 and QP1 are host-wide);
+	 * iWARP's is plain TCP and needs nothing but this process */
+	if (sr_cm.have_roce) {
+		sr_cm.daemon = sr_daemon_open(cm_pkt, NULL, &err);
+		if (!sr_cm.daemon)
+			return err ? err : -ENODEV;
+	}
 	if (pthread_create(&sr_cm.thread, NULL, cm_thread, NULL))
 		return -EAGAIN;
 	pthread_detach(sr_cm.thread);

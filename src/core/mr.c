@@ -215,7 +215,7 @@ int sr_sge_copy(struct sr_context *ctx, struct sr_pd *pd, const struct ibv_sge *
 		if (!host)
 			return -EFAULT;
 		if (to_sge)
-			memcpy(host, p, n);
+			sr_place(host, p, n);
 		else
 			memcpy(p, host, n);
 		p += n;

@@ -102,7 +102,9 @@ static const struct qp_trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 };
 #undef M
 
-static bool modify_is_ok(enum ibv_qp_state cur, enum ibv_qp_state next, enum ibv_qp_type type, int mask)
+/* iwarp: siw takes any attribute mask (the connection, not these
+ * attributes, makes an iWARP QP work), so only the transition is checked. */
+static bool modify_is_ok(enum ibv_qp_state cur, enum ibv_qp_state next, enum ibv_qp_type type, int mask, bool iwarp)
 {
 	if (cur > IBV_QPS_ERR || next > IBV_QPS_ERR)
 		return false;
@@ -115,6 +117,8 @@ static bool modify_is_ok(enum ibv_qp_state cur, enum ibv_qp_state next, enum ibv
 	/* an RC QP never enters SQE */
 	if (type == IBV_QPT_RC && cur == IBV_QPS_SQE)
 		return false;
+	if (iwarp)
+		return true;
 	int q = qpt_index(type);
 	int req = t->req[q], opt = t->opt[q];
 	if ((mask & req) != req)
@@ -500,7 +504,7 @@ int sr_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		return EINVAL;
 	}
 	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
-	if (!modify_is_ok(cur, next, ibqp->qp_type, mask)) {
+	if (!modify_is_ok(cur, next, ibqp->qp_type, mask, qp->ctx->dev->conf.type == SR_DEV_IWARP)) {
 		pthread_mutex_unlock(&qp->lock);
 		return EINVAL;
 	}

@@ -332,6 +332,34 @@ uint8_t *sr_mr_lookup(struct sr_context *ctx, uint32_t key, bool remote, struct 
 /* Copy between a local SGE list (lkeys) and a flat buffer. offset is into
  * the SGE list's total length. Returns 0 or -EFAULT (bad lkey / bounds).
  * Caller holds mr_lock for reading. */
+/* Copy a peer's data into application memory as a NIC's DMA would: each
+ * byte written once, the last ones last and in address order.  memcpy may
+ * store a byte twice (glibc copies 64 bytes as two overlapping 64-byte
+ * stores), so an application polling the end of its buffer (ib_write_lat,
+ * riostream) could see the data arrive, write there, and have its write
+ * undone by the copy's second store.  The bulk goes by memcpy; the last
+ * SR_PLACE_TAIL bytes after it in ascending order, the final 8 one by one. */
+#define SR_PLACE_TAIL 64u
+typedef uint64_t __attribute__((may_alias, aligned(1))) sr_u64_unaligned;
+static inline void sr_place(void *dst, const void *src, size_t n)
+{
+	uint8_t *d = dst;
+	const uint8_t *s = src;
+	size_t i = n > SR_PLACE_TAIL ? n - SR_PLACE_TAIL : 0;
+
+	if (i)
+		memcpy(d, s, i);
+	/* the compiler keeps the bulk's stores before these volatile ones */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	for (; i + 16 <= n; i += 8) {
+		uint64_t v;
+		memcpy(&v, s + i, 8);
+		*(volatile sr_u64_unaligned *)(d + i) = v;
+	}
+	for (; i < n; i++)
+		((volatile uint8_t *)d)[i] = s[i];
+}
+
 int sr_sge_copy(struct sr_context *ctx, struct sr_pd *pd, const struct ibv_sge *sge, uint32_t num_sge,
 		uint64_t offset, void *buf, uint64_t len, bool to_sge);
 

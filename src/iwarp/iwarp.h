@@ -32,6 +32,10 @@
  * never holds payload (which goes straight to its memory). */
 #define SR_IW_LA (SR_MPA_LEN_BYTES + SR_DDP_TAGGED_HDR)
 
+/* Bytes at the end of a tagged segment staged until its CRC is checked
+ * (struct sr_iw_rx.tail): a cache line covers a polled byte or word. */
+#define SR_IW_TAIL 64u
+
 /* FPDUs parsed per on_readable call before other QPs get their turn. */
 #define SR_IW_RX_BUDGET 64
 
@@ -117,6 +121,12 @@ struct sr_iw_rx {
 	struct sr_iw_hdr h;
 	uint32_t pay_len, pay_done;
 	enum sr_iw_rxdst dst;
+	/* A tagged Write's last bytes land here, not in the region, until
+	 * the FPDU's CRC is checked: an application that polls the end of
+	 * its buffer for the data (ib_write_lat, riostream) and then reuses
+	 * the buffer must not change bytes we have yet to checksum. */
+	uint8_t tail[SR_IW_TAIL];
+	uint32_t tail_len;
 	uint64_t dst_base;     /* WRITE: to of payload byte 0; RECV: offset in the WQE */
 	uint8_t imm[SR_RDMAP_IMM_LEN];
 	uint8_t trl[3 + SR_MPA_CRC_BYTES];

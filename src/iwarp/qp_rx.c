@@ -173,6 +173,7 @@ static bool rx_start(struct sr_qp *qp)
 	enum sr_iw_memerr err;
 
 	rx->dst = SR_IW_DST_NONE;
+	rx->tail_len = 0;
 	if (w->rtr_wait) {
 		if (!rtr_match(w, h, rx->pay_len)) {
 			sr_iw_term_rx_error(qp, SR_TERM_LAYER_LLP, SR_TERM_LLP_MPA, SR_TERM_MPA_NO_MATCHING_RTR,
@@ -228,6 +229,8 @@ static bool rx_start(struct sr_qp *qp)
 			}
 			rx->dst = SR_IW_DST_WRITE;
 			rx->dst_base = h->to;
+			if (w->crc)
+				rx->tail_len = rx->pay_len < SR_IW_TAIL ? rx->pay_len : SR_IW_TAIL;
 		}
 		return true;
 	case SR_RDMAP_READ_RESP: {
@@ -512,14 +515,27 @@ static int rx_dst_iov(struct sr_qp *qp, struct iovec *iov, int max, uint8_t *scr
 	uint8_t *host;
 
 	switch (rx->dst) {
-	case SR_IW_DST_WRITE:
+	case SR_IW_DST_WRITE: {
+		uint32_t direct_end = rx->pay_len - rx->tail_len;
+
+		/* the whole rest, staged tail included, must still be there */
 		host = sr_iw_stag_lookup(qp, rx->h.stag, rx->dst_base + rx->pay_done, rem, IBV_ACCESS_REMOTE_WRITE,
 					 &err);
 		if (!host)
 			return -1;
+		if (rx->pay_done >= direct_end) {
+			iov[0].iov_base = rx->tail + (rx->pay_done - direct_end);
+			iov[0].iov_len = rem;
+			return 1;
+		}
 		iov[0].iov_base = host;
-		iov[0].iov_len = rem;
-		return 1;
+		iov[0].iov_len = direct_end - rx->pay_done;
+		if (!rx->tail_len)
+			return 1;
+		iov[1].iov_base = rx->tail;
+		iov[1].iov_len = rx->tail_len;
+		return 2;
+	}
 	case SR_IW_DST_RRESP:
 		host = sr_iw_stag_lookup(qp, rx->h.stag, rx->dst_base + rx->pay_done, rem, IBV_ACCESS_LOCAL_WRITE,
 					 &err);
@@ -540,6 +556,28 @@ static int rx_dst_iov(struct sr_qp *qp, struct iovec *iov, int max, uint8_t *scr
 		iov[0].iov_len = rem < SR_IW_SCRATCH ? rem : SR_IW_SCRATCH;
 		return 1;
 	}
+}
+
+/* The checked FPDU's staged tail goes to the region, each byte once and
+ * front to back (sr_place), so the last byte is the last to change. */
+static int tail_place(struct sr_qp *qp)
+{
+	struct sr_iw_rx *rx = &iqp(qp)->rx;
+	enum sr_iw_memerr err;
+	uint8_t *host;
+
+	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+	host = sr_iw_stag_lookup(qp, rx->h.stag, rx->dst_base + rx->pay_len - rx->tail_len, rx->tail_len,
+				 IBV_ACCESS_REMOTE_WRITE, &err);
+	if (host)
+		sr_place(host, rx->tail, rx->tail_len);
+	pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	if (!host) {
+		/* deregistered while the segment came in */
+		ddp_tagged_err(qp, SR_TERM_DDP_T_INV_STAG);
+		return -1;
+	}
+	return 0;
 }
 
 /* Read the payload (into its destination), pad, CRC and the next FPDU's
@@ -653,6 +691,8 @@ static int rx_payload(struct sr_qp *qp)
 		sr_iw_term_rx_error(qp, SR_TERM_LAYER_LLP, SR_TERM_LLP_MPA, SR_TERM_MPA_CRC, IBV_EVENT_QP_FATAL);
 		return -1;
 	}
+	if (rx->tail_len && tail_place(qp) < 0)
+		return -1;
 	rx_complete(qp);
 	return 1;
 }

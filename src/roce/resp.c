@@ -477,7 +477,7 @@ static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt)
 		uint8_t *dst = sr_mr_lookup(qp->ctx, r->write_rkey, true, to_spd(qp->ibqp.qp_base.pd), r->write_va,
 					    pkt->paylen, IBV_ACCESS_REMOTE_WRITE);
 		if (dst)
-			memcpy(dst, pkt->payload, pkt->paylen);
+			sr_place(dst, pkt->payload, pkt->paylen);
 		pthread_rwlock_unlock(&qp->ctx->mr_lock);
 		if (!dst) { /* deregistered under us */
 			if (rc)
