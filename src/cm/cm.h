@@ -161,7 +161,10 @@ struct sr_cm_id {
 	uint8_t iw_rev;                    /* MPA revision of the connection */
 	uint8_t iw_rtr;                    /* enum sr_mpa_rtr agreed (passive: offered by the Request) */
 	uint16_t iw_peer_ird, iw_peer_ord; /* the peer's frame's IRD/ORD */
-	uint16_t iw_have;                  /* bytes of the MPA frame read */
+	bool iw_connecting;                /* active: TCP connect under way (or to retry) */
+	uint64_t iw_give_up;               /* active: no more retries of a refused connect after */
+	uint16_t iw_have;                  /* bytes of the MPA frame read (active: once the Request is out) */
+	uint16_t iw_req_len;               /* active: the Request waiting in iw_frame for the connect */
 	uint8_t iw_frame[SR_MPA_RR_HDR_LEN + SR_MPA_MAX_PD];
 };
 
@@ -246,7 +249,7 @@ int sr_cm_comm_est(struct sr_cm_id *id);
 void sr_cm_will_queue(struct sr_cm_id *id);
 void sr_cm_wills_flush(void);
 void sr_cm_dbg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void sr_cm_poll_fd(int fd, bool on);
+void sr_cm_poll_fd(int fd, uint32_t events);
 
 /* iw_cm.c.  "lock" says whether sr_cm.lock is held by the caller. */
 static inline bool sr_iwcm_id(const struct sr_cm_id *c)
@@ -255,7 +258,7 @@ static inline bool sr_iwcm_id(const struct sr_cm_id *c)
 }
 int sr_iwcm_listen(struct sr_cm_id *c, int backlog);                       /* lock not held; -errno */
 void sr_iwcm_unlisten(struct sr_cm_id *c);                                 /* lock held */
-int sr_iwcm_connect(struct sr_cm_id *c, const struct rdma_conn_param *p);  /* lock not held; -errno */
+int sr_iwcm_connect(struct sr_cm_id *c, const struct rdma_conn_param *p);  /* lock held; -errno */
 int sr_iwcm_accept(struct sr_cm_id *c, const struct rdma_conn_param *p);   /* lock held; -errno */
 int sr_iwcm_reject(struct sr_cm_id *c, const void *pdata, uint8_t len);    /* lock held; -errno */
 int sr_iwcm_disconnect(struct sr_cm_id *c);                                /* lock held; -errno */

@@ -1119,7 +1119,10 @@ SR_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_p
 		if (conn_param->private_data_len && !conn_param->private_data)
 			return fail(EINVAL);
 		ack_stored(c);
-		if ((err = sr_iwcm_connect(c, conn_param)))
+		pthread_mutex_lock(&sr_cm.lock);
+		err = sr_iwcm_connect(c, conn_param);
+		pthread_mutex_unlock(&sr_cm.lock);
+		if (err)
 			return fail(-err);
 		return sync_wait(c);
 	}

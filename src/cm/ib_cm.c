@@ -1069,12 +1069,15 @@ again:
 	return next;
 }
 
-/* Watch fd (readable) in the CM thread, or stop watching it. */
-void sr_cm_poll_fd(int fd, bool on)
+/* Watch fd for events (EPOLLIN, EPOLLOUT) in the CM thread; 0 stops. */
+void sr_cm_poll_fd(int fd, uint32_t events)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+	struct epoll_event ev = { .events = events, .data.fd = fd };
 
-	epoll_ctl(sr_cm.epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, fd, &ev);
+	if (!events)
+		epoll_ctl(sr_cm.epfd, EPOLL_CTL_DEL, fd, NULL);
+	else if (epoll_ctl(sr_cm.epfd, EPOLL_CTL_MOD, fd, &ev) && errno == ENOENT)
+		epoll_ctl(sr_cm.epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
 static void *cm_thread(void *arg)

@@ -10,10 +10,15 @@
  * a Terminate, a reset -- becomes RDMA_CM_EVENT_DISCONNECTED.
  *
  * Behaviour follows siw and rdma-core:
- *  - rdma_connect connects TCP before it returns, so a refused or
- *    unreachable peer fails rdma_connect itself (ECONNREFUSED, ETIMEDOUT),
- *    then sends the MPA Request and waits up to 10 s for the Reply
- *    (UNREACHABLE, status -ETIMEDOUT);
+ *  - rdma_connect starts the TCP connect and returns; the CM thread sends
+ *    the MPA Request once TCP is up and waits up to 10 s for the Reply
+ *    (UNREACHABLE, status -ETIMEDOUT).  A connect the peer refuses
+ *    (nobody listening) is retried for up to 1 s, then ends in REJECTED,
+ *    status -ECONNREFUSED; a TCP timeout in UNREACHABLE -ETIMEDOUT; other
+ *    TCP errors in CONNECT_ERROR.  siw fails rdma_connect itself instead,
+ *    which leaves programs like rping waiting for completions that never
+ *    come: as on RoCE, a failed connect is an event here, and the QP is
+ *    moved to ERR (as rdma-core does on REJECTED) so its work flushes;
  *  - a listener accepts TCP at once and waits up to 5 s for a complete MPA
  *    Request before the application hears of it (CONNECT_REQUEST);
  *  - a Reply with the Reject bit gives REJECTED, status -ECONNRESET, with
@@ -47,16 +52,40 @@
 #include "cm/cm.h"
 #include "iwarp/iwarp_cm.h"
 
-/* siw's MPA timeouts: the initiator waits this long for the Reply, ... */
-#define IW_REPLY_TIMEOUT_NS (10ull * 1000000000ull)
-/* ... the responder this long for the Request once TCP is up. */
-#define IW_REQUEST_TIMEOUT_NS (5ull * 1000000000ull)
+/* siw's MPA timeouts: the initiator waits 10 s for the Reply, the
+ * responder 5 s for the Request once TCP is up.  SOFTRDMA_IW_MPA_TIMEOUT_MS
+ * sets the first (the second is half of it). */
+#define IW_REPLY_TIMEOUT_MS 10000
 
 /* ---- tunables (environment, read once) ---- */
 
 static int env_rev = -1;
 static int env_rtr = -1;
 static int env_retry_ms = -1;
+static int env_mpa_ms = -1;
+
+static int env_ms(const char *name, int dflt)
+{
+	const char *s = getenv(name);
+	char *end;
+	long v;
+
+	if (!s || !*s)
+		return dflt;
+	v = strtol(s, &end, 10);
+	if (*end || v < 0 || v > 600000) {
+		fprintf(stderr, "softrdma: %s=%s: expected milliseconds 0..600000; using %d\n", name, s, dflt);
+		return dflt;
+	}
+	return (int)v;
+}
+
+static uint64_t reply_timeout_ns(void)
+{
+	if (env_mpa_ms < 0)
+		env_mpa_ms = env_ms("SOFTRDMA_IW_MPA_TIMEOUT_MS", IW_REPLY_TIMEOUT_MS);
+	return (uint64_t)env_mpa_ms * 1000000ull;
+}
 
 /* SOFTRDMA_IW_CONNECT_RETRY_MS (default 1000): how long rdma_connect keeps
  * retrying a TCP connect the peer refuses (nobody listening yet) before it
@@ -66,16 +95,8 @@ static int env_retry_ms = -1;
  * perftest's own retry after a refusal reuses destroyed ids. */
 static int connect_retry_ms(void)
 {
-	if (env_retry_ms < 0) {
-		const char *s = getenv("SOFTRDMA_IW_CONNECT_RETRY_MS");
-		char *end;
-		long v = s && *s ? strtol(s, &end, 10) : 1000;
-		if (s && *s && (*end || v < 0 || v > 600000)) {
-			fprintf(stderr, "softrdma: SOFTRDMA_IW_CONNECT_RETRY_MS=%s: expected 0..600000; using 1000\n", s);
-			v = 1000;
-		}
-		env_retry_ms = (int)v;
-	}
+	if (env_retry_ms < 0)
+		env_retry_ms = env_ms("SOFTRDMA_IW_CONNECT_RETRY_MS", 1000);
 	return env_retry_ms;
 }
 
@@ -129,7 +150,7 @@ static struct sr_cm_event *post(struct sr_cm_id *c, struct sr_cm_id *owner, enum
 static void unpoll(struct sr_cm_id *c)
 {
 	if (c->iw_polled) {
-		sr_cm_poll_fd(c->iw_fd, false);
+		sr_cm_poll_fd(c->iw_fd, 0);
 		c->iw_polled = false;
 	}
 }
@@ -343,7 +364,7 @@ int sr_iwcm_listen(struct sr_cm_id *c, int backlog)
 		c->service_id = sr_cma_service_id((uint16_t)c->id.ps, port);
 	}
 	c->iw_lfd = fd;
-	sr_cm_poll_fd(fd, true);
+	sr_cm_poll_fd(fd, EPOLLIN);
 	pthread_mutex_unlock(&sr_cm.lock);
 	sr_cm_dbg("iWARP id %p: listening on TCP port %u", (void *)c, sr_cm_port(&c->id.route.addr.src_addr));
 	return 0;
@@ -353,7 +374,7 @@ void sr_iwcm_unlisten(struct sr_cm_id *c)
 {
 	if (c->iw_lfd < 0)
 		return;
-	sr_cm_poll_fd(c->iw_lfd, false);
+	sr_cm_poll_fd(c->iw_lfd, 0);
 	close(c->iw_lfd);
 	c->iw_lfd = -1;
 	/* connections whose Request the application never saw go with it */
@@ -421,9 +442,9 @@ static void accepted(struct sr_cm_id *l, int fd)
 	c->mtu = dev->active_mtu;
 	c->iw_fd = fd;
 	c->state = CM_MPA_REQ_WAIT;
-	sr_cm_poll_fd(fd, true);
+	sr_cm_poll_fd(fd, EPOLLIN);
 	c->iw_polled = true;
-	sr_cm_arm(c, CM_T_MPA, IW_REQUEST_TIMEOUT_NS);
+	sr_cm_arm(c, CM_T_MPA, reply_timeout_ns() / 2);
 	sr_cm_dbg("iWARP listener %p: TCP connection accepted, id %p waits for the MPA Request", (void *)l, (void *)c);
 }
 
@@ -522,99 +543,103 @@ drop:
 
 /* ---- connecting ---- */
 
-/* A TCP connection from la to ra, waited for.  Returns the socket (non-
- * blocking, TCP_NODELAY) or -1 with *err = -errno. */
-static int tcp_connect(int fam, const struct sockaddr_storage *la, socklen_t llen, const struct sockaddr_storage *ra,
-		       socklen_t rlen, int *err)
-{
-	int fd = socket(fam, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
-
-	if (fd < 0) {
-		*err = -errno;
-		return -1;
-	}
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (const struct sockaddr *)la, llen))
-		goto fail;
-	if (connect(fd, (const struct sockaddr *)ra, rlen)) {
-		int soerr = 0;
-		socklen_t sl = sizeof(soerr);
-
-		if (errno != EINPROGRESS)
-			goto fail;
-		for (;;) {
-			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-			int r = poll(&pfd, 1, -1);
-			if (r >= 0)
-				break;
-			if (errno != EINTR)
-				goto fail;
-		}
-		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl))
-			goto fail;
-		if (soerr) {
-			errno = soerr;
-			goto fail;
-		}
-	}
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	*err = 0;
-	return fd;
-fail:
-	*err = -errno;
-	close(fd);
-	return -1;
-}
-
-/* Lock not held.  TCP connect (waiting for it, as siw does), then the MPA
- * Request; the Reply is the CM thread's. */
-int sr_iwcm_connect(struct sr_cm_id *c, const struct rdma_conn_param *p)
+/* Start (or retry) the active TCP connect (non-blocking; the CM thread
+ * sees it finish).  0, or -errno if it failed at once. */
+static int connect_start(struct sr_cm_id *c)
 {
 	struct sockaddr_storage la, ra;
 	socklen_t llen, rlen;
-	struct sockaddr_in6 local, peer;
-	int fam, fd = -1, err = 0, n;
-	struct sr_mpa_rr rr = { .reply = false };
-	uint8_t buf[SR_MPA_RR_HDR_LEN + SR_MPA_MAX_PD];
-	enum sr_mpa_rtr rtr = our_rtr();
-	uint16_t ird, ord;
+	struct sockaddr_in6 local = c->local, peer = c->peer;
+	int fam = IN6_IS_ADDR_V4MAPPED(&peer.sin6_addr) ? AF_INET : AF_INET6;
+	int fd, one = 1, err;
 
-	pthread_mutex_lock(&sr_cm.lock);
-	if (c->state != CM_ROUTE_RESOLVED || !c->id.qp) {
-		pthread_mutex_unlock(&sr_cm.lock);
-		return -EINVAL; /* iWARP connects a QP: siw refuses a connect without one */
-	}
-	c->resp_res = cap16(p->responder_resources, c->dev->max_dest_rd_atomic);
-	c->init_depth = cap16(p->initiator_depth, c->dev->max_rd_atomic);
-	c->state = CM_REQ_SENT; /* no second connect meanwhile */
-	local = c->local;
-	peer = c->peer;
 	local.sin6_port = c->port_auto ? 0 : htons(sr_cm_port(&c->id.route.addr.src_addr));
 	peer.sin6_port = htons(sr_cm_port(&c->id.route.addr.dst_addr));
-	ird = c->resp_res;
-	ord = c->init_depth;
-	pthread_mutex_unlock(&sr_cm.lock);
-
-	fam = IN6_IS_ADDR_V4MAPPED(&peer.sin6_addr) ? AF_INET : AF_INET6;
 	sockaddr_from_in6(&local, fam, &la, &llen);
 	sockaddr_from_in6(&peer, fam, &ra, &rlen);
-	uint64_t give_up = sr_cm_now() + (uint64_t)connect_retry_ms() * 1000000ull;
-	for (;;) {
-		fd = tcp_connect(fam, &la, llen, &ra, rlen, &err);
-		if (fd >= 0 || err != -ECONNREFUSED || sr_cm_now() >= give_up)
-			break;
-		usleep(10000);
-		pthread_mutex_lock(&sr_cm.lock);
-		bool gone = c->destroyed || c->state != CM_REQ_SENT;
-		pthread_mutex_unlock(&sr_cm.lock);
-		if (gone) {
-			err = -ECONNABORTED;
-			break;
-		}
-	}
+	fd = socket(fam, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		goto fail;
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&la, llen) ||
+	    (connect(fd, (struct sockaddr *)&ra, rlen) && errno != EINPROGRESS)) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	c->iw_fd = fd;
+	c->iw_connecting = true;
+	sr_cm_poll_fd(fd, EPOLLOUT);
+	c->iw_polled = true;
+	return 0;
+}
 
+/* The active connect failed with err: retry a refusal while the window
+ * lasts, else tell the application (as the kernel's cma_iw_handler maps
+ * a failed connect: refused/reset -> REJECTED, timeout -> UNREACHABLE). */
+static void connect_failed(struct sr_cm_id *c, int err)
+{
+	close_fd(c);
+	if (err == -ECONNREFUSED && sr_cm_now() < c->iw_give_up && !c->destroyed) {
+		sr_cm_arm(c, CM_T_MPA, 10000000ull); /* 10 ms, then again */
+		return;
+	}
+	sr_cm_dbg("iWARP id %p: connect failed: %s", (void *)c, strerror(-err));
+	c->iw_connecting = false;
+	sr_cm_arm(c, CM_T_NONE, 0);
+	sr_cm_qp_to_err(c);
+	c->state = CM_DISCONNECTED;
+	post(c, c,
+	     err == -ECONNREFUSED || err == -ECONNRESET ? RDMA_CM_EVENT_REJECTED
+	     : err == -ETIMEDOUT			  ? RDMA_CM_EVENT_UNREACHABLE
+							  : RDMA_CM_EVENT_CONNECT_ERROR,
+	     err);
+}
+
+/* The active socket is writable: TCP connected (or failed).  Send the
+ * MPA Request and wait for the Reply. */
+static void connect_done(struct sr_cm_id *c)
+{
+	struct sockaddr_storage me;
+	socklen_t ml = sizeof(me), sl = sizeof(int);
+	int soerr = 0, one = 1, err;
+
+	if (getsockopt(c->iw_fd, SOL_SOCKET, SO_ERROR, &soerr, &sl))
+		soerr = errno;
+	if (soerr) {
+		connect_failed(c, -soerr);
+		return;
+	}
+	setsockopt(c->iw_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	err = send_all(c->iw_fd, c->iw_frame, c->iw_req_len);
+	if (err) {
+		connect_failed(c, err == -EPIPE ? -ECONNRESET : err);
+		return;
+	}
+	c->iw_connecting = false;
+	/* what the application sees is the connection's own address */
+	if (!getsockname(c->iw_fd, (struct sockaddr *)&me, &ml)) {
+		struct sockaddr_in6 a;
+		sr_cm_to_in6((struct sockaddr *)&me, &a);
+		sr_cm_set_port(&c->id.route.addr.src_addr, ntohs(a.sin6_port));
+	}
+	c->iw_have = 0;
+	sr_cm_poll_fd(c->iw_fd, EPOLLIN);
+	sr_cm_arm(c, CM_T_MPA, reply_timeout_ns());
+	sr_cm_dbg("iWARP id %p: TCP connected, MPA Request sent (%u bytes)", (void *)c, c->iw_req_len);
+}
+
+int sr_iwcm_connect(struct sr_cm_id *c, const struct rdma_conn_param *p)
+{
+	struct sr_mpa_rr rr = { .reply = false };
+	enum sr_mpa_rtr rtr = our_rtr();
+	uint16_t ird, ord;
+	int n, err;
+
+	if (c->state != CM_ROUTE_RESOLVED || !c->id.qp)
+		return -EINVAL; /* iWARP connects a QP: siw refuses a connect without one */
+	ird = c->resp_res = cap16(p->responder_resources, c->dev->max_dest_rd_atomic);
+	ord = c->init_depth = cap16(p->initiator_depth, c->dev->max_rd_atomic);
 	rr.rev = our_rev();
 	rr.crc = c->dev->crc;
 	if (rr.rev >= 2) {
@@ -624,51 +649,25 @@ int sr_iwcm_connect(struct sr_cm_id *c, const struct rdma_conn_param *p)
 	}
 	rr.pd = p->private_data;
 	rr.pd_len = p->private_data ? p->private_data_len : 0;
-	n = sr_mpa_rr_build(buf, sizeof(buf), &rr);
-	if (n < 0) {
-		err = n;
-		goto fail;
-	}
-	err = send_all(fd, buf, (size_t)n);
-	if (err)
-		goto fail;
-
-	pthread_mutex_lock(&sr_cm.lock);
-	if (c->destroyed || c->state != CM_REQ_SENT) {
-		pthread_mutex_unlock(&sr_cm.lock);
-		close(fd);
-		return -ECONNABORTED;
-	}
-	/* what the application sees is the connection's own address */
-	{
-		struct sockaddr_storage me;
-		socklen_t ml = sizeof(me);
-		if (!getsockname(fd, (struct sockaddr *)&me, &ml)) {
-			sr_cm_set_port(&c->id.route.addr.src_addr, ntohs(((struct sockaddr_in *)&me)->sin_port));
-			if (fam == AF_INET6)
-				sr_cm_set_port(&c->id.route.addr.src_addr, ntohs(((struct sockaddr_in6 *)&me)->sin6_port));
-		}
-	}
-	c->iw_fd = fd;
-	c->iw_have = 0;
+	n = sr_mpa_rr_build(c->iw_frame, sizeof(c->iw_frame), &rr);
+	if (n < 0)
+		return n;
+	c->iw_req_len = (uint16_t)n;
 	c->iw_rev = rr.rev;
 	c->iw_enhanced = rr.enhanced;
 	c->iw_rtr = (uint8_t)rtr;
-	sr_cm_poll_fd(fd, true);
-	c->iw_polled = true;
-	sr_cm_arm(c, CM_T_MPA, IW_REPLY_TIMEOUT_NS);
-	pthread_mutex_unlock(&sr_cm.lock);
-	sr_cm_dbg("iWARP id %p: MPA Request sent (rev %u, CRC %d, IRD %u ORD %u, RTR %d, %u bytes of private data)",
+	c->iw_give_up = sr_cm_now() + (uint64_t)connect_retry_ms() * 1000000ull;
+	c->state = CM_REQ_SENT;
+	sr_cm_dbg("iWARP id %p: connecting (MPA rev %u, CRC %d, IRD %u ORD %u, RTR %d, %u bytes of private data)",
 		  (void *)c, rr.rev, rr.crc, ird, ord, (int)rtr, rr.pd_len);
-	return 0;
-fail:
-	if (fd >= 0)
-		close(fd);
-	pthread_mutex_lock(&sr_cm.lock);
-	if (c->state == CM_REQ_SENT)
-		c->state = CM_ROUTE_RESOLVED; /* as the kernel: the application may try again */
-	pthread_mutex_unlock(&sr_cm.lock);
-	sr_cm_dbg("iWARP id %p: connect failed: %s", (void *)c, strerror(-err));
+	err = connect_start(c);
+	if (err == -ECONNREFUSED || err == -ECONNRESET || err == -ETIMEDOUT || err == -ENETUNREACH ||
+	    err == -EHOSTUNREACH) {
+		connect_failed(c, err); /* the peer's answer: an event, as any other */
+		return 0;
+	}
+	if (err)
+		c->state = CM_ROUTE_RESOLVED; /* our own trouble (the local address): fails the call */
 	return err;
 }
 
@@ -832,6 +831,7 @@ int sr_iwcm_disconnect(struct sr_cm_id *c)
 		return 0;
 	case CM_REQ_SENT:
 		/* not connected yet: give up the attempt */
+		c->iw_connecting = false;
 		close_fd(c);
 		sr_cm_arm(c, CM_T_NONE, 0);
 		sr_cm_qp_to_err(c);
@@ -897,6 +897,10 @@ bool sr_iwcm_on_fd(int fd)
 				unpoll(c);
 				break;
 			}
+			if (c->iw_connecting) {
+				connect_done(c);
+				break;
+			}
 			r = frame_read(c);
 			if (r > 0 && c->state == CM_MPA_REQ_WAIT) {
 				request_done(c);
@@ -936,6 +940,13 @@ void sr_iwcm_timeout(struct sr_cm_id *c)
 		c->destroyed = true;
 		break;
 	case CM_REQ_SENT:
+		if (c->iw_connecting) {
+			/* the pause after a refusal is over: try again */
+			int err = c->iw_fd < 0 ? connect_start(c) : 0;
+			if (err)
+				connect_failed(c, err);
+			break;
+		}
 		sr_cm_dbg("iWARP id %p: no MPA Reply in time", (void *)c);
 		close_fd(c);
 		sr_cm_qp_to_err(c);

@@ -209,10 +209,25 @@ static void iw_free_queues(struct sr_iw_qp *w)
 static void iw_qp_destroy(struct sr_qp *qp)
 {
 	struct sr_iw_qp *w;
+	void (*on_close)(void *, enum sr_iw_close_reason) = NULL;
+	void *close_arg = NULL;
+	enum sr_iw_close_reason reason = SR_IW_CLOSE_LOCAL;
 
 	pthread_mutex_lock(&qp->lock);
 	w = iqp(qp);
 	if (w) {
+		/* The QP is off the context's list: a close notification still
+		 * due would never be made by rx_flush.  Destroying a connected
+		 * QP ends its connection, and the CM hears of it, as from siw
+		 * (cmtime destroys its QPs right after rdma_disconnect and
+		 * waits for DISCONNECTED). */
+		if (w->on_close && !w->close_fired && (w->connected || w->close_pending)) {
+			on_close = w->on_close;
+			close_arg = w->close_arg;
+			if (w->close_pending)
+				reason = w->close_reason;
+			w->close_fired = true;
+		}
 		fd_release(qp);
 		iw_free_queues(w);
 		free(w->rx.rwqe);
@@ -220,6 +235,8 @@ static void iw_qp_destroy(struct sr_qp *qp)
 		qp->tp = NULL;
 	}
 	pthread_mutex_unlock(&qp->lock);
+	if (on_close)
+		on_close(close_arg, reason);
 }
 
 static void iw_reset(struct sr_qp *qp)

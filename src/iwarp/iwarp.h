@@ -63,6 +63,12 @@ struct sr_iw_fpdu_out {
 struct sr_iw_txb {
 	int n, niov;
 	size_t total, sent;
+	/* FPDUs wholly in TCP's hands whose act is done, and their bytes:
+	 * acts go per FPDU, not per batch, since the peer may answer an
+	 * FPDU (a Read Response frees an ORQ slot, and a new Read Request
+	 * comes) while the rest of the batch still waits for the socket */
+	int acted;
+	size_t acted_bytes;
 	struct iovec iov[SR_IW_TXB_IOV];
 	struct sr_iw_fpdu_out f[SR_IW_TXB_FPDUS];
 };

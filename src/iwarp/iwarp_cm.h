@@ -18,8 +18,8 @@
 
 /* Why a connection ended (the reason argument of on_close). */
 enum sr_iw_close_reason {
-	SR_IW_CLOSE_LOCAL = 0,    /* ibv_modify_qp to SQD (after the drain) or to ERR; destroying the
-				     QP closes the stream without a notification */
+	SR_IW_CLOSE_LOCAL = 0,    /* ibv_modify_qp to SQD (after the drain) or to ERR, or the QP was
+				     destroyed while connected (notified from ibv_destroy_qp) */
 	SR_IW_CLOSE_PEER = 1,     /* the peer closed the stream at a message boundary */
 	SR_IW_CLOSE_TERM_RX = 2,  /* the peer sent a Terminate */
 	SR_IW_CLOSE_TERM_TX = 3,  /* we sent a Terminate (bad input from the peer, or a local error) */
@@ -40,9 +40,9 @@ struct sr_iw_conn_params {
 				2 Write, 3 Read) (RFC 6581) */
 	bool initiator;
 	/* Optional: called once when the connection ends, from the progress
-	 * thread (or an application thread polling a CQ), with no softrdma
-	 * lock held.  The callback may call verbs, including destroying the
-	 * QP. */
+	 * thread (or an application thread polling a CQ, or the one calling
+	 * ibv_destroy_qp), with no softrdma lock held.  The callback may call
+	 * verbs, including destroying the QP. */
 	void (*on_close)(void *arg, enum sr_iw_close_reason reason);
 	void *close_arg;
 };

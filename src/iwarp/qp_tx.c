@@ -29,6 +29,8 @@ void sr_iw_tx_reset(struct sr_qp *qp)
 
 	w->txb.n = w->txb.niov = 0;
 	w->txb.total = w->txb.sent = 0;
+	w->txb.acted = 0;
+	w->txb.acted_bytes = 0;
 	memset(&w->msg, 0, sizeof(w->msg));
 	for (int q = 0; q < SR_DDP_NQN; q++)
 		w->tx_msn[q] = 1; /* RFC 5041: every untagged queue's MSN starts at 1 */
@@ -429,16 +431,18 @@ static int txb_send(struct sr_qp *qp)
 	}
 }
 
-/* The whole batch is in TCP's hands: complete what it finished. */
+/* Complete what the FPDUs now wholly in TCP's hands finish; once the
+ * whole batch is, start a new one. */
 static void txb_done(struct sr_qp *qp)
 {
 	struct sr_iw_qp *w = iqp(qp);
 	struct sr_iw_txb *b = &w->txb;
 	bool sq = false;
 
-	for (int k = 0; k < b->n; k++) {
-		struct sr_iw_fpdu_out *f = &b->f[k];
+	for (; b->acted < b->n && b->acted_bytes + b->f[b->acted].len <= b->sent; b->acted++) {
+		struct sr_iw_fpdu_out *f = &b->f[b->acted];
 
+		b->acted_bytes += f->len;
 		if (f->act == SR_IW_ACT_SQ_DONE) {
 			struct sr_send_wqe *wqe = sr_sq_wqe(&qp->sq, f->act_arg);
 
@@ -448,8 +452,12 @@ static void txb_done(struct sr_qp *qp)
 			w->irq_head++;
 		}
 	}
-	b->n = b->niov = 0;
-	b->total = b->sent = 0;
+	if (b->sent == b->total) {
+		b->n = b->niov = 0;
+		b->total = b->sent = 0;
+		b->acted = 0;
+		b->acted_bytes = 0;
+	}
 	if (sq)
 		sr_sq_complete(qp);
 }
@@ -496,9 +504,9 @@ void sr_iw_tx_progress(struct sr_qp *qp)
 				break;
 			}
 			r = txb_send(qp);
+			txb_done(qp);
 			if (r)
 				break;
-			txb_done(qp);
 		}
 		if (w->tx_err || !txb_build(qp))
 			break;

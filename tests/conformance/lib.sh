@@ -2,8 +2,9 @@
 # Shared code of the conformance tests (tests/conformance/t_*.sh).
 #
 # Each test runs Debian's unmodified RDMA programs through softrdma-run
-# against a private configuration holding one RoCE device, rxe0 on lo, so
-# the result does not depend on the configuration of the machine or user.
+# against a private configuration holding one device on lo (Soft-RoCE rxe0,
+# or Soft-iWARP siw0 for `sr_init iwarp`), so the result does not depend on
+# the configuration of the machine or user.
 # Exit status follows CTest's convention: 0 pass, 1 fail, 77 skip.
 #
 # Every command is run under `timeout`, its output kept in a file, and
@@ -57,12 +58,15 @@ sr_need_cmd() {
 	done
 }
 
-# sr_write_conf FILE NETDEV: one Soft-RoCE device rxe0 on NETDEV.
+# sr_write_conf FILE NETDEV [TYPE]: one device on NETDEV: Soft-RoCE rxe0,
+# or with TYPE iwarp Soft-iWARP siw0.
 sr_write_conf() {
+	local name=rxe0 type=${3:-roce}
+	[ "$type" = iwarp ] && name=siw0
 	cat >"$1" <<EOF
 crc = on
-[rxe0]
-type = roce
+[$name]
+type = $type
 netdev = $2
 EOF
 }
@@ -100,8 +104,10 @@ sr_on_exit() {
 }
 
 # Call first: checks the build, makes the temporary directory and the
-# private configuration (exported as SOFTRDMA_CONF), installs the traps.
+# private configuration (exported as SOFTRDMA_CONF; TYPE roce, the
+# default, or iwarp), installs the traps.
 sr_init() {
+	local type=${1:-roce}
 	[ -x "$SR_RUN" ] || sr_die "$SR_RUN not found: build softrdma first (or set SR_BUILD_DIR)"
 	sr_need_cmd timeout
 	SR_TMP=$(mktemp -d "${TMPDIR:-/tmp}/sr-$SR_TEST.XXXXXX") || sr_die "mktemp failed"
@@ -109,9 +115,9 @@ sr_init() {
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
 	SR_CONF=$SR_TMP/softrdma.conf
-	sr_write_conf "$SR_CONF" lo
+	sr_write_conf "$SR_CONF" lo "$type"
 	export SOFTRDMA_CONF=$SR_CONF
-	echo "# $SR_TEST: build $SR_BUILD_DIR, config $SR_CONF (rxe0 on lo)"
+	echo "# $SR_TEST: build $SR_BUILD_DIR, config $SR_CONF ($(sed -n 's/^\[\(.*\)\]$/\1/p' "$SR_CONF") on lo)"
 }
 
 sr_finish() {
@@ -395,9 +401,9 @@ sr_reap() {
 # range, RFC 2544), and a configuration SR_CONF_A / SR_CONF_B with rxe0
 # on that veth.  Everything is removed at exit, including processes left
 # in the namespaces (softrdma's daemon among them).  Skips without root
-# or without `ip netns`.
+# or without `ip netns`.  With TYPE iwarp the devices are siw0 instead.
 sr_netns_setup() {
-	local id sub i
+	local id sub i type=${1:-roce}
 	[ "$(id -u)" -eq 0 ] || sr_skip "needs root to create network namespaces"
 	command -v ip >/dev/null 2>&1 || sr_skip "ip (iproute2) is not installed"
 	ip netns list >/dev/null 2>&1 || sr_skip "ip netns is not available here"
@@ -439,8 +445,8 @@ sr_netns_setup() {
 
 	SR_CONF_A=$SR_TMP/softrdma-a.conf
 	SR_CONF_B=$SR_TMP/softrdma-b.conf
-	sr_write_conf "$SR_CONF_A" "$SR_VETH_A"
-	sr_write_conf "$SR_CONF_B" "$SR_VETH_B"
+	sr_write_conf "$SR_CONF_A" "$SR_VETH_A" "$type"
+	sr_write_conf "$SR_CONF_B" "$SR_VETH_B" "$type"
 	# The program prefixes that run a command as host A or host B.
 	# shellcheck disable=SC2034 # used by the tests
 	SR_AT_A=(ip netns exec "$SR_NS_A" env SOFTRDMA_CONF="$SR_CONF_A" "$SR_RUN")

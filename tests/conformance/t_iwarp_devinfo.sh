@@ -6,14 +6,8 @@
 # connection), is refused with a message, as on siw, not a crash.
 . "$(dirname "$0")/lib.sh"
 sr_need_cmd ibv_devices ibv_devinfo ibv_rc_pingpong
-sr_init
+sr_init iwarp
 
-cat >"$SR_CONF" <<EOF
-crc = on
-[siw0]
-type = iwarp
-netdev = lo
-EOF
 
 sr_run "ibv_devices runs" -- "$SR_RUN" ibv_devices &&
 	sr_expect "$SR_OUT" '^[[:space:]]+siw0[[:space:]]+[0-9a-f]{16}$' "ibv_devices lists siw0 with a node GUID"
