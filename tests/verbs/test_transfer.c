@@ -2108,6 +2108,37 @@ static void test_source_port_taken(void)
 			close(hold[i]);
 }
 
+/* Both ends poll the last byte of their buffer for the peer's RDMA Write
+ * and reuse the buffer at once, as riostream and ib_write_lat do.  Each
+ * placed byte must be written once: a copy that stores a byte twice (as
+ * glibc's memcpy does for 64 bytes with AVX-512) could undo the reply the
+ * application wrote after seeing the data.  In one process that race is
+ * rarely hit; riostream's 64-byte ping-pong between two processes
+ * (conformance/t_rsocket) is what caught it. */
+static void test_poll_reuse(void)
+{
+	static const uint32_t lens[] = { 64, 100, 4000 };
+
+	SECTION("RC: ping-pong by polling memory, buffers reused at once");
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		struct vt_qp_cfg c;
+		struct vt_pair p;
+		const char *why;
+		int done;
+
+		vt_cfg_default(&c, IBV_QPT_RC);
+		c.max_inline = 64;
+		c.max_send_wr = 64;
+		c.sq_sig_all = 0;
+		if (!vt_pair_setup(&D, &c, &p))
+			return;
+		bool ok = vt_pingpong_poll(p.qp[0], p.scq[0], D.pd, p.qp[1], p.scq[1], D.pd, lens[i], 2000, &done, &why);
+		CHECK(ok, "%u-byte Writes: 2000 rounds, every marker seen\t(%d rounds; %s)", lens[i], done,
+		      why ? why : "ok");
+		vt_pair_destroy(&p);
+	}
+}
+
 int main(void)
 {
 	vt_begin("test_transfer", 240);
@@ -2130,6 +2161,8 @@ int main(void)
 	check_no_async("after test_inline(IBV_QPT_RC)");
 	test_inline(IBV_QPT_UC);
 	check_no_async("after test_inline(IBV_QPT_UC)");
+	test_poll_reuse();
+	check_no_async("after test_poll_reuse()");
 	test_atomics();
 	check_no_async("after test_atomics()");
 	test_signaling();

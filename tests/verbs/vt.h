@@ -842,6 +842,130 @@ VT_STATIC bool vt_expect_wc_(const char *file, int line, struct ibv_cq *cq, uint
 	})
 
 /* ------------------------------------------------------------------ */
+/* ping-pong by polling memory (riostream, ib_write_lat)                 */
+/* ------------------------------------------------------------------ */
+
+/* One end: RDMA-writes its len-byte buffer, last byte = the round's
+ * marker, into the peer's, then spins on its own buffer's last byte for
+ * the peer's marker -- and at once overwrites that byte with its next
+ * one.  The library must not change the buffer after the peer's data
+ * has landed (a placement that stores a byte twice, or checks a CRC over
+ * memory the application already reuses, breaks this). */
+struct vt_pp_end {
+	struct ibv_qp *qp;
+	struct ibv_cq *scq;
+	volatile uint8_t *buf;
+	uint32_t len, lkey;
+	uint64_t raddr;
+	uint32_t rkey;
+	bool first;            /* writes first */
+	int rounds, done;      /* rounds asked, rounds completed */
+	const char *err;       /* NULL, or why it stopped */
+};
+
+VT_STATIC void *vt_pp_thread(void *arg)
+{
+	struct vt_pp_end *e = arg;
+	struct ibv_wc wc[16];
+
+	for (int i = 0; i < e->rounds; i++) {
+		for (int k = 0; k < 2; k++) {
+			/* step k of round i carries marker 2i+k; the first end sends it
+			 * at step 0, the other at step 1 */
+			uint8_t m = (uint8_t)(2 * i + k);
+			bool send = (k == 0) == e->first;
+
+			if (send) {
+				struct ibv_sge sge = { (uintptr_t)e->buf, e->len, e->lkey };
+				struct ibv_send_wr wr = { .wr_id = (uint64_t)i, .sg_list = &sge, .num_sge = 1,
+							  .opcode = IBV_WR_RDMA_WRITE }, *bad;
+
+				for (uint32_t j = 0; j + 1 < e->len; j++)
+					e->buf[j] = (uint8_t)(m + j);
+				e->buf[e->len - 1] = m;
+				wr.send_flags = (e->len <= 64 ? IBV_SEND_INLINE : 0) | ((i & 15) == 15 ? IBV_SEND_SIGNALED : 0);
+				wr.wr.rdma.remote_addr = e->raddr;
+				wr.wr.rdma.rkey = e->rkey;
+				if (ibv_post_send(e->qp, &wr, &bad)) {
+					e->err = "ibv_post_send failed";
+					return NULL;
+				}
+				int n = ibv_poll_cq(e->scq, 16, wc);
+				for (int w = 0; w < n; w++)
+					if (wc[w].status != IBV_WC_SUCCESS) {
+						e->err = "a Write completed with an error";
+						return NULL;
+					}
+			} else {
+				uint64_t deadline = vt_now_ms() + 5000;
+				unsigned spins = 0;
+
+				while (e->buf[e->len - 1] != m) {
+					if ((++spins & 0xffff) == 0 && vt_now_ms() > deadline) {
+						e->err = "the peer's marker never arrived (or was undone)";
+						return NULL;
+					}
+				}
+			}
+		}
+		e->done = i + 1;
+	}
+	return NULL;
+}
+
+/* Runs the ping-pong between two connected RC QPs (both ends' buffers of
+ * len bytes, registered LOCAL_WRITE | REMOTE_WRITE); true if every round
+ * completed. */
+VT_STATIC bool vt_pingpong_poll(struct ibv_qp *qa, struct ibv_cq *ca, struct ibv_pd *pa, struct ibv_qp *qb,
+				struct ibv_cq *cb, struct ibv_pd *pb, uint32_t len, int rounds, int *done,
+				const char **why)
+{
+	uint8_t *ba = aligned_alloc(4096, 4096), *bb = aligned_alloc(4096, 4096);
+	struct ibv_mr *ma = NULL, *mb = NULL;
+	struct vt_pp_end e[2];
+	pthread_t t[2];
+	bool ok = false;
+
+	*done = 0;
+	*why = "setup failed";
+	if (!ba || !bb || len > 4096 - 48)
+		goto out;
+	memset(ba, 0xff, 4096);
+	memset(bb, 0xff, 4096);
+	ma = ibv_reg_mr(pa, ba, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	mb = ibv_reg_mr(pb, bb, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!ma || !mb)
+		goto out;
+	/* at 48 bytes into the page, as malloc may place a buffer: a 64-byte
+	 * copy then spans two cache lines */
+	e[0] = (struct vt_pp_end){ .qp = qa, .scq = ca, .buf = ba + 48, .len = len, .lkey = ma->lkey,
+				   .raddr = (uintptr_t)bb + 48, .rkey = mb->rkey, .first = true, .rounds = rounds };
+	e[1] = (struct vt_pp_end){ .qp = qb, .scq = cb, .buf = bb + 48, .len = len, .lkey = mb->lkey,
+				   .raddr = (uintptr_t)ba + 48, .rkey = ma->rkey, .first = false, .rounds = rounds };
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, vt_pp_thread, &e[i]);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	*done = e[0].done < e[1].done ? e[0].done : e[1].done;
+	*why = e[0].err ? e[0].err : e[1].err;
+	ok = !*why && *done == rounds;
+	/* reap the signaled Writes still in the CQs */
+	{
+		struct ibv_wc wc[16];
+		while (ibv_poll_cq(ca, 16, wc) > 0 || ibv_poll_cq(cb, 16, wc) > 0)
+			;
+	}
+out:
+	if (ma)
+		ibv_dereg_mr(ma);
+	if (mb)
+		ibv_dereg_mr(mb);
+	free(ba);
+	free(bb);
+	return ok;
+}
+
+/* ------------------------------------------------------------------ */
 /* async events                                                         */
 /* ------------------------------------------------------------------ */
 
