@@ -3,7 +3,8 @@
 #
 #   bench/iwarp.sh [OUTDIR]      (default bench/results/iwarp-<timestamp>)
 #
-# On loopback, connections made by rdma_cm (perftest -R) on each transport:
+# On loopback, connections made by rdma_cm (perftest -R) on each transport
+# (and Soft-iWARP once more with SOFTRDMA_IW_NAGLE=1, Nagle on):
 #   ib_write_bw -R  and  ib_write_lat -R   at 4 KiB and 64 KiB
 # and qperf tcp_bw / tcp_lat at the same sizes: what the machine's TCP
 # sockets give without RDMA semantics.  Writes results.csv
@@ -28,26 +29,28 @@ printf 'crc = on\n[siw0]\ntype = iwarp\nnetdev = lo\n' > "$out/iwarp.conf"
 rec() { echo "$1,$2,$3,$4" >> "$csv"; printf '  %-24s %6s  %10s %s\n' "$1" "$2" "$3" "$4"; }
 port() { echo $((30000 + RANDOM % 20000)); }
 
-# perftest pair over rdma_cm: CONF TOOL ARGS...; prints the client's output
+# perftest pair over rdma_cm: CONF NAGLE TOOL ARGS...; prints the client's output
 pair() {
-	local conf=$1; shift
+	local conf=$1 nagle=$2; shift 2
 	local p; p=$(port)
-	SOFTRDMA_CONF=$conf timeout 90 "$RUN" "$@" -R -p "$p" >> "$log" 2>&1 &
+	SOFTRDMA_IW_NAGLE=$nagle SOFTRDMA_CONF=$conf timeout 90 "$RUN" "$@" -R -p "$p" >> "$log" 2>&1 &
 	local s=$!
 	sleep 0.7
-	local o; o=$(SOFTRDMA_CONF=$conf timeout 90 "$RUN" "$@" -R -p "$p" 127.0.0.1 2>&1)
+	local o; o=$(SOFTRDMA_IW_NAGLE=$nagle SOFTRDMA_CONF=$conf timeout 90 "$RUN" "$@" -R -p "$p" 127.0.0.1 2>&1)
 	wait $s 2>/dev/null
 	echo "== $*" >> "$log"
 	echo "$o" >> "$log"
 	echo "$o"
 }
 
-for t in roce iwarp; do
+for t in roce iwarp iwarpnagle; do
+	conf=$out/${t%nagle}.conf nagle=0
+	[ "$t" = iwarpnagle ] && nagle=1
 	echo "== $t: ib_write_bw -R / ib_write_lat -R"
 	for sz in 4096 65536; do
-		o=$(pair "$out/$t.conf" ib_write_bw -s $sz -D $DUR)
+		o=$(pair "$conf" $nagle ib_write_bw -s $sz -D $DUR)
 		rec "${t}_write_bw" $sz "$(echo "$o" | awk -v s=$sz '$1==s && NF>=5 {print $4}' | tail -1)" MB/s
-		o=$(pair "$out/$t.conf" ib_write_lat -s $sz -n $ITERS)
+		o=$(pair "$conf" $nagle ib_write_lat -s $sz -n $ITERS)
 		line=$(echo "$o" | awk -v s=$sz '$1==s && NF>=9' | tail -1)
 		rec "${t}_write_lat_median" $sz "$(echo "$line" | awk '{print $5}')" us
 	done
@@ -75,11 +78,11 @@ for r in csv.DictReader(open(sys.argv[1])):
 def g(m, s):
     v = d.get((m, s))
     return f"{v:10.1f}" if v is not None else "       n/a"
-print(f"{'':28s}{'Soft-iWARP':>10s} {'Soft-RoCE':>10s} {'qperf tcp':>10s}")
+print(f"{'':28s}{'Soft-iWARP':>10s} {'iWARP+Nagle':>12s} {'Soft-RoCE':>10s} {'qperf tcp':>10s}")
 for s in ("4096", "65536"):
-    print(f"{'write bw  ' + s + ' B (MB/s)':28s}{g('iwarp_write_bw', s)} {g('roce_write_bw', s)} {g('tcp_bw', s)}")
+    print(f"{'write bw  ' + s + ' B (MB/s)':28s}{g('iwarp_write_bw', s)}   {g('iwarpnagle_write_bw', s)} {g('roce_write_bw', s)} {g('tcp_bw', s)}")
 for s in ("4096", "65536"):
-    print(f"{'write lat ' + s + ' B (us)':28s}{g('iwarp_write_lat_median', s)} {g('roce_write_lat_median', s)} {g('tcp_lat', s)}")
+    print(f"{'write lat ' + s + ' B (us)':28s}{g('iwarp_write_lat_median', s)}   {g('iwarpnagle_write_lat_median', s)} {g('roce_write_lat_median', s)} {g('tcp_lat', s)}")
 PY
 cat "$out/table.txt"
 echo "results: $out"

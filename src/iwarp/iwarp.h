@@ -118,6 +118,10 @@ enum sr_iw_rxdst {
 
 struct sr_iw_rx {
 	enum sr_iw_rxstate state;
+	/* A read came back short: the socket was empty then.  Until the next
+	 * readiness (epoll is level-triggered: nothing that arrives meanwhile
+	 * is missed) a recv would only say EAGAIN. */
+	bool sock_dry;
 	uint8_t la[SR_IW_LA];
 	uint32_t la_off, la_len;
 	/* current FPDU */

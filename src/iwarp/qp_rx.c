@@ -114,9 +114,13 @@ static ssize_t rx_read(struct sr_iw_qp *w, uint8_t *buf, size_t len)
 			rx->la_off = 0;
 		return (ssize_t)k;
 	}
+	if (rx->sock_dry)
+		return -EAGAIN;
 	do {
 		n = recv(w->fd, buf, len, MSG_DONTWAIT);
 	} while (n < 0 && errno == EINTR);
+	if (n > 0 && (size_t)n < len)
+		rx->sock_dry = true;
 	if (n < 0)
 		return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
 	return n;
@@ -645,12 +649,20 @@ static int rx_payload(struct sr_qp *qp)
 				memcpy(iov[i].iov_base, tmp + k, c);
 				k += c;
 			}
+		} else if (rx->sock_dry) {
+			got = -EAGAIN;
 		} else {
+			size_t asked = 0;
+
+			for (int i = 0; i < n; i++)
+				asked += iov[i].iov_len;
 			do {
 				got = readv(w->fd, iov, n);
 			} while (got < 0 && errno == EINTR);
 			if (got < 0)
 				got = errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
+			else if (got > 0 && (size_t)got < asked)
+				rx->sock_dry = true;
 		}
 		if (got > 0) {
 			/* account: payload (CRC'd from where it landed, while it is
@@ -702,6 +714,7 @@ void sr_iw_rx_progress(struct sr_qp *qp)
 	struct sr_iw_qp *w = iqp(qp);
 	struct sr_iw_rx *rx = &w->rx;
 
+	rx->sock_dry = false; /* called on readiness (or by a poller): look again */
 	for (int budget = SR_IW_RX_BUDGET; budget > 0; budget--) {
 		enum ibv_qp_state st = qp->attr.qp_state;
 
