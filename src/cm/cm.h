@@ -208,6 +208,9 @@ void sr_cm_fill_conn_param(struct sr_cm_event *e, const void *pdata, uint8_t len
 struct sr_cm_id *sr_cm_id_alloc(struct sr_cm_chan *chan, void *context, enum rdma_port_space ps,
 				enum ibv_qp_type qpt);
 int sr_cm_chan_sync(struct sr_cm_id *id);
+struct sr_cm_id *sr_cm_child_new(struct sr_cm_id *l, enum ibv_qp_type qpt, struct sr_cm_dev *dev, uint8_t gidx,
+				 const struct sockaddr_in6 *local, const struct sockaddr_in6 *peer,
+				 const struct sockaddr *src, const struct sockaddr *dst);
 void sr_cm_id_free(struct sr_cm_id *id);
 int sr_cm_qp_to_rtr_rts(struct sr_cm_id *id);
 void sr_cm_qp_to_err(struct sr_cm_id *id);
@@ -217,7 +220,8 @@ uint64_t sr_cm_now(void);
 int sr_cm_devs_open(void);
 struct sr_cm_dev *sr_cm_dev_by_addr(const struct sockaddr_in6 *a, uint8_t *gid_index);
 struct sr_cm_dev *sr_cm_dev_by_verbs(struct ibv_context *verbs);
-struct sr_cm_dev *sr_cm_dev_first(bool iwarp, bool v4);
+bool sr_cm_is_loopback(const struct sockaddr_in6 *a);
+struct sr_cm_dev *sr_cm_dev_loopback(const struct sockaddr_in6 *a, bool any, bool iwarp, union ibv_gid *gid);
 struct ibv_pd *sr_cm_dev_pd(struct sr_cm_dev *d);
 void sr_cm_to_in6(const struct sockaddr *sa, struct sockaddr_in6 *a);
 void sr_cm_gid_from_in6(const struct sockaddr_in6 *a, union ibv_gid *gid);

@@ -124,14 +124,28 @@ struct sr_cm_dev *sr_cm_dev_by_verbs(struct ibv_context *verbs)
 	return NULL;
 }
 
-/* The first device of a kind whose first GID is IPv4 (v4) or IPv6. */
-struct sr_cm_dev *sr_cm_dev_first(bool iwarp, bool v4)
+bool sr_cm_is_loopback(const struct sockaddr_in6 *a)
 {
+	if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr))
+		return a->sin6_addr.s6_addr[12] == 127;
+	return IN6_IS_ADDR_LOOPBACK(&a->sin6_addr);
+}
+
+/* The device a loopback address of a's family goes to, as in the kernel:
+ * the first (of kind iwarp, unless any) whose GID 0 is of that family,
+ * talking to itself through that address (into *gid if not NULL). */
+struct sr_cm_dev *sr_cm_dev_loopback(const struct sockaddr_in6 *a, bool any, bool iwarp, union ibv_gid *gid)
+{
+	bool v4 = IN6_IS_ADDR_V4MAPPED(&a->sin6_addr);
+
 	for (int i = 0; i < sr_cm.ndevs; i++) {
 		union ibv_gid g;
-		if (sr_cm.devs[i].iwarp == iwarp && !ibv_query_gid(sr_cm.devs[i].verbs, 1, 0, &g) &&
-		    IN6_IS_ADDR_V4MAPPED((struct in6_addr *)g.raw) == v4)
+		if ((any || sr_cm.devs[i].iwarp == iwarp) && !ibv_query_gid(sr_cm.devs[i].verbs, 1, 0, &g) &&
+		    IN6_IS_ADDR_V4MAPPED((struct in6_addr *)g.raw) == v4) {
+			if (gid)
+				*gid = g;
 			return &sr_cm.devs[i];
+		}
 	}
 	return NULL;
 }

@@ -280,6 +280,42 @@ int sr_cm_chan_sync(struct sr_cm_id *id)
 	return 0;
 }
 
+/* A new id for a connection request to listener l, on device dev (GID
+ * index gidx), between local and peer (ports ignored); src and dst are the
+ * addresses the application sees, in the listener's family.  The caller
+ * sets the state.  NULL when out of memory. */
+struct sr_cm_id *sr_cm_child_new(struct sr_cm_id *l, enum ibv_qp_type qpt, struct sr_cm_dev *dev, uint8_t gidx,
+				 const struct sockaddr_in6 *local, const struct sockaddr_in6 *peer,
+				 const struct sockaddr *src, const struct sockaddr *dst)
+{
+	struct sr_cm_id *c = sr_cm_id_alloc(l->chan, l->id.context, l->id.ps, qpt);
+
+	if (!c)
+		return NULL;
+	if (l->sync && sr_cm_chan_sync(c)) {
+		sr_cm_id_free(c);
+		return NULL;
+	}
+	c->listener = l;
+	c->local = *local;
+	c->local.sin6_port = 0;
+	c->peer = *peer;
+	c->peer.sin6_port = 0;
+	c->dev = dev;
+	c->gid_index = gidx;
+	c->id.verbs = dev->verbs;
+	c->id.pd = sr_cm_dev_pd(dev);
+	c->id.port_num = 1;
+	c->tos = l->tos;
+	c->afonly = l->afonly;
+	c->service_id = l->service_id;
+	memcpy(&c->id.route.addr.src_addr, src, (size_t)sr_cm_addr_len(src));
+	memcpy(&c->id.route.addr.dst_addr, dst, (size_t)sr_cm_addr_len(dst));
+	sr_cm_fill_path(c);
+	c->mtu = dev->active_mtu;
+	return c;
+}
+
 static uint32_t *free_cids;
 static size_t n_free_cids, cap_free_cids;
 
@@ -594,13 +630,6 @@ static bool is_multicast(const struct sockaddr_in6 *a)
 	return IN6_IS_ADDR_MULTICAST(&a->sin6_addr);
 }
 
-static bool is_loopback(const struct sockaddr_in6 *a)
-{
-	if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr))
-		return a->sin6_addr.s6_addr[12] == 127;
-	return IN6_IS_ADDR_LOOPBACK(&a->sin6_addr);
-}
-
 static void post_simple(struct sr_cm_id *c, enum rdma_cm_event_type type, int status)
 {
 	struct sr_cm_event *e = sr_cm_event_new(c, type, status);
@@ -645,21 +674,12 @@ SR_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr
 		int err = sr_cm_route_src(&dst, &src);
 		if (!err)
 			dev = sr_cm_dev_by_addr(&src, &gidx);
-		if (!dev && !err && is_loopback(&dst) && sr_cm.ndevs) {
-			/* like the kernel: a loopback destination uses the first
-			 * device, talking to itself through its own address */
-			for (int i = 0; i < sr_cm.ndevs && !dev; i++) {
-				union ibv_gid g;
-				if (!ibv_query_gid(sr_cm.devs[i].verbs, 1, 0, &g) &&
-				    IN6_IS_ADDR_V4MAPPED((struct in6_addr *)g.raw) ==
-					    IN6_IS_ADDR_V4MAPPED(&dst.sin6_addr)) {
-					dev = &sr_cm.devs[i];
-					memset(&src, 0, sizeof(src));
-					src.sin6_family = AF_INET6;
-					memcpy(&src.sin6_addr, g.raw, 16);
-					memcpy(&dst.sin6_addr, g.raw, 16);
-				}
-			}
+		union ibv_gid g;
+		if (!dev && !err && sr_cm_is_loopback(&dst) && (dev = sr_cm_dev_loopback(&dst, true, false, &g))) {
+			memset(&src, 0, sizeof(src));
+			src.sin6_family = AF_INET6;
+			memcpy(&src.sin6_addr, g.raw, 16);
+			memcpy(&dst.sin6_addr, g.raw, 16);
 		}
 		if (err) {
 			status = err;
@@ -683,7 +703,7 @@ SR_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr
 			}
 			sr_cm_set_port(&c->id.route.addr.src_addr, port);
 		}
-	} else if (is_loopback(&dst)) {
+	} else if (sr_cm_is_loopback(&dst)) {
 		dst.sin6_addr = c->local.sin6_addr;
 	}
 	c->peer = dst;
@@ -1310,18 +1330,9 @@ SR_EXPORT int rdma_disconnect(struct rdma_cm_id *id)
 	if (!id)
 		return fail(EINVAL);
 	pthread_mutex_lock(&sr_cm.lock);
-	if (sr_iwcm_id(c)) {
+	if (sr_iwcm_id(c))
 		err = -sr_iwcm_disconnect(c);
-		pthread_mutex_unlock(&sr_cm.lock);
-		if (err)
-			return fail(err);
-		if (c->sync && c->state == CM_DREQ_SENT) {
-			ack_stored(c);
-			return sync_wait(c);
-		}
-		return 0;
-	}
-	switch (c->state) {
+	else switch (c->state) {
 	case CM_ESTABLISHED:
 	case CM_REP_SENT:
 		sr_cm_qp_to_err(c);
@@ -1345,7 +1356,8 @@ SR_EXPORT int rdma_disconnect(struct rdma_cm_id *id)
 	if (err)
 		return fail(err);
 	if (c->sync && c->state == CM_DREQ_SENT) {
-		/* rdma-core's synchronous disconnect waits for its DISCONNECTED */
+		/* rdma-core's synchronous disconnect waits for its DISCONNECTED
+		 * (on iWARP, CM_DREQ_SENT is "closing") */
 		ack_stored(c);
 		return sync_wait(c);
 	}

@@ -520,51 +520,34 @@ static struct sr_cm_id *find_listener(uint64_t sid, const struct sockaddr_in6 *l
 /* A new id for an incoming REQ/SIDR_REQ on listener l. */
 static struct sr_cm_id *child_new(struct sr_cm_id *l, const struct sr_ipc_pkt *meta, const struct sr_cma_hdr *ch)
 {
-	struct sr_cm_id *c = sr_cm_id_alloc(l->chan, l->id.context, l->id.ps, l->id.qp_type);
-
-	if (!c)
-		return NULL;
-	if (l->sync && sr_cm_chan_sync(c)) {
-		sr_cm_id_free(c);
-		return NULL;
-	}
-	c->listener = l;
-	c->local = meta->dst;
-	c->local.sin6_port = 0;
-	c->peer = meta->src;
-	c->peer.sin6_port = 0;
-	c->dev = sr_cm_dev_by_addr(&c->local, &c->gid_index);
-	if (!c->dev) {
-		sr_cm_id_free(c);
-		return NULL;
-	}
-	c->id.verbs = c->dev->verbs;
-	c->id.pd = sr_cm_dev_pd(c->dev);
-	c->id.port_num = 1;
-	c->tos = l->tos;
-	c->afonly = l->afonly;
-	c->service_id = l->service_id;
-	/* addresses as the application sees them: family of the listener */
-	int fam = l->id.route.addr.src_addr.sa_family;
+	struct sockaddr_storage src = { 0 }, dst = { 0 };
 	uint16_t lport = sr_cm_port(&l->id.route.addr.src_addr);
-	if (fam == AF_INET && IN6_IS_ADDR_V4MAPPED(&ch->src_addr)) {
-		struct sockaddr_in *s = &c->id.route.addr.src_sin, *d = &c->id.route.addr.dst_sin;
+	uint8_t gidx = 0;
+	struct sr_cm_dev *dev = sr_cm_dev_by_addr(&meta->dst, &gidx);
+	struct sr_cm_id *c;
+
+	if (!dev)
+		return NULL;
+	/* addresses as the application sees them: family of the listener */
+	if (l->id.route.addr.src_addr.sa_family == AF_INET && IN6_IS_ADDR_V4MAPPED(&ch->src_addr)) {
+		struct sockaddr_in *s = (struct sockaddr_in *)&src, *d = (struct sockaddr_in *)&dst;
 		s->sin_family = d->sin_family = AF_INET;
 		memcpy(&s->sin_addr, &ch->dst_addr.s6_addr[12], 4);
 		memcpy(&d->sin_addr, &ch->src_addr.s6_addr[12], 4);
 		s->sin_port = htons(lport);
 		d->sin_port = htons(ch->src_port);
 	} else {
-		struct sockaddr_in6 *s = &c->id.route.addr.src_sin6, *d = &c->id.route.addr.dst_sin6;
+		struct sockaddr_in6 *s = (struct sockaddr_in6 *)&src, *d = (struct sockaddr_in6 *)&dst;
 		s->sin6_family = d->sin6_family = AF_INET6;
 		s->sin6_addr = ch->dst_addr;
 		d->sin6_addr = ch->src_addr;
 		s->sin6_port = htons(lport);
 		d->sin6_port = htons(ch->src_port);
 	}
-	sr_cm_fill_path(c);
-	c->mtu = c->dev->active_mtu;
-	c->state = CM_BOUND;
+	c = sr_cm_child_new(l, l->id.qp_type, dev, gidx, &meta->dst, &meta->src, (struct sockaddr *)&src,
+			    (struct sockaddr *)&dst);
+	if (c)
+		c->state = CM_BOUND;
 	return c;
 }
 

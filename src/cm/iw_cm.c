@@ -221,13 +221,11 @@ static int frame_read(struct sr_cm_id *c)
 		ssize_t n;
 
 		if (c->iw_have >= SR_MPA_RR_HDR_LEN) {
-			uint16_t pd_len = (uint16_t)(c->iw_frame[18] << 8 | c->iw_frame[19]);
-
-			if (!sr_mpa_rr_frame_len(c->iw_frame, c->iw_have))
+			need = sr_mpa_rr_frame_len(c->iw_frame, c->iw_have);
+			if (!need)
 				return -EPROTO;
-			if (pd_len > SR_MPA_MAX_PD)
-				return -EMSGSIZE;
-			need = SR_MPA_RR_HDR_LEN + pd_len;
+			if (need > sizeof(c->iw_frame))
+				return -EMSGSIZE; /* over 512 bytes of private data */
 			if (c->iw_have == need)
 				return 1;
 		}
@@ -406,40 +404,20 @@ static void accepted(struct sr_cm_id *l, int fd)
 	sr_cm_to_in6((struct sockaddr *)&ls, &local);
 	sr_cm_to_in6((struct sockaddr *)&ps, &peer);
 	dev = sr_cm_dev_by_addr(&local, &gidx);
-	if (!dev && ((ls.ss_family == AF_INET && local.sin6_addr.s6_addr[12] == 127) ||
-		     (ls.ss_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&local.sin6_addr))))
-		dev = sr_cm_dev_first(true, ls.ss_family == AF_INET || IN6_IS_ADDR_V4MAPPED(&local.sin6_addr));
+	if (!dev && sr_cm_is_loopback(&local))
+		dev = sr_cm_dev_loopback(&local, false, true, NULL);
 	if (!dev || !dev->iwarp) {
 		sr_cm_dbg("iWARP listener %p: connection to an address of no iWARP device: closed", (void *)l);
 		close(fd);
 		return;
 	}
-	c = sr_cm_id_alloc(l->chan, l->id.context, l->id.ps, IBV_QPT_RC);
-	if (!c || (l->sync && sr_cm_chan_sync(c))) {
-		if (c)
-			sr_cm_id_free(c);
+	/* addresses as the application sees them: the sockets' own */
+	c = sr_cm_child_new(l, IBV_QPT_RC, dev, gidx, &local, &peer, (struct sockaddr *)&ls, (struct sockaddr *)&ps);
+	if (!c) {
 		close(fd);
 		return;
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	c->listener = l;
-	c->dev = dev;
-	c->gid_index = gidx;
-	c->local = local;
-	c->local.sin6_port = 0;
-	c->peer = peer;
-	c->peer.sin6_port = 0;
-	c->id.verbs = dev->verbs;
-	c->id.pd = sr_cm_dev_pd(dev);
-	c->id.port_num = 1;
-	c->tos = l->tos;
-	c->afonly = l->afonly;
-	c->service_id = l->service_id;
-	/* addresses as the application sees them: in the listener's family */
-	memcpy(&c->id.route.addr.src_storage, &ls, ll);
-	memcpy(&c->id.route.addr.dst_storage, &ps, pl);
-	sr_cm_fill_path(c);
-	c->mtu = dev->active_mtu;
 	c->iw_fd = fd;
 	c->state = CM_MPA_REQ_WAIT;
 	sr_cm_poll_fd(fd, EPOLLIN);

@@ -329,9 +329,6 @@ int sr_dereg_mr(struct ibv_mr *mr);
  * address for va, or NULL. */
 uint8_t *sr_mr_lookup(struct sr_context *ctx, uint32_t key, bool remote, struct sr_pd *pd,
 		      uint64_t va, uint64_t len, unsigned int need_access);
-/* Copy between a local SGE list (lkeys) and a flat buffer. offset is into
- * the SGE list's total length. Returns 0 or -EFAULT (bad lkey / bounds).
- * Caller holds mr_lock for reading. */
 /* Copy a peer's data into application memory as a NIC's DMA would: each
  * byte written once, the last ones last and in address order.  memcpy may
  * store a byte twice (glibc copies 64 bytes as two overlapping 64-byte
@@ -360,6 +357,9 @@ static inline void sr_place(void *dst, const void *src, size_t n)
 		((volatile uint8_t *)d)[i] = s[i];
 }
 
+/* Copy between a local SGE list (lkeys) and a flat buffer. offset is into
+ * the SGE list's total length. Returns 0 or -EFAULT (bad lkey / bounds).
+ * Caller holds mr_lock for reading. */
 int sr_sge_copy(struct sr_context *ctx, struct sr_pd *pd, const struct ibv_sge *sge, uint32_t num_sge,
 		uint64_t offset, void *buf, uint64_t len, bool to_sge);
 

@@ -435,7 +435,7 @@ SR_EXPORT int sr_iw_qp_connect(struct ibv_qp *ibqp, const struct sr_iw_conn_para
 	struct sr_context *ctx;
 	struct sockaddr_storage peer;
 	socklen_t plen = sizeof(peer);
-	int type = 0, one = 1, fl, err = 0;
+	int type = 0, fl, err = 0;
 	socklen_t tlen = sizeof(type);
 	uint32_t ord, ird;
 
@@ -498,7 +498,6 @@ SR_EXPORT int sr_iw_qp_connect(struct ibv_qp *ibqp, const struct sr_iw_conn_para
 		const char *nagle = getenv("SOFTRDMA_IW_NAGLE");
 		int nodelay = !(nagle && *nagle == '1');
 
-		(void)one;
 		setsockopt(p->fd, IPPROTO_TCP, TCP_NODELAY, &nodelay, sizeof(nodelay));
 	}
 
