@@ -5,69 +5,16 @@
  * REJECTED for no listener and for rdma_reject, EADDRINUSE, ids without a
  * QP (CONNECT_RESPONSE + rdma_establish), rdma_init_qp_attr, UD via SIDR,
  * a non-blocking channel.  Only the public API is used. */
-#include <rdma/rdma_cma.h>
 #include <fcntl.h>
 
-#include "../verbs/vt.h"
-
-static struct rdma_event_channel *ch;
-
-/* The next event, which must be of type want (and for id, if given). */
-static struct rdma_cm_event *next_event(enum rdma_cm_event_type want, int timeout_ms)
-{
-	struct pollfd p = { .fd = ch->fd, .events = POLLIN };
-	struct rdma_cm_event *ev = NULL;
-
-	if (poll(&p, 1, timeout_ms) != 1) {
-		CHECK(0, "event %s within %d ms", rdma_event_str(want), timeout_ms);
-		return NULL;
-	}
-	if (rdma_get_cm_event(ch, &ev)) {
-		CHECK(0, "rdma_get_cm_event: %s", strerror(errno));
-		return NULL;
-	}
-	CHECK(ev->event == want, "event %s (got %s, status %d)", rdma_event_str(want), rdma_event_str(ev->event),
-	      ev->status);
-	return ev;
-}
-
-static struct sockaddr_in lo_addr(uint16_t port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	return a;
-}
-
-static uint16_t pick_port(void)
-{
-	return (uint16_t)(20000 + (getpid() * 7 + rand()) % 30000);
-}
-
-/* A listener on a fresh port. */
-static struct rdma_cm_id *listener(enum rdma_port_space ps, uint16_t *port)
-{
-	struct rdma_cm_id *l;
-
-	if (rdma_create_id(ch, &l, NULL, ps))
-		return NULL;
-	for (int i = 0; i < 20; i++) {
-		*port = pick_port();
-		struct sockaddr_in a = lo_addr(*port);
-		if (!rdma_bind_addr(l, (struct sockaddr *)&a) && !rdma_listen(l, 8))
-			return l;
-		rdma_destroy_id(l);
-		if (rdma_create_id(ch, &l, NULL, ps))
-			return NULL;
-	}
-	return NULL;
-}
+#include "cmt.h"
 
 /* An active id resolved to 127.0.0.1:port. */
 static struct rdma_cm_id *resolved(enum rdma_port_space ps, uint16_t port)
 {
 	struct rdma_cm_id *id;
 	struct rdma_cm_event *ev;
-	struct sockaddr_in a = lo_addr(port);
+	struct sockaddr_in a = vt_lo_addr(port);
 
 	if (rdma_create_id(ch, &id, NULL, ps))
 		return NULL;
@@ -104,7 +51,7 @@ static void test_errors(void)
 	CHECK(rdma_create_id(ch, &id, NULL, (enum rdma_port_space)0x999) == -1 && errno == EPROTONOSUPPORT,
 	      "create_id(bad port space) -> EPROTONOSUPPORT");
 	CHECK_RC(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0, "create_id");
-	struct sockaddr_in bad = lo_addr(1);
+	struct sockaddr_in bad = vt_lo_addr(1);
 	inet_pton(AF_INET, "192.0.2.77", &bad.sin_addr);
 	errno = 0;
 	CHECK(rdma_bind_addr(id, (struct sockaddr *)&bad) == -1 && errno == EADDRNOTAVAIL,
@@ -141,7 +88,7 @@ static void test_errors(void)
 	l1 = listener(RDMA_PS_TCP, &port);
 	CHECK(l1 != NULL, "first listener on port %u", port);
 	CHECK_RC(rdma_create_id(ch, &l2, NULL, RDMA_PS_TCP), 0, "second id");
-	struct sockaddr_in a = lo_addr(port);
+	struct sockaddr_in a = vt_lo_addr(port);
 	CHECK_RC(rdma_bind_addr(l2, (struct sockaddr *)&a), 0, "  binds (the port is claimed at listen)");
 	errno = 0;
 	CHECK(rdma_listen(l2, 1) == -1 && errno == EADDRINUSE, "  rdma_listen -> EADDRINUSE (%s)", strerror(errno));

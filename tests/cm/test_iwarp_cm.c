@@ -19,35 +19,12 @@
  *    hand-made Request (the Reply's bytes), an FPDU to the accepted QP.
  *
  * Runs with SOFTRDMA_CONF naming a config with only siw0 on lo (crc on). */
-#include <rdma/rdma_cma.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sys/socket.h>
 
-#include "../verbs/vt.h"
-#include "iwarp/wire/iwarp_wire.h"
-
-static struct rdma_event_channel *ch;
-
-/* The next event, which must be of type want. */
-static struct rdma_cm_event *next_event(enum rdma_cm_event_type want, int timeout_ms)
-{
-	struct pollfd p = { .fd = ch->fd, .events = POLLIN };
-	struct rdma_cm_event *ev = NULL;
-
-	if (poll(&p, 1, timeout_ms) != 1) {
-		CHECK(0, "event %s within %d ms", rdma_event_str(want), timeout_ms);
-		return NULL;
-	}
-	if (rdma_get_cm_event(ch, &ev)) {
-		CHECK(0, "rdma_get_cm_event: %s", strerror(errno));
-		return NULL;
-	}
-	CHECK(ev->event == want, "event %s (got %s, status %d)", rdma_event_str(want), rdma_event_str(ev->event),
-	      ev->status);
-	return ev;
-}
+#include "cmt.h"
+#include "../verbs/vt_mpa.h"
 
 /* No event arrives within ms. */
 static bool no_event(int ms)
@@ -64,36 +41,6 @@ static bool no_event(int ms)
 	return false;
 }
 
-static struct sockaddr_in lo_addr(uint16_t port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	return a;
-}
-
-static uint16_t pick_port(void)
-{
-	return (uint16_t)(20000 + (getpid() * 7 + rand()) % 30000);
-}
-
-static struct rdma_cm_id *listener(uint16_t *port)
-{
-	struct rdma_cm_id *l;
-
-	if (rdma_create_id(ch, &l, NULL, RDMA_PS_TCP))
-		return NULL;
-	for (int i = 0; i < 20; i++) {
-		*port = pick_port();
-		struct sockaddr_in a = lo_addr(*port);
-		if (!rdma_bind_addr(l, (struct sockaddr *)&a) && !rdma_listen(l, 8))
-			return l;
-		rdma_destroy_id(l);
-		if (rdma_create_id(ch, &l, NULL, RDMA_PS_TCP))
-			return NULL;
-	}
-	return NULL;
-}
-
 static void qp_attr(struct ibv_qp_init_attr *a)
 {
 	memset(a, 0, sizeof(*a));
@@ -108,7 +55,7 @@ static struct rdma_cm_id *resolved(uint16_t port, bool qp)
 {
 	struct rdma_cm_id *id;
 	struct rdma_cm_event *ev;
-	struct sockaddr_in a = lo_addr(port);
+	struct sockaddr_in a = vt_lo_addr(port);
 	struct ibv_qp_init_attr qa;
 
 	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
@@ -140,7 +87,7 @@ static void destroy(struct rdma_cm_id *id)
 /* A TCP port is taken on 127.0.0.1 (a plain bind fails). */
 static bool tcp_port_taken(uint16_t port)
 {
-	struct sockaddr_in a = lo_addr(port);
+	struct sockaddr_in a = vt_lo_addr(port);
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	bool taken = bind(fd, (struct sockaddr *)&a, sizeof(a)) && errno == EADDRINUSE;
 
@@ -152,80 +99,17 @@ static bool tcp_port_taken(uint16_t port)
 /* raw sockets and MPA by hand                                          */
 /* ------------------------------------------------------------------ */
 
-static size_t read_exact(int fd, void *buf, size_t len, int timeout_ms)
-{
-	uint8_t *p = buf;
-	size_t got = 0;
-	uint64_t deadline = vt_now_ms() + (uint64_t)timeout_ms;
-
-	while (got < len) {
-		struct pollfd pf = { .fd = fd, .events = POLLIN };
-		int left = (int)(deadline > vt_now_ms() ? deadline - vt_now_ms() : 0);
-		ssize_t n;
-
-		if (poll(&pf, 1, left) <= 0)
-			break;
-		n = recv(fd, p + got, len - got, MSG_DONTWAIT);
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	return got;
-}
-
-static bool peer_eof(int fd, int timeout_ms)
-{
-	struct pollfd pf = { .fd = fd, .events = POLLIN };
-	uint8_t c;
-
-	if (poll(&pf, 1, timeout_ms) <= 0)
-		return false;
-	return recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
-}
-
-static bool read_mpa(int fd, uint8_t *buf, struct sr_mpa_rr *rr)
-{
-	size_t flen;
-
-	if (read_exact(fd, buf, SR_MPA_RR_HDR_LEN, 5000) != SR_MPA_RR_HDR_LEN)
-		return false;
-	flen = sr_mpa_rr_frame_len(buf, SR_MPA_RR_HDR_LEN);
-	if (!flen || flen > SR_MPA_RR_HDR_LEN + SR_MPA_MAX_PD)
-		return false;
-	if (read_exact(fd, buf + SR_MPA_RR_HDR_LEN, flen - SR_MPA_RR_HDR_LEN, 5000) != flen - SR_MPA_RR_HDR_LEN)
-		return false;
-	return sr_mpa_rr_parse(rr, buf, flen) == (int)flen;
-}
-
-static bool send_all(int fd, const void *buf, size_t len)
-{
-	return send(fd, buf, len, MSG_NOSIGNAL) == (ssize_t)len;
-}
-
 /* A Send FPDU of paylen bytes (MSN msn), CRC'd if crc. */
 static size_t send_fpdu(uint8_t *out, uint32_t msn, const void *pay, size_t paylen, bool crc)
 {
 	struct sr_iw_hdr h;
-	uint32_t hl, ul, pad, c = 0;
 
 	memset(&h, 0, sizeof(h));
 	sr_iw_hdr_init(&h, SR_RDMAP_SEND, true);
 	h.qn = SR_DDP_QN_SEND;
 	h.msn = msn;
 	h.mo = 0;
-	hl = sr_iw_hdr_build(out + 2, &h);
-	ul = hl + (uint32_t)paylen;
-	pad = sr_mpa_pad(ul);
-	out[0] = (uint8_t)(ul >> 8);
-	out[1] = (uint8_t)ul;
-	memcpy(out + 2 + hl, pay, paylen);
-	memset(out + 2 + ul, 0, pad);
-	if (crc)
-		c = ~sr_mpa_crc_update(~0u, out, 2 + ul + pad);
-	sr_mpa_crc_store(out + 2 + ul + pad, c);
-	return sr_mpa_fpdu_len(ul);
+	return vt_fpdu(out, &h, pay, paylen, crc, false);
 }
 
 /* A plain TCP listener on 127.0.0.1 and a fresh port. */
@@ -235,8 +119,8 @@ static int raw_listener(uint16_t *port)
 
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	for (int i = 0; i < 20; i++) {
-		*port = pick_port();
-		struct sockaddr_in a = lo_addr(*port);
+		*port = vt_pick_port();
+		struct sockaddr_in a = vt_lo_addr(*port);
 		if (!bind(fd, (struct sockaddr *)&a, sizeof(a)) && !listen(fd, 8))
 			return fd;
 	}
@@ -255,7 +139,7 @@ static int raw_accept(int lfd, int timeout_ms)
 
 static int raw_connect(uint16_t port)
 {
-	struct sockaddr_in a = lo_addr(port);
+	struct sockaddr_in a = vt_lo_addr(port);
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
 
 	if (connect(fd, (struct sockaddr *)&a, sizeof(a))) {
@@ -276,7 +160,7 @@ static void test_connect(void)
 	uint8_t req_pd[255], rep_pd[255];
 
 	SECTION("connect with 255 bytes of private data both ways, data, disconnect");
-	l = listener(&port);
+	l = listener(RDMA_PS_TCP, &port);
 	if (!CHECK(l != NULL, "listener on port %u", port))
 		return;
 	CHECK(tcp_port_taken(port), "  the rdma_cm port is a TCP port in use (siw listens on TCP)");
@@ -445,11 +329,11 @@ static void test_errors(void)
 	char b[8];
 
 	SECTION("errors");
-	l = listener(&port);
+	l = listener(RDMA_PS_TCP, &port);
 	if (!CHECK(l != NULL, "listener"))
 		return;
 	CHECK_RC(rdma_create_id(ch, &l2, NULL, RDMA_PS_TCP), 0, "a second id");
-	struct sockaddr_in a = lo_addr(port);
+	struct sockaddr_in a = vt_lo_addr(port);
 	CHECK_RC(rdma_bind_addr(l2, (struct sockaddr *)&a), 0, "  binds to the same port");
 	errno = 0;
 	CHECK(rdma_listen(l2, 1) == -1 && errno == EADDRINUSE, "  rdma_listen -> EADDRINUSE (%s)", strerror(errno));
@@ -457,7 +341,7 @@ static void test_errors(void)
 	uint16_t tport;
 	int tfd = raw_listener(&tport);
 	CHECK_RC(rdma_create_id(ch, &l2, NULL, RDMA_PS_TCP), 0, "an id for a port a plain TCP socket listens on");
-	a = lo_addr(tport);
+	a = vt_lo_addr(tport);
 	rdma_bind_addr(l2, (struct sockaddr *)&a);
 	errno = 0;
 	CHECK(rdma_listen(l2, 1) == -1 && errno == EADDRINUSE, "  rdma_listen -> EADDRINUSE (%s)", strerror(errno));
@@ -524,7 +408,7 @@ static void test_raw_server(void)
 				      .initiator_depth = 5 };
 	CHECK_RC(rdma_connect(c, &cp), 0, "connect to a raw peer that never answers");
 	fd = raw_accept(lfd, 3000);
-	if (CHECK(fd >= 0 && read_mpa(fd, buf, &rr), "  the peer reads an MPA Request")) {
+	if (CHECK(fd >= 0 && vt_read_mpa(fd, buf, &rr), "  the peer reads an MPA Request")) {
 		CHECK(!rr.reply && rr.rev == 2 && rr.enhanced && rr.crc && !rr.markers && !rr.reject,
 		      "  rev 2, RFC 6581 block, CRC asked (crc = on), no markers");
 		CHECK(sr_mpa_ird(&rr) == 4 && sr_mpa_ord(&rr) == 5 && !(rr.ird_word & SR_MPA_V2_P2P),
@@ -538,7 +422,7 @@ static void test_raw_server(void)
 	}
 	CHECK(vt_qp_state(c->qp) == IBV_QPS_ERR, "  the QP in ERR");
 	if (fd >= 0) {
-		CHECK(peer_eof(fd, 2000), "  the connection is closed");
+		CHECK(vt_peer_gone(fd, 2000), "  the connection is closed");
 		close(fd);
 	}
 	destroy(c);
@@ -559,7 +443,7 @@ static void test_raw_server(void)
 		c = resolved(port, true);
 		CHECK_RC(rdma_connect(c, NULL), 0, "connect; the peer answers with %s", cases[k].what);
 		fd = raw_accept(lfd, 3000);
-		if (fd >= 0 && read_mpa(fd, buf, &rr)) {
+		if (fd >= 0 && vt_read_mpa(fd, buf, &rr)) {
 			struct sr_mpa_rr rep = { .reply = cases[k].kind != 4, .rev = 2, .crc = true };
 			int n = 0;
 
@@ -584,7 +468,7 @@ static void test_raw_server(void)
 				n = sr_mpa_rr_build(buf, sizeof(buf), &rep);
 			}
 			if (n > 0)
-				send_all(fd, buf, (size_t)n);
+				vt_write_all(fd, buf, (size_t)n);
 			if (cases[k].kind == 1) {
 				close(fd);
 				fd = -1;
@@ -611,14 +495,14 @@ static void test_raw_server(void)
 	CHECK_RC(vt_post_recv(c->qp, 5, rb, sizeof(rb), mr->lkey), 0, "post a receive");
 	CHECK_RC(rdma_connect(c, NULL), 0, "connect; the peer sends its Reply and a Send in one segment");
 	fd = raw_accept(lfd, 3000);
-	if (fd >= 0 && read_mpa(fd, buf, &rr)) {
+	if (fd >= 0 && vt_read_mpa(fd, buf, &rr)) {
 		struct sr_mpa_rr rep = { .reply = true, .rev = 2, .crc = false };
 		sr_mpa_rr_set_v2(&rep, sr_mpa_ord(&rr), sr_mpa_ird(&rr), false, 0);
 		int n = sr_mpa_rr_build(buf, sizeof(buf), &rep);
 		/* our side asked for CRC: the Reply's C bit must be 1 (RFC 5044);
 		 * a peer saying 0 is taken at its word, the reply is authoritative */
 		n += (int)send_fpdu(buf + n, 1, "behind the Reply", 17, false);
-		CHECK(send_all(fd, buf, (size_t)n), "  sent %d bytes", n);
+		CHECK(vt_write_all(fd, buf, (size_t)n), "  sent %d bytes", n);
 	}
 	if ((ev = next_event(RDMA_CM_EVENT_ESTABLISHED, 3000)))
 		rdma_ack_cm_event(ev);
@@ -645,7 +529,7 @@ static void test_raw_client(void)
 	int fd;
 
 	SECTION("raw MPA initiators");
-	l = listener(&port);
+	l = listener(RDMA_PS_TCP, &port);
 	if (!CHECK(l != NULL, "listener"))
 		return;
 
@@ -664,19 +548,19 @@ static void test_raw_client(void)
 		fd = raw_connect(port);
 		if (!CHECK(fd >= 0, "a raw client connects"))
 			continue;
-		send_all(fd, junk[k].bytes, junk[k].len);
-		CHECK(peer_eof(fd, 3000), "  %s: the listener closes the connection", junk[k].what);
+		vt_write_all(fd, junk[k].bytes, junk[k].len);
+		CHECK(vt_peer_gone(fd, 3000), "  %s: the listener closes the connection", junk[k].what);
 		close(fd);
 	}
 	fd = raw_connect(port);
-	CHECK(fd >= 0 && peer_eof(fd, 3000), "a silent client is closed after half the MPA timeout");
+	CHECK(fd >= 0 && vt_peer_gone(fd, 3000), "a silent client is closed after half the MPA timeout");
 	if (fd >= 0)
 		close(fd);
 	fd = raw_connect(port);
 	if (fd >= 0) {
-		send_all(fd, "MPA ID Req Frame\x80\x01\x00\x00", 20);
-		CHECK(read_mpa(fd, buf, &rr) && rr.reply && rr.reject, "a Request asking for markers gets a Reject Reply");
-		CHECK(peer_eof(fd, 3000), "  and the connection is closed");
+		vt_write_all(fd, "MPA ID Req Frame\x80\x01\x00\x00", 20);
+		CHECK(vt_read_mpa(fd, buf, &rr) && rr.reply && rr.reject, "a Request asking for markers gets a Reject Reply");
+		CHECK(vt_peer_gone(fd, 3000), "  and the connection is closed");
 		close(fd);
 	}
 	CHECK(no_event(100), "none of these reached the application");
@@ -690,7 +574,7 @@ static void test_raw_client(void)
 	req.pd_len = sizeof(pd);
 	int n = sr_mpa_rr_build(buf, sizeof(buf), &req);
 	fd = raw_connect(port);
-	CHECK(fd >= 0 && send_all(fd, buf, (size_t)n), "a raw client sends a good Request");
+	CHECK(fd >= 0 && vt_write_all(fd, buf, (size_t)n), "a raw client sends a good Request");
 	if ((ev = next_event(RDMA_CM_EVENT_CONNECT_REQUEST, 3000))) {
 		s = ev->id;
 		CHECK(ev->param.conn.private_data_len == sizeof(pd) && !memcmp(ev->param.conn.private_data, pd, sizeof(pd)),
@@ -700,10 +584,10 @@ static void test_raw_client(void)
 		      ev->param.conn.initiator_depth, ev->param.conn.responder_resources);
 		rdma_ack_cm_event(ev);
 		CHECK_RC(rdma_reject(s, "no", 3), 0, "reject");
-		CHECK(read_mpa(fd, buf, &rr) && rr.reply && rr.reject && rr.rev == 2 && rr.pd_len == 3 &&
+		CHECK(vt_read_mpa(fd, buf, &rr) && rr.reply && rr.reject && rr.rev == 2 && rr.pd_len == 3 &&
 			      !memcmp(rr.pd, "no", 3),
 		      "  the client reads a Reply with the Reject bit and the private data");
-		CHECK(peer_eof(fd, 3000), "  then the connection closes");
+		CHECK(vt_peer_gone(fd, 3000), "  then the connection closes");
 		rdma_destroy_id(s);
 	}
 	if (fd >= 0)
@@ -711,7 +595,7 @@ static void test_raw_client(void)
 
 	/* a good Request: accept it, then talk to the QP */
 	fd = raw_connect(port);
-	CHECK(fd >= 0 && send_all(fd, buf, (size_t)sr_mpa_rr_build(buf, sizeof(buf), &req)),
+	CHECK(fd >= 0 && vt_write_all(fd, buf, (size_t)sr_mpa_rr_build(buf, sizeof(buf), &req)),
 	      "a raw client sends a good Request (CRC not asked)");
 	if ((ev = next_event(RDMA_CM_EVENT_CONNECT_REQUEST, 3000))) {
 		s = ev->id;
@@ -725,7 +609,7 @@ static void test_raw_client(void)
 		struct rdma_conn_param ap = { .private_data = "yes", .private_data_len = 4, .responder_resources = 2,
 					      .initiator_depth = 9 };
 		CHECK_RC(rdma_accept(s, &ap), 0, "accept (IRD 2, ORD 9)");
-		if (CHECK(read_mpa(fd, buf, &rr), "  the client reads the Reply")) {
+		if (CHECK(vt_read_mpa(fd, buf, &rr), "  the client reads the Reply")) {
 			CHECK(rr.reply && !rr.reject && rr.rev == 2 && rr.enhanced, "  rev 2, enhanced, not a reject");
 			CHECK(rr.crc, "  CRC on: our configuration wants it, so both use it (RFC 5044)");
 			CHECK(sr_mpa_ird(&rr) == 7 && sr_mpa_ord(&rr) == 6,
@@ -736,7 +620,7 @@ static void test_raw_client(void)
 		if ((ev = next_event(RDMA_CM_EVENT_ESTABLISHED, 3000)))
 			rdma_ack_cm_event(ev);
 		n = (int)send_fpdu(buf, 1, "hello, QP", 10, true);
-		CHECK(send_all(fd, buf, (size_t)n), "the client sends a Send FPDU with CRC");
+		CHECK(vt_write_all(fd, buf, (size_t)n), "the client sends a Send FPDU with CRC");
 		struct ibv_wc wc;
 		if (EXPECT_WC(s->recv_cq, 8, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "  the accepted QP receives it"))
 			CHECK(wc.byte_len == 10 && !strcmp(rb, "hello, QP"), "  data intact");

@@ -481,3 +481,156 @@ sr_gid_index() {
 		head -n 1)
 	echo "${idx:-0}"
 }
+
+# ---- rdma_cm pieces shared by t_rdma_cm.sh and t_iwarp_cm.sh --------------
+# LISTEN is what sr_wait_listen waits for: cm:PORT on RoCE (softrdmad's
+# listen table), the TCP PORT itself on iWARP.
+
+# ERRTO FILE CMD...: CMD with its stderr in FILE, so that rping's unbuffered
+# messages cannot land inside its buffered ping data lines
+# shellcheck disable=SC2016 # expanded by the inner shell
+ERRTO=(bash -c 'f=$1; shift; exec "$@" 2>"$f"' errto)
+
+# sr_rping_data_match COUNT: rping's client and server (SR_CLIENT_OUT,
+# SR_SERVER_OUT) printed the same COUNT ping data lines
+sr_rping_data_match() {
+	local n
+	n=$(grep -c '^ping data: rdma-ping-' "$SR_CLIENT_OUT")
+	if [ "$n" -ne "$1" ]; then
+		sr_fail "  client printed $n ping data lines, expected $1"
+		sr_dump "$SR_CLIENT_OUT" client
+		return 1
+	fi
+	if diff <(sed -n 's/^server ping data: //p' "$SR_SERVER_OUT") \
+		<(sed -n 's/^ping data: //p' "$SR_CLIENT_OUT") >"$SR_TMP/rping.diff"; then
+		sr_pass "  server and client ping data match ($1 lines)"
+		return 0
+	fi
+	sr_fail "  server and client ping data differ"
+	head -n 20 "$SR_TMP/rping.diff" | cut -c1-200 | sed 's/^/    >> /'
+	return 1
+}
+
+# sr_cm_cmtime LISTEN PORT: cmtime -c 100 against a cmtime server (which
+# runs until stopped: the client's table is the result)
+sr_cm_cmtime() {
+	local listen=$1 port=$2 spid
+	echo "--- cmtime, 100 connections"
+	sr_new_log cmtime-server
+	timeout -k 5 "$SR_TIMEOUT" "$SR_RUN" cmtime -b 127.0.0.1 -p "$port" >"$SR_OUTFILE" 2>&1 </dev/null &
+	spid=$!
+	SR_PIDS+=("$spid")
+	if sr_wait_listen "$listen" "$spid"; then
+		if sr_run "cmtime -c 100" -- "$SR_RUN" cmtime -s 127.0.0.1 -p "$port" -c 100; then
+			sr_expect "$SR_OUT" '^connect +:' "  connect timings reported"
+			sed -n '/^step/,$p' "$SR_OUT" | sed 's/^/    /'
+		fi
+	else
+		sr_fail "cmtime server did not listen"
+	fi
+	sr_reap "$spid"
+}
+
+# sr_cm_ten_clients LISTEN PORT: ten ucmatose client processes at once
+# against one server expecting ten
+sr_cm_ten_clients() {
+	local listen=$1 port=$2 spid srv_out nok i
+	local -a cpids=()
+	echo "--- ten client processes at once"
+	sr_new_log ucmatose-server-10
+	srv_out=$SR_OUTFILE
+	timeout -k 5 "$SR_TIMEOUT" "$SR_RUN" ucmatose -p "$port" -c 10 -C 50 >"$srv_out" 2>&1 </dev/null &
+	spid=$!
+	SR_PIDS+=("$spid")
+	if ! sr_wait_listen "$listen" "$spid"; then
+		sr_fail "ucmatose server did not listen"
+		sr_reap "$spid"
+		return
+	fi
+	for i in $(seq 1 10); do
+		timeout -k 5 "$SR_TIMEOUT" "$SR_RUN" ucmatose -s 127.0.0.1 -p "$port" -c 1 -C 50 \
+			>"$SR_TMP/ten.$i.out" 2>&1 </dev/null &
+		cpids+=($!)
+	done
+	nok=0
+	for i in $(seq 1 10); do
+		if wait "${cpids[$((i - 1))]}"; then
+			nok=$((nok + 1))
+		else
+			sr_dump "$SR_TMP/ten.$i.out" "client $i"
+		fi
+	done
+	if wait "$spid"; then
+		sr_pass "ucmatose server accepted ten client processes and exchanged 50 messages with each"
+	else
+		sr_fail "ucmatose server with ten client processes failed"
+		sr_dump "$srv_out" server
+	fi
+	sr_forget "$spid"
+	if [ "$nok" -eq 10 ]; then
+		sr_pass "  all ten clients succeeded"
+	else
+		sr_fail "  only $nok of ten clients succeeded"
+	fi
+}
+
+# sr_cm_killed_server LISTEN PORT EXPECT: an rping server killed in the
+# middle of a connection; its client must end by itself within 10 s, its
+# output matching EXPECT (an extended regular expression)
+sr_cm_killed_server() {
+	local listen=$1 port=$2 expect=$3 spid cpid killed rc
+	echo "--- server killed mid-connection"
+	sr_new_log rping-victim-server
+	timeout -k 5 "$SR_TIMEOUT" "$SR_RUN" rping -s -a 127.0.0.1 -p "$port" -C 100000000 >"$SR_OUTFILE" 2>&1 \
+		</dev/null &
+	spid=$!
+	SR_PIDS+=("$spid")
+	if ! sr_wait_listen "$listen" "$spid"; then
+		sr_fail "victim rping server did not listen"
+		return
+	fi
+	timeout -k 5 90 "$SR_RUN" rping -c -a 127.0.0.1 -p "$port" -C 100000000 -v >"$SR_TMP/victim.out" 2>&1 \
+		</dev/null &
+	cpid=$!
+	for _ in $(seq 1 100); do
+		grep -q '^ping data' "$SR_TMP/victim.out" && break
+		sleep 0.1
+	done
+	sleep 0.5
+	pkill -KILL -P "$spid" # rping itself, the child of timeout
+	killed=$SECONDS
+	wait "$cpid"
+	rc=$?
+	if [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] && [ $((SECONDS - killed)) -le 10 ]; then
+		sr_pass "client of a killed server ends by itself ($(sr_status_str "$rc") after $((SECONDS - killed)) s)"
+		sr_expect "$SR_TMP/victim.out" "$expect" "  it saw DISCONNECTED or an error"
+	else
+		sr_fail "client of a killed server: $(sr_status_str "$rc")"
+		sr_dump "$SR_TMP/victim.out" client
+	fi
+	sr_reap "$spid"
+}
+
+# ---- packet captures -------------------------------------------------------
+
+# sr_capture_start FILE FILTER [TSHARK-ARGS...]: tshark on lo writing FILE,
+# running (and reaped at exit) once it says it captures; sr_capture_stop
+# ends it.
+sr_capture_start() {
+	local file=$1 filter=$2
+	shift 2
+	timeout -k 5 300 tshark -q "$@" -i lo -f "$filter" -w "$file" >"$SR_TMP/tshark.log" 2>&1 &
+	SR_CAPTURE_PID=$!
+	SR_PIDS+=("$SR_CAPTURE_PID")
+	for _ in $(seq 50); do
+		grep -q "Capturing on" "$SR_TMP/tshark.log" && break
+		sleep 0.1
+	done
+	sleep 0.5
+}
+
+sr_capture_stop() {
+	kill -INT "$SR_CAPTURE_PID" 2>/dev/null
+	wait "$SR_CAPTURE_PID" 2>/dev/null
+	sr_forget "$SR_CAPTURE_PID"
+}

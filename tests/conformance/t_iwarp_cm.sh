@@ -22,30 +22,6 @@ sr_init iwarp
 # no daemon of another test may answer for us: ours would be named here
 export SOFTRDMA_DAEMON_SOCK=softrdma-test-$$-$RANDOM
 
-# ERRTO FILE CMD...: CMD with its stderr in FILE, so that rping's unbuffered
-# messages cannot land inside its buffered ping data lines
-# shellcheck disable=SC2016 # expanded by the inner shell
-ERRTO=(bash -c 'f=$1; shift; exec "$@" 2>"$f"' errto)
-
-# rping_data_match COUNT: client and server printed the same COUNT lines
-rping_data_match() {
-	local n
-	n=$(grep -c '^ping data: rdma-ping-' "$SR_CLIENT_OUT")
-	if [ "$n" -ne "$1" ]; then
-		sr_fail "  client printed $n ping data lines, expected $1"
-		sr_dump "$SR_CLIENT_OUT" client
-		return 1
-	fi
-	if diff <(sed -n 's/^server ping data: //p' "$SR_SERVER_OUT") \
-		<(sed -n 's/^ping data: //p' "$SR_CLIENT_OUT") >"$SR_TMP/rping.diff"; then
-		sr_pass "  server and client ping data match ($1 lines)"
-		return 0
-	fi
-	sr_fail "  server and client ping data differ"
-	head -n 20 "$SR_TMP/rping.diff" | cut -c1-200 | sed 's/^/    >> /'
-	return 1
-}
-
 # rping_pair DESC SIZE COUNT [ENV...]: rping on one host, data compared
 rping_pair() {
 	local desc=$1 size=$2 count=$3
@@ -54,7 +30,7 @@ rping_pair() {
 	if sr_pair "$desc" "$P" -- "${ERRTO[@]}" "$SR_TMP/rs.err" env "$@" "$SR_RUN" rping -s -a 127.0.0.1 -p "$P" \
 		-S "$size" -C "$count" -v \
 		-- "${ERRTO[@]}" "$SR_TMP/rc.err" env "$@" "$SR_RUN" rping -c -a 127.0.0.1 -p "$P" -S "$size" -C "$count" -v; then
-		rping_data_match "$count"
+		sr_rping_data_match "$count"
 	fi
 }
 
@@ -102,52 +78,11 @@ for t in "ib_write_bw -s 65536 -n 2000" "ib_read_bw -s 65536 -n 1000" "ib_send_b
 		sr_expect "$SR_CLIENT_OUT" '^ *[0-9]+ +[0-9]+ +[0-9.]+' "  results reported"
 done
 
-# cmtime: the server runs until stopped; the client's table is the result
 P=$(sr_free_port)
-echo "--- cmtime, 100 connections"
-sr_new_log cmtime-server
-timeout -k 5 "$SR_TIMEOUT" "$SR_RUN" cmtime -b 127.0.0.1 -p "$P" >"$SR_OUTFILE" 2>&1 </dev/null &
-spid=$!
-SR_PIDS+=("$spid")
-if sr_wait_listen "$P" "$spid"; then
-	sr_run "cmtime -c 100" -- "$SR_RUN" cmtime -s 127.0.0.1 -p "$P" -c 100 &&
-		sr_expect "$SR_OUT" '^connect +:' "  connect timings reported"
-else
-	sr_fail "cmtime server did not listen"
-fi
-sr_reap "$spid"
+sr_cm_cmtime "$P" "$P"
 
-# ten client processes at once against one ucmatose server expecting ten
 P=$(sr_free_port)
-echo "--- ten client processes at once"
-sr_new_log ucmatose-server-10
-srv_out=$SR_OUTFILE
-timeout -k 5 "$SR_TIMEOUT" "$SR_RUN" ucmatose -p "$P" -c 10 -C 50 >"$srv_out" 2>&1 </dev/null &
-spid=$!
-SR_PIDS+=("$spid")
-if sr_wait_listen "$P" "$spid"; then
-	cpids=()
-	for i in $(seq 1 10); do
-		timeout -k 5 "$SR_TIMEOUT" "$SR_RUN" ucmatose -s 127.0.0.1 -p "$P" -c 1 -C 50 \
-			>"$SR_TMP/ten.$i.out" 2>&1 </dev/null &
-		cpids+=($!)
-	done
-	nok=0
-	for i in $(seq 1 10); do
-		if wait "${cpids[$((i - 1))]}"; then
-			nok=$((nok + 1))
-		else
-			sr_dump "$SR_TMP/ten.$i.out" "client $i"
-		fi
-	done
-	wait "$spid" && sr_pass "ucmatose server accepted ten client processes" ||
-		{ sr_fail "ucmatose server with ten client processes failed"; sr_dump "$srv_out" server; }
-	sr_forget "$spid"
-	[ "$nok" -eq 10 ] && sr_pass "  all ten clients succeeded" || sr_fail "  only $nok of ten clients succeeded"
-else
-	sr_fail "ucmatose server did not listen"
-	sr_reap "$spid"
-fi
+sr_cm_ten_clients "$P" "$P"
 
 # iWARP is plain TCP: nothing of the above needed the per-host daemon
 if "$SR_BUILD_DIR/bin/softrdma-cfg" status 2>&1 | grep -qi 'daemon.*not running'; then
@@ -220,34 +155,7 @@ fi
 # a server killed in the middle of a connection: the kernel closes its TCP
 # connection, the client's QP sees the stream end and the client ends
 P=$(sr_free_port)
-echo "--- server killed mid-connection"
-sr_new_log rping-victim-server
-timeout -k 5 "$SR_TIMEOUT" "$SR_RUN" rping -s -a 127.0.0.1 -p "$P" -C 100000000 >"$SR_OUTFILE" 2>&1 </dev/null &
-spid=$!
-SR_PIDS+=("$spid")
-if sr_wait_listen "$P" "$spid"; then
-	timeout -k 5 90 "$SR_RUN" rping -c -a 127.0.0.1 -p "$P" -C 100000000 -v >"$SR_TMP/victim.out" 2>&1 </dev/null &
-	cpid=$!
-	for _ in $(seq 1 100); do
-		grep -q '^ping data' "$SR_TMP/victim.out" && break
-		sleep 0.1
-	done
-	sleep 0.5
-	pkill -KILL -P "$spid"
-	killed=$SECONDS
-	wait "$cpid"
-	rc=$?
-	if [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] && [ $((SECONDS - killed)) -le 10 ]; then
-		sr_pass "client of a killed server ends by itself ($(sr_status_str "$rc") after $((SECONDS - killed)) s)"
-		sr_expect "$SR_TMP/victim.out" 'DISCONNECT EVENT|error|failed' "  it saw DISCONNECTED or an error"
-	else
-		sr_fail "client of a killed server: $(sr_status_str "$rc")"
-		sr_dump "$SR_TMP/victim.out" client
-	fi
-	sr_reap "$spid"
-else
-	sr_fail "victim rping server did not listen"
-fi
+sr_cm_killed_server "$P" "$P" 'DISCONNECT EVENT|error|failed'
 
 # ---- two hosts -------------------------------------------------------------
 
@@ -268,13 +176,13 @@ P=$(sr_free_port "$SR_NS_B")
 if ns_pair "two hosts: rping -C 1000 -v, A -> B" \
 	-- "${ERRTO[@]}" "$SR_TMP/nrs.err" "${SR_AT_B[@]}" rping -s -a "$SR_IP_B" -p "$P" -C 1000 -v \
 	-- "${ERRTO[@]}" "$SR_TMP/nrc.err" "${SR_AT_A[@]}" rping -c -a "$SR_IP_B" -p "$P" -C 1000 -v; then
-	rping_data_match 1000
+	sr_rping_data_match 1000
 fi
 P=$(sr_free_port "$SR_NS_B")
 if ns_pair "two hosts: rping -S 65535 -C 100 -v" \
 	-- "${ERRTO[@]}" "$SR_TMP/nrs.err" "${SR_AT_B[@]}" rping -s -a "$SR_IP_B" -p "$P" -S 65535 -C 100 -v \
 	-- "${ERRTO[@]}" "$SR_TMP/nrc.err" "${SR_AT_A[@]}" rping -c -a "$SR_IP_B" -p "$P" -S 65535 -C 100 -v; then
-	rping_data_match 100
+	sr_rping_data_match 100
 fi
 P=$(sr_free_port "$SR_NS_B")
 ns_pair "two hosts: ucmatose, 10 connections x 100 messages" -- "${SR_AT_B[@]}" ucmatose -p "$P" -c 10 -C 100 \

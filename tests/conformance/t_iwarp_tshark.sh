@@ -23,14 +23,7 @@ sr_need_cmd tshark rping ib_send_bw ib_write_bw ib_read_bw
 sr_init iwarp
 
 cap=$SR_TMP/iwarp.pcapng
-timeout -k 5 300 tshark -q -B 256 -i lo -f 'tcp' -w "$cap" >"$SR_TMP/tshark.log" 2>&1 &
-tpid=$!
-SR_PIDS+=("$tpid")
-for _ in $(seq 50); do
-	grep -q "Capturing on" "$SR_TMP/tshark.log" && break
-	sleep 0.1
-done
-sleep 0.5
+sr_capture_start "$cap" 'tcp' -B 256
 
 P=$(sr_free_port)
 sr_pair "rping -C 20 -S 5000" "$P" -- "$SR_RUN" rping -s -a 127.0.0.1 -p "$P" -C 20 -S 5000 \
@@ -46,9 +39,7 @@ perf "ib_send_bw -R" ib_send_bw -s 5000 -n 20
 perf "ib_write_bw -R (multi-FPDU messages)" ib_write_bw -s 200000 -n 20
 perf "ib_read_bw -R" ib_read_bw -s 5000 -n 20
 sleep 1
-kill -INT "$tpid" 2>/dev/null
-wait "$tpid" 2>/dev/null
-sr_forget "$tpid"
+sr_capture_stop
 
 ts() { tshark -r "$cap" --disable-protocol rpcordma "$@" 2>/dev/null; }
 streams=$(ts -T fields -e tcp.stream -Y 'iwarp_mpa' | sort -un | tr '\n' ' ')

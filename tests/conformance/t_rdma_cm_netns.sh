@@ -7,10 +7,6 @@ sr_need_cmd rping ucmatose udaddy rdma_server rdma_client ib_write_bw
 sr_init
 sr_netns_setup
 
-# ERRTO FILE CMD...: CMD with its stderr in FILE (see t_rdma_cm.sh)
-# shellcheck disable=SC2016 # expanded by the inner shell
-ERRTO=(bash -c 'f=$1; shift; exec "$@" 2>"$f"' errto)
-
 # cm_pair DESC [udp] -- SERVER (on B) -- CLIENT (on A); port $P
 cm_pair() {
 	local desc=$1 kind=''

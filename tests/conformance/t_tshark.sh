@@ -12,14 +12,7 @@ sr_init
 export SOFTRDMA_GSO=0
 
 cap=$SR_TMP/roce.pcapng
-timeout -k 5 300 tshark -q -i lo -f 'udp port 4791' -w "$cap" >"$SR_TMP/tshark.log" 2>&1 &
-tpid=$!
-SR_PIDS+=("$tpid")
-for _ in $(seq 50); do
-	grep -q "Capturing on" "$SR_TMP/tshark.log" && break
-	sleep 0.1
-done
-sleep 0.5
+sr_capture_start "$cap" 'udp port 4791'
 
 pair() { # DESC TOOL ARGS...
 	local desc=$1 tool=$2 port
@@ -35,8 +28,7 @@ pair "rc read" ib_read_bw -x 0 -s 5000 -n 5
 pair "rc atomic fetch&add" ib_atomic_bw -x 0 -n 5 -A FETCH_AND_ADD
 pair "rc atomic compare&swap" ib_atomic_bw -x 0 -n 5 -A CMP_AND_SWAP
 sleep 1
-kill -INT "$tpid" 2>/dev/null
-wait "$tpid" 2>/dev/null
+sr_capture_stop
 
 total=$(tshark -r "$cap" -Y 'udp.dstport == 4791' 2>/dev/null | wc -l)
 roce=$(tshark -r "$cap" -Y 'infiniband' 2>/dev/null | wc -l)

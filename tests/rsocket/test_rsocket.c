@@ -27,18 +27,6 @@
 		vt_report(ok_, __FILE__, __LINE__, NULL, __VA_ARGS__);           \
 	})
 
-static struct sockaddr_in lo_addr(uint16_t port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	return a;
-}
-
-static uint16_t pick_port(void)
-{
-	return (uint16_t)(20000 + (getpid() * 7 + rand()) % 30000);
-}
-
 /* A listening rsocket on a fresh port of 127.0.0.1. */
 static int listener(uint16_t *port)
 {
@@ -47,8 +35,8 @@ static int listener(uint16_t *port)
 		if (l < 0)
 			return -1;
 		rsetsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		*port = pick_port();
-		struct sockaddr_in a = lo_addr(*port);
+		*port = vt_pick_port();
+		struct sockaddr_in a = vt_lo_addr(*port);
 		if (!rbind(l, (struct sockaddr *)&a, sizeof(a)) && !rlisten(l, 16))
 			return l;
 		rclose(l);
@@ -75,7 +63,7 @@ static bool pair_opts(int *srv, int *cli, opt_fn copt, opt_fn lopt)
 	c = rsocket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
 	if (copt)
 		copt(c);
-	struct sockaddr_in a = lo_addr(port);
+	struct sockaddr_in a = vt_lo_addr(port);
 	int r = rconnect(c, (struct sockaddr *)&a, sizeof(a));
 	if (!CHECK(r == 0 || errno == EINPROGRESS, "non-blocking rconnect: 0 or EINPROGRESS\t(%s)", strerror(errno)))
 		goto fail;
@@ -223,7 +211,7 @@ static void test_errors(void)
 	CHECK(rshutdown(fd, 7) == -1 && errno == EINVAL, "rshutdown(how 7) -> EINVAL");
 	errno = 0;
 	CHECK(raccept(fd, NULL, NULL) == -1 && errno == EINVAL, "raccept on a socket not listening -> EINVAL");
-	a = lo_addr(1);
+	a = vt_lo_addr(1);
 	errno = 0;
 	CHECK(rbind(fd, (struct sockaddr *)&a, 4) == -1 && errno == EINVAL, "rbind with a short length -> EINVAL");
 
@@ -257,8 +245,8 @@ static void test_errors(void)
 	rfcntl(fd, F_SETFL, 0);
 
 	/* no listener: the client's REQ meets a REJ */
-	uint16_t port = pick_port();
-	a = lo_addr(port);
+	uint16_t port = vt_pick_port();
+	a = vt_lo_addr(port);
 	uint64_t t0 = vt_now_ms();
 	errno = 0;
 	CHECK(rconnect(fd, (struct sockaddr *)&a, sizeof(a)) == -1 && errno == ECONNREFUSED,
@@ -292,7 +280,7 @@ static void test_errors(void)
 
 	/* two listeners on one port */
 	int l1 = listener(&port), l2 = rsocket(AF_INET, SOCK_STREAM, 0);
-	a = lo_addr(port);
+	a = vt_lo_addr(port);
 	errno = 0;
 	CHECK(rbind(l2, (struct sockaddr *)&a, sizeof(a)) == -1 ? errno == EADDRINUSE
 								: rlisten(l2, 1) == -1 && errno == EADDRINUSE,
@@ -335,7 +323,7 @@ static void test_names(void)
 	errno = 0;
 	CHECK(rsetsockopt(c, SOL_RDMA, RDMA_SQSIZE, &v, sizeof(v)) == -1 && errno == EINVAL,
 	      "SOL_RDMA after connecting -> EINVAL");
-	struct sockaddr_in a = lo_addr(1);
+	struct sockaddr_in a = vt_lo_addr(1);
 	errno = 0;
 	CHECK(rconnect(c, (struct sockaddr *)&a, sizeof(a)) == -1 && errno == EISCONN, "rconnect again -> EISCONN");
 	v = -1;
@@ -702,7 +690,7 @@ static void *client_thread(void *arg)
 {
 	struct conn_arg *a = arg;
 	int c = rsocket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in sa = lo_addr(a->port);
+	struct sockaddr_in sa = vt_lo_addr(a->port);
 	uint32_t v = (uint32_t)a->idx, back = 0;
 
 	a->ok = c >= 0 && !rconnect(c, (struct sockaddr *)&sa, sizeof(sa)) && rsend(c, &v, 4, 0) == 4 &&
@@ -874,7 +862,7 @@ static void test_wire(void)
 	if (!CHECK(l >= 0 && ch, "listener and a channel"))
 		return;
 	rq64(l);
-	struct sockaddr_in a = lo_addr(port);
+	struct sockaddr_in a = vt_lo_addr(port);
 	rdma_create_id(ch, &id, NULL, RDMA_PS_TCP);
 	rdma_resolve_addr(id, NULL, (struct sockaddr *)&a, 2000);
 	if ((ev = wire_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED)))
@@ -979,7 +967,7 @@ out:
 static int child_main(uint16_t port)
 {
 	int c = rsocket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in sa = lo_addr(port);
+	struct sockaddr_in sa = vt_lo_addr(port);
 
 	if (c < 0 || rconnect(c, (struct sockaddr *)&sa, sizeof(sa)) || !send_all(c, 10000, 71, 3000))
 		_exit(2);

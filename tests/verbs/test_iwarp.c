@@ -18,7 +18,7 @@
  *
  * Runs with SOFTRDMA_CONF naming a config whose first device is an iWARP
  * device on lo (tests/CMakeLists.txt writes iwarp.conf). */
-#include "vt.h"
+#include "vt_mpa.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -27,7 +27,6 @@
 #include <sys/socket.h>
 
 #include "iwarp/iwarp_cm.h"
-#include "iwarp/wire/iwarp_wire.h"
 
 #define MiB (1024u * 1024u)
 
@@ -61,75 +60,6 @@ static bool tcp_pair(int fds[2])
 	return fds[1] >= 0;
 }
 
-static bool write_all(int fd, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return false;
-		p += n;
-		len -= (size_t)n;
-	}
-	return true;
-}
-
-/* Read exactly len bytes within timeout_ms.  Returns bytes read (less
- * on EOF or timeout). */
-static size_t read_exact(int fd, void *buf, size_t len, int timeout_ms)
-{
-	uint8_t *p = buf;
-	size_t got = 0;
-	uint64_t deadline = vt_now_ms() + (uint64_t)timeout_ms;
-
-	while (got < len) {
-		struct pollfd pf = { .fd = fd, .events = POLLIN };
-		int left = (int)(deadline > vt_now_ms() ? deadline - vt_now_ms() : 0);
-		ssize_t n;
-
-		if (poll(&pf, 1, left) <= 0)
-			break;
-		n = recv(fd, p + got, len - got, MSG_DONTWAIT);
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	return got;
-}
-
-/* The next thing on the socket is its end (not data, not a timeout). */
-static bool peer_eof(int fd, int timeout_ms)
-{
-	struct pollfd pf = { .fd = fd, .events = POLLIN };
-	uint8_t c;
-
-	if (poll(&pf, 1, timeout_ms) <= 0)
-		return false;
-	return recv(fd, &c, 1, MSG_DONTWAIT) == 0;
-}
-
-/* Read one MPA Request/Reply frame, exactly (the FPDUs after it belong
- * to the QP). */
-static bool read_mpa(int fd, uint8_t *buf, struct sr_mpa_rr *rr)
-{
-	size_t flen;
-
-	if (read_exact(fd, buf, SR_MPA_RR_HDR_LEN, 5000) != SR_MPA_RR_HDR_LEN)
-		return false;
-	flen = sr_mpa_rr_frame_len(buf, SR_MPA_RR_HDR_LEN);
-	if (!flen || flen > SR_MPA_RR_HDR_LEN + SR_MPA_MAX_PD)
-		return false;
-	if (read_exact(fd, buf + SR_MPA_RR_HDR_LEN, flen - SR_MPA_RR_HDR_LEN, 5000) != flen - SR_MPA_RR_HDR_LEN)
-		return false;
-	return sr_mpa_rr_parse(rr, buf, flen) == (int)flen;
-}
-
 struct mpa_opts {
 	bool crc;
 	uint8_t rev;
@@ -155,9 +85,9 @@ static bool mpa_exchange(int fds[2], const struct mpa_opts *o, struct sr_iw_conn
 	req.pd = (const uint8_t *)pd_req;
 	req.pd_len = sizeof(pd_req);
 	n = sr_mpa_rr_build(buf, sizeof(buf), &req);
-	if (n <= 0 || !write_all(fds[0], buf, (size_t)n))
+	if (n <= 0 || !vt_write_all(fds[0], buf, (size_t)n))
 		return false;
-	if (!read_mpa(fds[1], buf, &got_req) || got_req.reply || got_req.pd_len != sizeof(pd_req) ||
+	if (!vt_read_mpa(fds[1], buf, &got_req) || got_req.reply || got_req.pd_len != sizeof(pd_req) ||
 	    memcmp(got_req.pd, pd_req, sizeof(pd_req)))
 		return false;
 	memset(&rep, 0, sizeof(rep));
@@ -170,9 +100,9 @@ static bool mpa_exchange(int fds[2], const struct mpa_opts *o, struct sr_iw_conn
 	rep.pd = (const uint8_t *)pd_rep;
 	rep.pd_len = sizeof(pd_rep);
 	n = sr_mpa_rr_build(buf, sizeof(buf), &rep);
-	if (n <= 0 || !write_all(fds[1], buf, (size_t)n))
+	if (n <= 0 || !vt_write_all(fds[1], buf, (size_t)n))
 		return false;
-	if (!read_mpa(fds[0], buf, &got_rep) || !got_rep.reply || got_rep.pd_len != sizeof(pd_rep))
+	if (!vt_read_mpa(fds[0], buf, &got_rep) || !got_rep.reply || got_rep.pd_len != sizeof(pd_rep))
 		return false;
 	memset(p, 0, 2 * sizeof(*p));
 	for (int i = 0; i < 2; i++) {
@@ -766,25 +696,6 @@ static void raw_down(struct raw *r)
 	r->fd = -1;
 }
 
-/* An FPDU from a header and payload, CRC as negotiated (or corrupted). */
-static size_t raw_fpdu(uint8_t *out, struct sr_iw_hdr *h, const void *pay, size_t paylen, bool crc, bool bad_crc)
-{
-	uint32_t hl = sr_iw_hdr_build(out + 2, h), ul = hl + (uint32_t)paylen, pad = sr_mpa_pad(ul);
-	uint32_t c = 0;
-
-	out[0] = (uint8_t)(ul >> 8);
-	out[1] = (uint8_t)ul;
-	if (paylen)
-		memcpy(out + 2 + hl, pay, paylen);
-	memset(out + 2 + ul, 0, pad);
-	if (crc)
-		c = ~sr_mpa_crc_update(~0u, out, 2 + ul + pad);
-	if (bad_crc)
-		c ^= 0x00010000;
-	sr_mpa_crc_store(out + 2 + ul + pad, c);
-	return sr_mpa_fpdu_len(ul);
-}
-
 /* Read the Terminate the QP must send: returns whether one came, with
  * its headers in *t. */
 static bool raw_get_term(struct raw *r, struct sr_iw_hdr *t, uint32_t *ulen_out)
@@ -793,11 +704,11 @@ static bool raw_get_term(struct raw *r, struct sr_iw_hdr *t, uint32_t *ulen_out)
 	struct sr_mpa_fpdu f;
 	uint32_t ulen;
 
-	if (read_exact(r->fd, buf, 2, 5000) != 2)
+	if (vt_read_exact(r->fd, buf, 2, 5000) != 2)
 		return false;
 	ulen = (uint32_t)buf[0] << 8 | buf[1];
 	if (sr_mpa_fpdu_len(ulen) > sizeof(buf) ||
-	    read_exact(r->fd, buf + 2, sr_mpa_fpdu_len(ulen) - 2, 5000) != sr_mpa_fpdu_len(ulen) - 2)
+	    vt_read_exact(r->fd, buf + 2, sr_mpa_fpdu_len(ulen) - 2, 5000) != sr_mpa_fpdu_len(ulen) - 2)
 		return false;
 	if (sr_mpa_fpdu_split(&f, buf, sr_mpa_fpdu_len(ulen)) <= 0)
 		return false;
@@ -844,7 +755,7 @@ static void raw_expect(struct raw *r, const char *what, uint8_t layer, uint8_t e
 			      "%s: no headers copied\t(hdrct %#x, ULPDU %u)", what, t.term.hdrct, ulen);
 		}
 	}
-	CHECK(peer_eof(r->fd, 3000), "%s: then the stream ends (FIN)", what);
+	CHECK(vt_peer_eof(r->fd, 3000), "%s: then the stream ends (FIN)", what);
 	CHECK(wait_state(r->v.qp, IBV_QPS_ERR, 3000), "%s: the QP is in ERR\t(state %s)", what,
 	      vt_state_str(vt_qp_state(r->v.qp)));
 	CHECK(wait_async(&r->v.d, r->v.qp, ev, 3000), "%s: async event %s", what, ibv_event_type_str(ev));
@@ -882,7 +793,7 @@ static void test_raw(void)
 	if (CHECK(raw_up(&r, true, 0, true), "garbage: connected")) {
 		static const char junk[] = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
 
-		CHECK(write_all(r.fd, junk, sizeof(junk) - 1), "garbage sent");
+		CHECK(vt_write_all(r.fd, junk, sizeof(junk) - 1), "garbage sent");
 		raw_expect(&r, "garbage", SR_TERM_LAYER_DDP, SR_TERM_DDP_UNTAGGED, SR_TERM_DDP_U_VERSION, NULL, 0, 0,
 			   IBV_EVENT_QP_FATAL, IBV_WC_WR_FLUSH_ERR);
 	}
@@ -892,8 +803,8 @@ static void test_raw(void)
 	if (CHECK(raw_up(&r, true, 0, true), "truncated FPDU: connected")) {
 		sr_iw_hdr_init(&h, SR_RDMAP_SEND, true);
 		h.msn = 1;
-		n = raw_fpdu(fp, &h, pay, 100, true, false);
-		CHECK(write_all(r.fd, fp, n / 2) && !shutdown(r.fd, SHUT_WR), "half a Send sent, then FIN");
+		n = vt_fpdu(fp, &h, pay, 100, true, false);
+		CHECK(vt_write_all(r.fd, fp, n / 2) && !shutdown(r.fd, SHUT_WR), "half a Send sent, then FIN");
 		raw_expect(&r, "truncated FPDU", SR_TERM_LAYER_LLP, SR_TERM_LLP_MPA, SR_TERM_MPA_TCP_LOST, NULL, 0, 0,
 			   IBV_EVENT_QP_FATAL, IBV_WC_WR_FLUSH_ERR);
 	}
@@ -903,7 +814,7 @@ static void test_raw(void)
 	if (CHECK(raw_up(&r, true, 0, true), "short ULPDU: connected")) {
 		static const uint8_t s6[] = { 0x00, 0x06, 0xc1, 0x40, 0, 0, 0, 1, 0, 0, 0, 0 };
 
-		CHECK(write_all(r.fd, s6, sizeof(s6)), "a 6-byte ULPDU sent");
+		CHECK(vt_write_all(r.fd, s6, sizeof(s6)), "a 6-byte ULPDU sent");
 		raw_expect(&r, "ULPDU shorter than its header", SR_TERM_LAYER_LLP, SR_TERM_LLP_MPA, SR_TERM_MPA_FPDU,
 			   NULL, 0, 0, IBV_EVENT_QP_FATAL, IBV_WC_WR_FLUSH_ERR);
 	}
@@ -913,8 +824,8 @@ static void test_raw(void)
 	if (CHECK(raw_up(&r, true, 0, true), "bad CRC: connected")) {
 		sr_iw_hdr_init(&h, SR_RDMAP_SEND, true);
 		h.msn = 1;
-		n = raw_fpdu(fp, &h, pay, 64, true, true);
-		CHECK(write_all(r.fd, fp, n), "a Send with a bad CRC sent");
+		n = vt_fpdu(fp, &h, pay, 64, true, true);
+		CHECK(vt_write_all(r.fd, fp, n), "a Send with a bad CRC sent");
 		raw_expect(&r, "bad CRC", SR_TERM_LAYER_LLP, SR_TERM_LLP_MPA, SR_TERM_MPA_CRC, NULL, 0, 0,
 			   IBV_EVENT_QP_FATAL, IBV_WC_WR_FLUSH_ERR);
 	}
@@ -947,9 +858,9 @@ static void test_raw(void)
 			h.to = (uintptr_t)r.ro.p;
 			break;
 		}
-		n = raw_fpdu(fp, &h, pay, 200, true, false);
+		n = vt_fpdu(fp, &h, pay, 200, true, false);
 		hl = sr_iw_hdr_build(hb, &h);
-		CHECK(write_all(r.fd, fp, n), "%s sent", what[k]);
+		CHECK(vt_write_all(r.fd, fp, n), "%s sent", what[k]);
 		raw_expect(&r, what[k], SR_TERM_LAYER_DDP, SR_TERM_DDP_TAGGED, code[k], hb, hl, hl + 200,
 			   IBV_EVENT_QP_ACCESS_ERR, IBV_WC_WR_FLUSH_ERR);
 next:
@@ -972,9 +883,9 @@ next:
 		h.rreq.size = 4096;
 		h.rreq.src_stag = k == 0 ? 0xfffff0u : k == 1 ? r.tgt.mr->rkey : r.ro.mr->rkey;
 		h.rreq.src_to = k == 1 ? (uintptr_t)r.tgt.p + 8000 : (uintptr_t)(k == 2 ? r.ro.p : r.tgt.p);
-		n = raw_fpdu(fp, &h, NULL, 0, true, false);
+		n = vt_fpdu(fp, &h, NULL, 0, true, false);
 		hl = sr_iw_hdr_build(hb, &h);
-		CHECK(write_all(r.fd, fp, n), "%s sent", what[k]);
+		CHECK(vt_write_all(r.fd, fp, n), "%s sent", what[k]);
 		raw_expect(&r, what[k], SR_TERM_LAYER_RDMAP, SR_TERM_RDMAP_PROTECTION, code[k], hb, hl, hl,
 			   IBV_EVENT_QP_ACCESS_ERR, IBV_WC_WR_FLUSH_ERR);
 next2:
@@ -996,9 +907,9 @@ next2:
 		h.msn = k == 2 ? 5 : 1;
 		h.qn = k == 3 ? 7 : 0;
 		h.mo = k == 4 ? 64 : 0;
-		n = raw_fpdu(fp, &h, pay, k == 1 ? 300 : 100, true, false);
+		n = vt_fpdu(fp, &h, pay, k == 1 ? 300 : 100, true, false);
 		hl = sr_iw_hdr_build(hb, &h);
-		CHECK(write_all(r.fd, fp, n), "%s sent", what[k]);
+		CHECK(vt_write_all(r.fd, fp, n), "%s sent", what[k]);
 		raw_expect(&r, what[k], SR_TERM_LAYER_DDP, SR_TERM_DDP_UNTAGGED, code[k], hb, hl,
 			   hl + (k == 1 ? 300 : 100), IBV_EVENT_QP_FATAL, st[k]);
 		if (k == 1) {
@@ -1020,7 +931,7 @@ next3:
 			goto next4;
 		sr_iw_hdr_init(&h, SR_RDMAP_SEND, true);
 		h.msn = 1;
-		n = raw_fpdu(fp, &h, pay, 8, true, false);
+		n = vt_fpdu(fp, &h, pay, 8, true, false);
 		if (k == 0)
 			fp[3] = (uint8_t)(2 << 6 | SR_RDMAP_SEND);
 		else
@@ -1031,7 +942,7 @@ next3:
 
 			sr_mpa_crc_store(fp + 2 + ul + pad, ~sr_mpa_crc_update(~0u, fp, 2 + ul + pad));
 		}
-		CHECK(write_all(r.fd, fp, n), "%s sent", what[k]);
+		CHECK(vt_write_all(r.fd, fp, n), "%s sent", what[k]);
 		raw_expect(&r, what[k], SR_TERM_LAYER_RDMAP, SR_TERM_RDMAP_OPERATION,
 			   k == 0 ? SR_TERM_RDMAP_VERSION : SR_TERM_RDMAP_OPCODE, NULL, 0, 0, IBV_EVENT_QP_FATAL,
 			   IBV_WC_WR_FLUSH_ERR);
@@ -1043,8 +954,8 @@ next4:
 	if (CHECK(raw_up(&r, true, SR_MPA_RTR_WRITE, true), "no matching RTR: connected (Write RTR negotiated)")) {
 		sr_iw_hdr_init(&h, SR_RDMAP_SEND, true);
 		h.msn = 1;
-		n = raw_fpdu(fp, &h, pay, 8, true, false);
-		CHECK(write_all(r.fd, fp, n), "a Send instead of the RTR sent");
+		n = vt_fpdu(fp, &h, pay, 8, true, false);
+		CHECK(vt_write_all(r.fd, fp, n), "a Send instead of the RTR sent");
 		raw_expect(&r, "no matching RTR", SR_TERM_LAYER_LLP, SR_TERM_LLP_MPA, SR_TERM_MPA_NO_MATCHING_RTR,
 			   NULL, 0, 0, IBV_EVENT_QP_FATAL, IBV_WC_WR_FLUSH_ERR);
 	}
@@ -1060,7 +971,7 @@ next4:
 		sr_iw_hdr_init(&h, SR_RDMAP_WRITE, true);
 		h.stag = r.tgt.mr->rkey;
 		h.to = (uintptr_t)r.tgt.p + 1000;
-		n = raw_fpdu(fp, &h, pay, 333, false, true); /* a "wrong" CRC that must be ignored */
+		n = vt_fpdu(fp, &h, pay, 333, false, true); /* a "wrong" CRC that must be ignored */
 		sr_iw_hdr_init(&h, SR_RDMAP_READ_REQ, true);
 		h.msn = 1;
 		h.rreq.sink_stag = 0x77;
@@ -1068,11 +979,11 @@ next4:
 		h.rreq.size = 1333;
 		h.rreq.src_stag = r.tgt.mr->rkey;
 		h.rreq.src_to = (uintptr_t)r.tgt.p + 1000;
-		n += raw_fpdu(fp + n, &h, NULL, 0, false, false);
-		CHECK(write_all(r.fd, fp, n), "a Write and a Read Request sent");
-		CHECK(read_exact(r.fd, rsp, 2, 5000) == 2, "a Read Response comes");
+		n += vt_fpdu(fp + n, &h, NULL, 0, false, false);
+		CHECK(vt_write_all(r.fd, fp, n), "a Write and a Read Request sent");
+		CHECK(vt_read_exact(r.fd, rsp, 2, 5000) == 2, "a Read Response comes");
 		ul = (uint32_t)rsp[0] << 8 | rsp[1];
-		CHECK(ul == 14 + 1333 && read_exact(r.fd, rsp + 2, sr_mpa_fpdu_len(ul) - 2, 5000) ==
+		CHECK(ul == 14 + 1333 && vt_read_exact(r.fd, rsp + 2, sr_mpa_fpdu_len(ul) - 2, 5000) ==
 						    sr_mpa_fpdu_len(ul) - 2,
 		      "the Read Response is one FPDU of 1333 bytes\t(ULPDU %u)", ul);
 		CHECK(sr_iw_hdr_parse(&t, rsp + 2, 14, ul) == 14 && t.opcode == SR_RDMAP_READ_RESP && t.tagged &&
@@ -1100,17 +1011,17 @@ next4:
 		sr_iw_hdr_init(&h, SR_RDMAP_WRITE, true);
 		h.stag = r.tgt.mr->rkey;
 		h.to = (uintptr_t)r.tgt.p + 100;
-		n = raw_fpdu(fp, &h, pay, 333, true, false);
+		n = vt_fpdu(fp, &h, pay, 333, true, false);
 		sr_iw_hdr_init(&h, SR_RDMAP_SEND_SE, false);
 		h.msn = 1;
-		n += raw_fpdu(fp + n, &h, pay + 1000, 101, true, false);
+		n += vt_fpdu(fp + n, &h, pay + 1000, 101, true, false);
 		sr_iw_hdr_init(&h, SR_RDMAP_SEND_SE, true);
 		h.msn = 1;
 		h.mo = 101;
-		n += raw_fpdu(fp + n, &h, pay + 1101, 49, true, false);
+		n += vt_fpdu(fp + n, &h, pay + 1101, 49, true, false);
 		sr_iw_hdr_init(&h, SR_RDMAP_WRITE, true); /* zero length: nothing checked, nothing placed */
 		h.stag = 0xdeadbe00;
-		n += raw_fpdu(fp + n, &h, NULL, 0, true, false);
+		n += vt_fpdu(fp + n, &h, NULL, 0, true, false);
 		sr_iw_hdr_init(&h, SR_RDMAP_READ_REQ, true);
 		h.msn = 1;
 		h.rreq.sink_stag = 0x99;
@@ -1118,13 +1029,13 @@ next4:
 		h.rreq.size = 500;
 		h.rreq.src_stag = r.tgt.mr->rkey;
 		h.rreq.src_to = (uintptr_t)r.tgt.p;
-		n += raw_fpdu(fp + n, &h, NULL, 0, true, false);
+		n += vt_fpdu(fp + n, &h, NULL, 0, true, false);
 		while (off < n) {
 			size_t k = 1 + vt_rand(17);
 
 			if (k > n - off)
 				k = n - off;
-			if (!write_all(r.fd, fp + off, k))
+			if (!vt_write_all(r.fd, fp + off, k))
 				break;
 			off += k;
 			vt_sleep_us(150);
@@ -1134,9 +1045,9 @@ next4:
 			CHECK(wc.byte_len == 150 && !memcmp(r.rbuf.p, pay + 1000, 150) &&
 				      (wc.wc_flags & (IBV_WC_WITH_IMM | IBV_WC_WITH_INV)) == 0,
 			      "trickle: 150 bytes, right data\t(byte_len %u)", wc.byte_len);
-		CHECK(read_exact(r.fd, rsp, 2, 5000) == 2, "trickle: a Read Response comes");
+		CHECK(vt_read_exact(r.fd, rsp, 2, 5000) == 2, "trickle: a Read Response comes");
 		ul = (uint32_t)rsp[0] << 8 | rsp[1];
-		CHECK(ul == 14 + 500 && read_exact(r.fd, rsp + 2, sr_mpa_fpdu_len(ul) - 2, 5000) ==
+		CHECK(ul == 14 + 500 && vt_read_exact(r.fd, rsp + 2, sr_mpa_fpdu_len(ul) - 2, 5000) ==
 						   sr_mpa_fpdu_len(ul) - 2,
 		      "trickle: one FPDU of 500 bytes\t(ULPDU %u)", ul);
 		{
@@ -1169,9 +1080,9 @@ next4:
 		CHECK_RC(vt_post_send(r.v.qp, 9, IBV_WR_RDMA_READ, r.tgt.p, 4096, r.tgt.mr->lkey, IBV_SEND_SIGNALED,
 				      0x5000, 0x1234, 0),
 			 0, "post a Read to the raw peer");
-		CHECK(read_exact(r.fd, buf, 2, 5000) == 2, "the raw peer gets the Read Request");
+		CHECK(vt_read_exact(r.fd, buf, 2, 5000) == 2, "the raw peer gets the Read Request");
 		ul = (uint32_t)buf[0] << 8 | buf[1];
-		CHECK(ul == 46 && read_exact(r.fd, buf + 2, sr_mpa_fpdu_len(ul) - 2, 5000) == sr_mpa_fpdu_len(ul) - 2 &&
+		CHECK(ul == 46 && vt_read_exact(r.fd, buf + 2, sr_mpa_fpdu_len(ul) - 2, 5000) == sr_mpa_fpdu_len(ul) - 2 &&
 			      sr_iw_hdr_parse(&rq, buf + 2, ul, ul) == 46 && rq.opcode == SR_RDMAP_READ_REQ &&
 			      rq.qn == 1 && rq.msn == 1 && rq.rreq.size == 4096 && rq.rreq.src_stag == 0x1234 &&
 			      rq.rreq.src_to == 0x5000 && rq.rreq.sink_stag == r.tgt.mr->lkey &&
@@ -1179,8 +1090,8 @@ next4:
 		      "it reads as the RFC 5040 Read Request for our WQE");
 		sr_iw_term_fill(&t, SR_TERM_LAYER_RDMAP, SR_TERM_RDMAP_PROTECTION, SR_TERM_RDMAP_INV_STAG, buf + 2, ul,
 				ul);
-		n = raw_fpdu(fp, &t, NULL, 0, true, false);
-		CHECK(write_all(r.fd, fp, n), "the raw peer answers with a Terminate (invalid STag)");
+		n = vt_fpdu(fp, &t, NULL, 0, true, false);
+		CHECK(vt_write_all(r.fd, fp, n), "the raw peer answers with a Terminate (invalid STag)");
 		EXPECT_WC(r.v.scq, 9, IBV_WC_REM_ACCESS_ERR, IBV_WC_RDMA_READ, NULL, "the Read fails: remote access");
 		EXPECT_WC(r.v.rcq, 77, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, NULL, "the posted receive is flushed");
 		CHECK(wait_state(r.v.qp, IBV_QPS_ERR, 3000), "the QP is in ERR");

@@ -841,6 +841,20 @@ VT_STATIC bool vt_expect_wc_(const char *file, int line, struct ibv_cq *cq, uint
 		vt_expect_wc_(__FILE__, __LINE__, (cq), (wr_id), (st), vt_op_, (out), vt_m_); \
 	})
 
+/* 127.0.0.1:port, and a port to try for a listener (tests retry on
+ * EADDRINUSE) */
+VT_STATIC struct sockaddr_in vt_lo_addr(uint16_t port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	return a;
+}
+
+VT_STATIC uint16_t vt_pick_port(void)
+{
+	return (uint16_t)(20000 + (getpid() * 7 + rand()) % 30000);
+}
+
 /* ------------------------------------------------------------------ */
 /* ping-pong by polling memory (riostream, ib_write_lat)                 */
 /* ------------------------------------------------------------------ */
