@@ -13,6 +13,8 @@ ibverbs-utils rdmacm-utils perftest qperf
 tshark iproute2 nftables
 clang valgrind gdb strace
 python3 iperf3 procps time gnuplot-nox
+ucx-utils openmpi-bin libfabric-bin python3-pyverbs
+tgt libiscsi-bin fio linux-perf
 "
 
 die() {
