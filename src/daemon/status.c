@@ -1,0 +1,111 @@
+/* softrdmad: the STATUS report (ipc.h). */
+#include <stdio.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include "daemon/softrdmad.h"
+
+const char *const drop_name[DROP_NREASONS] = {
+	[DROP_SHORT] = "short",
+	[DROP_TOO_BIG] = "too_big",
+	[DROP_NO_QP1_OWNER] = "no_qp1_owner",
+	[DROP_UNKNOWN_QPN] = "unknown_qpn",
+	[DROP_CLIENT_FULL] = "client_full",
+	[DROP_CLIENT_ERR] = "client_error",
+	[DROP_LOOP] = "loop",
+	[DROP_BAD_IPC] = "bad_ipc",
+	[DROP_MCAST_NO_MEMBER] = "no_mcast_member",
+};
+
+
+const char *const cm_name[CM_NCOUNTERS] = {
+	[CM_TO_LISTENER] = "to_listener",
+	[CM_TO_REQ_OWNER] = "to_req_owner",
+	[CM_TO_ID_OWNER] = "to_id_owner",
+	[CM_TO_QP1_OWNER] = "to_qp1_owner",
+	[CM_REJ_SENT] = "rej_sent",
+	[CM_SIDR_REP_SENT] = "sidr_rep_sent",
+	[CM_DREP_SENT] = "drep_sent",
+	[CM_ANSWER_LIMITED] = "answer_limited",
+	[CM_ANSWER_ERR] = "answer_error",
+	[CM_MALFORMED] = "malformed",
+	[CM_NOT_CM] = "not_cm",
+	[CM_UNSUPPORTED] = "unsupported",
+	[CM_NO_LISTENER] = "no_listener",
+	[CM_UNKNOWN_ID] = "unknown_id",
+};
+
+
+size_t status_text(char *buf, size_t cap)
+{
+	size_t n = 0;
+	struct timespec now;
+	long up;
+
+#define OUT(...)                                                                    \
+	do {                                                                        \
+		if (n < cap) {                                                      \
+			int k_ = snprintf(buf + n, cap - n, __VA_ARGS__);           \
+			n += k_ > 0 ? (size_t)k_ : 0;                               \
+		}                                                                   \
+	} while (0)
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	up = (long)(now.tv_sec - d.start.tv_sec);
+	OUT("pid %ld\n", (long)getpid());
+	OUT("uptime %lds\n", up);
+	OUT("socket @%s\n", d.sock_name);
+	OUT("udp port %d:%s%s (rcvbuf %d)\n", SR_ROCE_UDP_PORT, d.udp4_fd >= 0 ? " 0.0.0.0" : "",
+	    d.udp6_fd >= 0 ? " [::]" : "", d.udp_rcvbuf);
+	if (d.idle_exit)
+		OUT("idle-exit %ds\n", d.idle_exit);
+	else
+		OUT("idle-exit never\n");
+	OUT("qpns %u\n", d.qpns.n);
+	OUT("qp1 owner %ld\n", d.qp1_owner ? (long)d.qp1_owner->pid : 0L);
+	OUT("comm ids %u\n", d.comm_ids.n);
+	OUT("listens %u\n", d.nlistens);
+	OUT("cm peers %u\n", d.rs_n);
+	OUT("clients %u\n", d.nclients);
+	for (struct client *c = d.clients; c; c = c->next)
+		OUT("  client pid %ld uid %ld qpns %u comm_ids %u listens %u%s delivered %llu dropped %llu\n",
+		    (long)c->pid, (long)c->uid, c->nqpn, c->ncomm_id, c->nlisten, d.qp1_owner == c ? " qp1" : "",
+		    (unsigned long long)c->delivered, (unsigned long long)c->dropped_full);
+	OUT("received %llu (udp %llu, from clients %llu)\n", (unsigned long long)(d.rx_udp + d.rx_client),
+	    (unsigned long long)d.rx_udp, (unsigned long long)d.rx_client);
+	OUT("forwarded %llu\n", (unsigned long long)d.forwarded);
+	{
+		unsigned long long total = 0;
+
+		for (int i = 0; i < DROP_NREASONS; i++)
+			total += d.drops[i];
+		OUT("dropped %llu", total);
+		for (int i = 0; i < DROP_NREASONS; i++)
+			OUT(" %s=%llu", drop_name[i], (unsigned long long)d.drops[i]);
+		OUT("\n");
+	}
+	/* QP1 datagrams: received, then where each went or why it did not. */
+	/* one line per rdma_cm listen, for scripts waiting on a server */
+	for (uint32_t b = 0; b < LISTEN_BUCKETS; b++)
+		for (struct listener *l = d.listens[b]; l; l = l->next) {
+			char a[INET6_ADDRSTRLEN];
+			inet_ntop(AF_INET6, &l->addr, a, sizeof(a));
+			OUT("listen service 0x%016llx addr %s pid %ld\n", (unsigned long long)l->service_id, a,
+			    (long)l->owner->pid);
+		}
+	OUT("cm wills sent %llu\n", (unsigned long long)d.wills_sent);
+	OUT("cm rx=%llu", (unsigned long long)d.cm_rx);
+	for (int i = 0; i < CM_NCOUNTERS; i++)
+		OUT(" %s=%llu", cm_name[i], (unsigned long long)d.cm[i]);
+	OUT("\n");
+	OUT("mcast groups %u\n", d.nmcast);
+	for (struct mc_group *g = d.mcast; g; g = g->next) {
+		char a[INET6_ADDRSTRLEN];
+
+		inet_ntop(AF_INET6, &g->addr, a, sizeof(a));
+		OUT("mcast group %s ifindex %d clients %u delivered %llu\n", a, g->ifindex, g->nmembers,
+		    (unsigned long long)g->delivered);
+	}
+#undef OUT
+	return n < cap ? n : cap;
+}
