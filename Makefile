@@ -1,14 +1,20 @@
 # softrdma front door.
 #   make        install Debian packages (if missing), build, run the demo
 #   make test   build (normal and ASan+UBSan) and run every test
-# Other targets: build, deps, demo, test-fast, test-asan, bench, clean.
+#   make install [PREFIX=/usr/local] [DESTDIR=]
+#               install (programs in bin/ and sbin/, libraries in the
+#               private <libdir>/softrdma, man pages, softrdma.pc)
+# Other targets: build, deps, demo, test-fast, test-asan, test-installed,
+# uninstall, bench, clean.
 
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc)
 CTEST_ARGS ?=
+PREFIX     ?= /usr/local
+DESTDIR    ?=
 
-.PHONY: all deps build demo test test-fast test-asan bench clean
+.PHONY: all deps build demo test test-fast test-asan test-installed install uninstall bench clean
 
 all: deps build demo
 
@@ -36,6 +42,21 @@ test-fast: build
 test-asan: $(BUILD_ASAN)/CMakeCache.txt
 	cmake --build $(BUILD_ASAN) -j$(JOBS)
 	cd $(BUILD_ASAN) && ctest --output-on-failure $(CTEST_ARGS)
+
+# The prefix is a configure-time choice (GNUInstallDirs picks lib/<multiarch>
+# for /usr), so install reconfigures the build tree with it.
+install:
+	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
+	cmake --build $(BUILD) -j$(JOBS)
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD)
+
+uninstall:
+	@test -f $(BUILD)/install_manifest.txt || { echo "nothing installed from $(BUILD)"; exit 1; }
+	xargs -d '\n' rm -f -- < $(BUILD)/install_manifest.txt
+
+# The conformance tests against a copy installed into a temporary root.
+test-installed: build
+	bash scripts/test-installed.sh --build $(BUILD)
 
 bench: build
 	bash bench/run.sh

@@ -478,9 +478,12 @@ static bool own_dir(char *dir, size_t len)
 static const char *find_daemon(char *buf, size_t len)
 {
 	static const char *const rel[] = {
-		"/../../bin/softrdmad", /* <prefix>/lib/softrdma/libibverbs.so.1 */
-		"/softrdmad",           /* <prefix>/bin/softrdma-cfg */
+		"/../../bin/softrdmad", /* <build>/lib/softrdma/libibverbs.so.1 */
+		"/softrdmad",           /* <build>/bin/softrdma-cfg */
 		"/../bin/softrdmad",    /* <build>/tests/test_x */
+		/* installed: <libdir>/softrdma/libibverbs.so.1, <bindir>/softrdma-cfg */
+		"/" SR_REL_PKGLIB_TO_SBIN "/softrdmad",
+		"/" SR_REL_BIN_TO_SBIN "/softrdmad",
 	};
 	const char *env = getenv("SOFTRDMA_DAEMON");
 	char dir[PATH_MAX];

@@ -230,9 +230,13 @@ if [ -x "$run" ]; then
 	[ $? -eq 2 ] && ok "softrdma-run --conf without a file exits 2" || bad "softrdma-run --conf without a file"
 	"$run" --bogus true >/dev/null 2>&1
 	[ $? -eq 2 ] && ok "softrdma-run with an unknown option exits 2" || bad "softrdma-run --bogus"
-	# the script canonicalises ../lib/softrdma when it exists, else uses the
-	# configured build-tree path as is
-	libdir=$(cd "$B/../lib/softrdma" 2>/dev/null && pwd) || libdir=$SR_BUILD_DIR/lib/softrdma
+	# the script canonicalises its library directory (relative to itself:
+	# ../lib/softrdma in the build tree, the installed layout's path when
+	# installed) when it exists, else uses the configured path as is
+	rel=$(sed -n "s/^relative_libdir='\(.*\)'$/\1/p" "$run")
+	conf_libdir=$(sed -n "s/^configured_libdir='\(.*\)'$/\1/p" "$run")
+	real_run=$(readlink -f "$run")
+	libdir=$(cd "$(dirname "$real_run")/$rel" 2>/dev/null && pwd) || libdir=$conf_libdir
 	v=$(LD_LIBRARY_PATH= "$run" sh -c 'echo "$LD_LIBRARY_PATH"')
 	[ -n "$libdir" ] && [ "$v" = "$libdir" ] && ok "softrdma-run sets LD_LIBRARY_PATH=$v" ||
 		bad "LD_LIBRARY_PATH is '$v', wanted '$libdir' (no trailing colon)"
@@ -244,18 +248,19 @@ if [ -x "$run" ]; then
 	[ "$v" = "/a/b.conf" ] && ok "--conf=FILE works" || bad "SOFTRDMA_CONF is '$v'"
 	v=$("$run" -- sh -c 'exit 7')
 	[ $? -eq 7 ] && ok "softrdma-run passes the exit status through" || bad "exit status not passed through"
-	# a moved tree: the script finds ../lib/softrdma next to itself
-	mkdir -p "$tmp/moved/bin" "$tmp/moved/lib/softrdma"
+	# a moved tree: the script finds its library directory relative to itself
+	mkdir -p "$tmp/moved/bin" "$tmp/moved/bin/$rel"
+	moved_lib=$(cd "$tmp/moved/bin/$rel" && pwd)
 	cp "$run" "$tmp/moved/bin/"
 	v=$(LD_LIBRARY_PATH= "$tmp/moved/bin/softrdma-run" sh -c 'echo "$LD_LIBRARY_PATH"')
-	[ "$v" = "$tmp/moved/lib/softrdma" ] && ok "a moved softrdma-run uses its own ../lib/softrdma" || bad "moved: '$v'"
+	[ "$v" = "$moved_lib" ] && ok "a moved softrdma-run uses its own $rel" || bad "moved: '$v'"
 	ln -s "$tmp/moved/bin/softrdma-run" "$tmp/link-run"
 	v=$(LD_LIBRARY_PATH= "$tmp/link-run" sh -c 'echo "$LD_LIBRARY_PATH"')
-	[ "$v" = "$tmp/moved/lib/softrdma" ] && ok "a symlink to softrdma-run resolves to its tree" || bad "symlink: '$v'"
-	rm -rf "$tmp/moved/lib"
+	[ "$v" = "$moved_lib" ] && ok "a symlink to softrdma-run resolves to its tree" || bad "symlink: '$v'"
+	rm -rf "$moved_lib"
 	v=$(LD_LIBRARY_PATH= "$tmp/moved/bin/softrdma-run" sh -c 'echo "$LD_LIBRARY_PATH"')
-	[ "$v" = "$(cd "$SR_BUILD_DIR" && pwd -P)/lib/softrdma" ] || [ "$v" = "$SR_BUILD_DIR/lib/softrdma" ] &&
-		ok "without ../lib/softrdma it falls back to the build tree" || bad "fallback: '$v'"
+	[ -n "$conf_libdir" ] && { [ "$v" = "$conf_libdir" ] || [ "$v" = "$(cd "$conf_libdir" 2>/dev/null && pwd)" ]; } &&
+		ok "without $rel it falls back to $conf_libdir" || bad "fallback: '$v'"
 else
 	echo "skip: softrdma-run not generated"
 fi
