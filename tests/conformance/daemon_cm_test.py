@@ -16,139 +16,18 @@ import sys
 import time
 import zlib
 
-NAME = "\0" + os.environ["SOFTRDMA_DAEMON_SOCK"]
+from sr_ipc import (CLAIM, FREE_COMM_ID, GSI_QKEY, LISTEN, META, Client, counters as parse_counters,
+                    failed, mapped, ok)
+
 SAMPLES = sys.argv[1] if len(sys.argv) > 1 else ""
-HELLO, ALLOC_QPN, FREE_QPN, CLAIM, PKT, REPLY, STATUS = range(1, 8)
-ALLOC_COMM_ID, FREE_COMM_ID, LISTEN, UNLISTEN = 8, 9, 10, 11
-META = 64  # struct sr_ipc_pkt
 REQ, MRA, REJ, REP, RTU, DREQ, DREP, SIDR_REQ, SIDR_REP, LAP, APR = range(0x10, 0x1B)
-GSI_QKEY = 0x80010000
-
-fails = 0
-
-
-def ok(what, cond):
-    global fails
-    print(("ok: " if cond else "FAIL: ") + what)
-    if not cond:
-        fails += 1
-    return cond
-
-
-# ---- the daemon protocol (src/common/ipc.h) ----
-
-class Client:
-    def __init__(self):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.s.connect(NAME)
-        self.pkts = []
-        self.call(HELLO, struct.pack("<i", os.getpid()))
-
-    def send(self, t, body=b""):
-        self.s.send(struct.pack("<HHI", t, 1, len(body)) + body)
-
-    def recv(self, timeout):
-        self.s.settimeout(timeout)
-        m = self.s.recv(70000)
-        if not m:
-            raise EOFError
-        t, _, _ = struct.unpack("<HHI", m[:8])
-        return t, m[8:]
-
-    def call(self, t, body=b""):
-        self.send(t, body)
-        while True:
-            t2, b = self.recv(5)
-            if t2 == REPLY:
-                return struct.unpack("<q", b[:8])[0], b[8:]
-            self.pkts.append(b)
-
-    def pkt(self, timeout=1.0):
-        """Next PKT body (sr_ipc_pkt + datagram), or None."""
-        if self.pkts:
-            return self.pkts.pop(0)
-        end = time.time() + timeout
-        while True:
-            left = end - time.time()
-            if left <= 0:
-                return None
-            try:
-                t, b = self.recv(left)
-            except socket.timeout:
-                return None
-            if t == PKT:
-                return b
-
-    def drain(self, quiet=0.2):
-        n = 0
-        while self.pkt(quiet) is not None:
-            n += 1
-        return n
-
-    def alloc_id(self):
-        v, _ = self.call(ALLOC_COMM_ID)
-        return v
-
-    def free_id(self, i):
-        return self.call(FREE_COMM_ID, struct.pack("<II", i, 0))[0]
-
-    def listen(self, sid, addr=None, flags=0, t=LISTEN):
-        return self.call(t, listen_body(sid, addr, flags))[0]
-
-    def unlisten(self, sid, addr=None):
-        return self.listen(sid, addr, 0, UNLISTEN)
-
-    def forward(self, dgram, src, dst):
-        meta = sockaddr6(*src) + sockaddr6(*dst) + struct.pack("<II", len(dgram), 0)
-        self.send(PKT, meta + dgram)
-
-    def close(self):
-        self.s.close()
-
-
-def mapped(ip):
-    if ":" in ip:
-        return socket.inet_pton(socket.AF_INET6, ip)
-    return bytes(10) + b"\xff\xff" + socket.inet_aton(ip)
-
-
-def sockaddr6(ip, port=0):
-    return struct.pack("<H", socket.AF_INET6) + struct.pack(">HI", port, 0) + mapped(ip) + struct.pack("<I", 0)
-
-
-def listen_body(sid, addr, flags):
-    """struct sr_ipc_listen (48 bytes).  addr: None, "v4:IP" (sockaddr_in), or an IP (sockaddr_in6)."""
-    if addr is None:
-        sa = bytes(28)
-    elif addr.startswith("v4:"):
-        sa = struct.pack("<H", socket.AF_INET) + struct.pack(">H", 0) + socket.inet_aton(addr[3:]) + bytes(8)
-        sa += bytes(28 - len(sa))
-    elif addr.startswith("fam:"):
-        sa = struct.pack("<H", int(addr[4:])) + bytes(26)
-    else:
-        sa = sockaddr6(addr)
-    return struct.pack("<Q", sid) + sa + struct.pack("<II", flags, 0) + bytes(4)
-
-
-def status():
-    c = Client()
-    _, text = c.call(STATUS)
-    c.close()
-    return text.decode(errors="replace")
 
 
 def counters():
-    """name=N pairs of the STATUS 'dropped' and 'cm' lines, and 'key N' lines."""
-    out = {}
-    for line in status().splitlines():
-        for w in line.split():
-            if "=" in w:
-                k, v = w.split("=", 1)
-                out[k] = int(v)
-        for key in ("comm ids", "listens", "cm peers", "qpns"):
-            if line.startswith(key + " "):
-                out[key] = int(line.split()[-1])
-    return out
+    c = Client()
+    text = c.status()
+    c.close()
+    return parse_counters(text)
 
 
 # ---- RoCEv2 CM datagrams ----
@@ -554,7 +433,7 @@ def main():
     k = counters()
     ok("no IDs, listens or remembered REQs left with no clients",
        k["comm ids"] == 0 and k["listens"] == 0 and k["cm peers"] == 0)
-    return 1 if fails else 0
+    return 1 if failed() else 0
 
 
 if __name__ == "__main__":

@@ -17,83 +17,7 @@ import struct
 import sys
 import time
 
-NAME = "\0" + os.environ.get("SOFTRDMA_DAEMON_SOCK", "softrdmad-v1")
-HELLO, PKT, REPLY, STATUS = 1, 5, 6, 7
-JOIN, LEAVE = 13, 14
-META = 64  # struct sr_ipc_pkt: src, dst (sockaddr_in6), len, pad
-
-fails = 0
-
-
-def ok(what, cond):
-    global fails
-    print(("ok: " if cond else "FAIL: ") + what)
-    if not cond:
-        fails += 1
-    return cond
-
-
-class Client:
-    def __init__(self):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.s.connect(NAME)
-        self.pkts = []
-        self.call(HELLO, struct.pack("<i", os.getpid()))
-
-    def send(self, t, body=b""):
-        self.s.send(struct.pack("<HHI", t, 1, len(body)) + body)
-
-    def recv(self, timeout):
-        self.s.settimeout(timeout)
-        m = self.s.recv(70000)
-        if not m:
-            raise EOFError
-        t, _, _ = struct.unpack("<HHI", m[:8])
-        return t, m[8:]
-
-    def call(self, t, body=b""):
-        self.send(t, body)
-        while True:
-            t2, b = self.recv(5)
-            if t2 == REPLY:
-                return struct.unpack("<q", b[:8])[0]
-            if t2 == PKT:
-                self.pkts.append(b)
-
-    def status(self):
-        self.send(STATUS)
-        while True:
-            t, b = self.recv(5)
-            if t == REPLY:
-                return b[8:].decode(errors="replace")
-            if t == PKT:
-                self.pkts.append(b)
-
-    def pkt(self, timeout=1.0):
-        if self.pkts:
-            return self.pkts.pop(0)
-        end = time.time() + timeout
-        while True:
-            left = end - time.time()
-            if left <= 0:
-                return None
-            try:
-                t, b = self.recv(left)
-            except socket.timeout:
-                return None
-            if t == PKT:
-                return b
-
-    def drain(self):
-        while self.pkt(0.2) is not None:
-            pass
-
-    def close(self):
-        self.s.close()
-
-
-def mapped(a4):
-    return b"\0" * 10 + b"\xff\xff" + socket.inet_aton(a4)
+from sr_ipc import JOIN, LEAVE, META, Client, failed, mapped, ok
 
 
 def body(group, ifindex, flags=0):
@@ -141,16 +65,16 @@ def drops(c):
 
 a, b, c = Client(), Client(), Client()
 E = -errno.EINVAL
-ok("JOIN 10.1.2.3 (not multicast): -EINVAL", a.call(JOIN, body("10.1.2.3", LO)) == E)
-ok("JOIN 240.0.0.1 (not multicast): -EINVAL", a.call(JOIN, body("240.0.0.1", LO)) == E)
-ok("JOIN ifindex 0: -EINVAL", a.call(JOIN, body(G, 0)) == E)
-ok("JOIN with flags 1: -EINVAL", a.call(JOIN, body(G, LO, 1)) == E)
-ok("JOIN with a short body: -EINVAL", a.call(JOIN, body(G, LO)[:18]) == E)
-ok("JOIN on an interface that does not exist: -ENODEV", a.call(JOIN, body(G, 99999)) == -errno.ENODEV)
-ok("LEAVE a group never joined: -ENOENT", a.call(LEAVE, body(G, LO)) == -errno.ENOENT)
-ok("a: JOIN", a.call(JOIN, body(G, LO)) == 0)
-ok("a: JOIN again (a second reference)", a.call(JOIN, body(G, LO)) == 0)
-ok("b: JOIN", b.call(JOIN, body(G, LO)) == 0)
+ok("JOIN 10.1.2.3 (not multicast): -EINVAL", a.call(JOIN, body("10.1.2.3", LO))[0] == E)
+ok("JOIN 240.0.0.1 (not multicast): -EINVAL", a.call(JOIN, body("240.0.0.1", LO))[0] == E)
+ok("JOIN ifindex 0: -EINVAL", a.call(JOIN, body(G, 0))[0] == E)
+ok("JOIN with flags 1: -EINVAL", a.call(JOIN, body(G, LO, 1))[0] == E)
+ok("JOIN with a short body: -EINVAL", a.call(JOIN, body(G, LO)[:18])[0] == E)
+ok("JOIN on an interface that does not exist: -ENODEV", a.call(JOIN, body(G, 99999))[0] == -errno.ENODEV)
+ok("LEAVE a group never joined: -ENOENT", a.call(LEAVE, body(G, LO))[0] == -errno.ENOENT)
+ok("a: JOIN", a.call(JOIN, body(G, LO))[0] == 0)
+ok("a: JOIN again (a second reference)", a.call(JOIN, body(G, LO))[0] == 0)
+ok("b: JOIN", b.call(JOIN, body(G, LO))[0] == 0)
 st = a.status()
 ok("STATUS: one group, 2 clients", "mcast groups 1\n" in st and
    ("mcast group ::ffff:%s ifindex %d clients 2 " % (G, LO)) in st)
@@ -163,19 +87,19 @@ none(c, "datagram 1: c, not a member, gets nothing")
 
 if OTHER:
     OIDX = socket.if_nametoindex(OTHER)
-    ok("c: JOIN the group on %s" % OTHER, c.call(JOIN, body(G, OIDX)) == 0)
+    ok("c: JOIN the group on %s" % OTHER, c.call(JOIN, body(G, OIDX))[0] == 0)
     d = send_dgram()
     got(a, d, "datagram 2 (arrives on lo) to a")
     none(c, "datagram 2: c, a member on %s only, gets nothing" % OTHER)
-    ok("c: LEAVE on %s" % OTHER, c.call(LEAVE, body(G, OIDX)) == 0)
+    ok("c: LEAVE on %s" % OTHER, c.call(LEAVE, body(G, OIDX))[0] == 0)
     b.drain()
 
-ok("a: LEAVE (one reference left)", a.call(LEAVE, body(G, LO)) == 0)
+ok("a: LEAVE (one reference left)", a.call(LEAVE, body(G, LO))[0] == 0)
 d = send_dgram()
 got(a, d, "datagram 3 to a, still a member")
 got(b, d, "datagram 3 to b")
-ok("a: LEAVE (the last reference)", a.call(LEAVE, body(G, LO)) == 0)
-ok("a: LEAVE again: -ENOENT", a.call(LEAVE, body(G, LO)) == -errno.ENOENT)
+ok("a: LEAVE (the last reference)", a.call(LEAVE, body(G, LO))[0] == 0)
+ok("a: LEAVE again: -ENOENT", a.call(LEAVE, body(G, LO))[0] == -errno.ENOENT)
 d = send_dgram()
 got(b, d, "datagram 4 to b")
 none(a, "datagram 4: a, gone, gets nothing")
@@ -193,4 +117,4 @@ time.sleep(0.3)
 ok("a datagram to the group now: the kernel keeps it out (no_mcast_member unchanged)", drops(c) == before)
 a.close()
 c.close()
-sys.exit(1 if fails else 0)
+sys.exit(1 if failed() else 0)
