@@ -4,12 +4,14 @@
 # libraries only in the private <libdir>/softrdma, no path into the build
 # tree), then the installed copy at work: softrdma-run finds its libraries
 # and the library finds the installed softrdmad with no environment
-# variable, the demo and conformance tests pass from the installed files.
+# variable, the demo and conformance tests pass from the installed files,
+# and a program built with `pkg-config --cflags --libs softrdma` runs on
+# the installed libraries without softrdma-run.
 # As root the build tree is hidden (a tmpfs over it, in a private mount
 # namespace) while the installed copy runs.
 . "$(dirname "$0")/../conformance/lib.sh"
 sr_init
-sr_need_cmd cmake readelf
+sr_need_cmd cmake readelf pkg-config cc
 build=$(cd "$SR_BUILD_DIR" && pwd -P)
 
 # sr_install ROOT PREFIX: install the build tree there.
@@ -85,10 +87,42 @@ check_runs() {
 	SOFTRDMA_DAEMON_SOCK=$sock "$p/bin/softrdma-cfg" stop >/dev/null 2>&1
 }
 
+# check_pkgconfig ROOT PREFIX: build a verbs + rdma_cm program with
+# `pkg-config --cflags --libs softrdma` alone and run it without softrdma-run.
+check_pkgconfig() {
+	local p=$1$2 prefix=$2 pc san=
+	pc=$(cd "$p" && find . -name softrdma.pc | sed 's|^\./||')
+	case $pc in
+	lib/pkgconfig/softrdma.pc | lib/*-linux-gnu*/pkgconfig/softrdma.pc) sr_pass "$prefix/$pc installed" ;;
+	*) sr_fail "softrdma.pc at '$pc', expected <libdir>/pkgconfig"; return ;;
+	esac
+	export PKG_CONFIG_PATH=$p/${pc%/*}
+	sr_run "$prefix: pkg-config --modversion softrdma" -- pkg-config --modversion softrdma &&
+		sr_expect "$SR_OUT" '^[0-9]+\.[0-9]+\.[0-9]+$' "  a version number"
+	sr_run "$prefix: pkg-config --variable=libdir softrdma" -- pkg-config --variable=libdir softrdma &&
+		[ "$(cd "$(cat "$SR_OUT")" && pwd -P)" = "$(cd "$pkglib" && pwd -P)" ] &&
+		sr_pass "  it is the private directory" || sr_fail "  libdir '$(cat "$SR_OUT")' is not $pkglib"
+	# a sanitizer build's libraries need the program built with the runtime
+	grep -q "^san_preload='..*'" "$p/bin/softrdma-run" && san=-fsanitize=address,undefined
+	# shellcheck disable=SC2046 # pkg-config's words
+	sr_run "$prefix: cc pc_verbs.c \$(pkg-config --cflags --libs softrdma)" -- \
+		cc $san -I"$SR_SOURCE_DIR/tests/verbs" -o "$SR_TMP/pc_verbs" "$SR_SOURCE_DIR/tests/install/pc_verbs.c" \
+		$(pkg-config --cflags --libs softrdma)
+	unset PKG_CONFIG_PATH
+	[ -x "$SR_TMP/pc_verbs" ] || return
+	sr_run "$prefix: pc_verbs runs without softrdma-run (build tree hidden)" -- \
+		"${HIDE[@]}" env -u LD_LIBRARY_PATH SOFTRDMA_DAEMON_SOCK="sr-t-install-pc-$$" \
+		"$SR_TMP/pc_verbs" "$(cd "$pkglib" && pwd -P)" &&
+		sr_expect "$SR_OUT" '^pc_verbs: [0-9]+ passed, 0 failed' "  pc_verbs: every check passed"
+	SOFTRDMA_DAEMON_SOCK=sr-t-install-pc-$$ "$p/bin/softrdma-cfg" stop >/dev/null 2>&1
+	rm -f "$SR_TMP/pc_verbs"
+}
+
 root=$SR_TMP/usr-root
 sr_install "$root" /usr && {
 	check_layout "$root" /usr
 	check_runs "$root" /usr
+	check_pkgconfig "$root" /usr
 	# the conformance scripts, run against the installed files
 	sr_run "conformance tests against the installed copy" -- \
 		bash "$SR_SOURCE_DIR/scripts/test-installed.sh" --build "$build" --root "$root" --prefix /usr \
@@ -99,5 +133,6 @@ root=$SR_TMP/opt-root
 sr_install "$root" /opt/softrdma && {
 	check_layout "$root" /opt/softrdma
 	check_runs "$root" /opt/softrdma
+	check_pkgconfig "$root" /opt/softrdma
 }
 sr_finish
