@@ -60,8 +60,17 @@ static void resp_fatal(struct sr_qp *qp, uint32_t psn, uint8_t nak)
 	sr_qp_to_error(qp, nak == SR_AETH_NAK_REM_ACCESS ? IBV_EVENT_QP_ACCESS_ERR : IBV_EVENT_QP_REQ_ERR);
 }
 
+/* What a UD completion reports about the network header, for RoCE
+ * consumers: IBV_WC_GRH, and in wc.sl the L3 header type as mlx5 puts it in
+ * its RoCE CQEs (0 GRH / RoCE v1, 1 IPv6, 2 IPv4).  RoCE has no service
+ * level on the wire, so sl carries this instead; UCX's ud_verbs takes it
+ * to know where the destination address sits in the 40-byte GRH area and
+ * drops every packet whose address it cannot find there.  rdma-core's
+ * ibv_init_ah_from_wc finds the version in the header itself. */
+enum { SR_WC_NOGRH = -1, SR_WC_L3_IPV6 = 1, SR_WC_L3_IPV4 = 2 };
+
 static void recv_complete(struct sr_qp *qp, enum ibv_wc_status st, enum ibv_wc_opcode op, uint32_t len,
-			  struct sr_pkt *pkt, uint32_t src_qp, bool grh)
+			  struct sr_pkt *pkt, uint32_t src_qp, int l3)
 {
 	struct sr_roce_qp *r = rqp(qp);
 	struct ibv_wc wc;
@@ -80,8 +89,10 @@ static void recv_complete(struct sr_qp *qp, enum ibv_wc_status st, enum ibv_wc_o
 			wc.wc_flags |= IBV_WC_WITH_INV;
 			wc.invalidated_rkey = pkt->ieth_rkey;
 		}
-		if (grh)
+		if (l3 != SR_WC_NOGRH) {
 			wc.wc_flags |= IBV_WC_GRH;
+			wc.sl = (uint8_t)l3;
+		}
 	}
 	wc.pkey_index = 0;
 	r->rwqe_valid = false;
@@ -107,6 +118,45 @@ static int place_recv(struct sr_qp *qp, const void *data, uint32_t len)
 
 /* ---------------- UD ---------------- */
 
+/* The 40-byte GRH area of a UD receive holds the packet's IP header, as
+ * rxe delivers it (IBTA Annex A17.4.5.2): for IPv4 the header sits in the
+ * last 20 bytes, checksum included (rdma-core trusts an IPv4 header at
+ * offset 20 by its checksum), the first 20 bytes zero; for IPv6 the whole
+ * area.  Fields the UDP socket does not show (IPv4 ID, TTL, traffic class,
+ * flow label) are those we send with.  Returns the L3 type for wc.sl. */
+static int ud_network_hdr(uint8_t grh[40], const struct sr_pkt *pkt, const struct sr_rx_env *env)
+{
+	uint32_t iplen = pkt->hdr_len + pkt->paylen + pkt->pad + SR_ICRC_BYTES + 8;
+	memset(grh, 0, 40);
+	if (IN6_IS_ADDR_V4MAPPED(&env->src.sin6_addr)) {
+		uint8_t *ip = grh + 20;
+		ip[0] = 0x45;
+		uint16_t tl = htons((uint16_t)(iplen + 20));
+		memcpy(ip + 2, &tl, 2);
+		ip[6] = 0x40; /* DF */
+		ip[8] = 64;
+		ip[9] = 17;
+		memcpy(ip + 12, &env->src.sin6_addr.s6_addr[12], 4);
+		memcpy(ip + 16, &env->dst.sin6_addr.s6_addr[12], 4);
+		uint32_t sum = 0;
+		for (int i = 0; i < 20; i += 2)
+			sum += (uint32_t)ip[i] << 8 | ip[i + 1];
+		while (sum >> 16)
+			sum = (sum & 0xffff) + (sum >> 16);
+		ip[10] = (uint8_t)(~sum >> 8);
+		ip[11] = (uint8_t)~sum;
+		return SR_WC_L3_IPV4;
+	}
+	grh[0] = 0x60;
+	uint16_t pl = htons((uint16_t)iplen);
+	memcpy(grh + 4, &pl, 2);
+	grh[6] = 17;
+	grh[7] = 64;
+	memcpy(grh + 8, &env->src.sin6_addr, 16);
+	memcpy(grh + 24, &env->dst.sin6_addr, 16);
+	return SR_WC_L3_IPV6;
+}
+
 static void resp_ud(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_env *env)
 {
 	struct sr_roce_qp *r = rqp(qp);
@@ -122,42 +172,20 @@ static void resp_ud(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_env
 	}
 	r->rwqe_valid = true;
 	r->rwqe_off = 0;
-	/* The 40-byte GRH area: for RoCEv2 over IPv4 the IPv4 header sits in
-	 * its last 20 bytes (as rxe delivers it); over IPv6 the IPv6 header. */
-	memset(grh, 0, sizeof(grh));
-	uint32_t iplen = pkt->hdr_len + pkt->paylen + pkt->pad + SR_ICRC_BYTES + 8;
-	if (IN6_IS_ADDR_V4MAPPED(&env->src.sin6_addr)) {
-		uint8_t *ip = grh + 20;
-		ip[0] = 0x45;
-		uint16_t tl = htons((uint16_t)(iplen + 20));
-		memcpy(ip + 2, &tl, 2);
-		ip[6] = 0x40; /* DF */
-		ip[8] = 64;
-		ip[9] = 17;
-		memcpy(ip + 12, &env->src.sin6_addr.s6_addr[12], 4);
-		memcpy(ip + 16, &env->dst.sin6_addr.s6_addr[12], 4);
-	} else {
-		grh[0] = 0x60;
-		uint16_t pl = htons((uint16_t)iplen);
-		memcpy(grh + 4, &pl, 2);
-		grh[6] = 17;
-		grh[7] = 64;
-		memcpy(grh + 8, &env->src.sin6_addr, 16);
-		memcpy(grh + 24, &env->dst.sin6_addr, 16);
-	}
+	int l3 = ud_network_hdr(grh, pkt, env);
 	enum ibv_wc_opcode op = IBV_WC_RECV;
 	if (r->rwqe->length < 40 + (uint64_t)pkt->paylen) {
-		recv_complete(qp, IBV_WC_LOC_LEN_ERR, op, 0, pkt, pkt->deth_sqpn, false);
+		recv_complete(qp, IBV_WC_LOC_LEN_ERR, op, 0, pkt, pkt->deth_sqpn, SR_WC_NOGRH);
 		return;
 	}
 	int e = place_recv(qp, grh, 40);
 	if (!e)
 		e = place_recv(qp, pkt->payload, pkt->paylen);
 	if (e) {
-		recv_complete(qp, IBV_WC_LOC_PROT_ERR, op, 0, pkt, pkt->deth_sqpn, false);
+		recv_complete(qp, IBV_WC_LOC_PROT_ERR, op, 0, pkt, pkt->deth_sqpn, SR_WC_NOGRH);
 		return;
 	}
-	recv_complete(qp, IBV_WC_SUCCESS, op, 40 + pkt->paylen, pkt, pkt->deth_sqpn, true);
+	recv_complete(qp, IBV_WC_SUCCESS, op, 40 + pkt->paylen, pkt, pkt->deth_sqpn, l3);
 }
 
 /* ---------------- RC / UC ---------------- */
@@ -407,7 +435,7 @@ static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt)
 		int e = place_recv(qp, pkt->payload, pkt->paylen);
 		if (e) {
 			enum ibv_wc_status st = e == -1 ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_QP_OP_ERR;
-			recv_complete(qp, st, IBV_WC_RECV, 0, pkt, 0, false);
+			recv_complete(qp, st, IBV_WC_RECV, 0, pkt, 0, SR_WC_NOGRH);
 			r->in_send = false;
 			if (rc)
 				resp_fatal(qp, pkt->psn, e == -1 ? SR_AETH_NAK_INVALID_REQ : SR_AETH_NAK_REM_OP);
@@ -421,7 +449,7 @@ static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt)
 		r->epsn = psn_add(r->epsn, 1);
 		if (pkt->mask & SR_OP_LAST) {
 			r->msn = (r->msn + 1) & 0xffffff;
-			recv_complete(qp, IBV_WC_SUCCESS, IBV_WC_RECV, (uint32_t)r->rwqe_off, pkt, 0, false);
+			recv_complete(qp, IBV_WC_SUCCESS, IBV_WC_RECV, (uint32_t)r->rwqe_off, pkt, 0, SR_WC_NOGRH);
 		}
 		if (rc && pkt->ackreq)
 			r->ack_pending = true;
@@ -492,7 +520,7 @@ static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt)
 	if (pkt->mask & SR_OP_LAST) {
 		r->msn = (r->msn + 1) & 0xffffff;
 		if (pkt->mask & SR_OP_IMMDT)
-			recv_complete(qp, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, r->write_len, pkt, 0, false);
+			recv_complete(qp, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, r->write_len, pkt, 0, SR_WC_NOGRH);
 	}
 	if (rc && pkt->ackreq)
 		r->ack_pending = true;

@@ -1171,6 +1171,17 @@ static void test_ud(void)
 		      "%s: GRH area: 20 zero bytes, then the IPv4 header (UDP, 127.0.0.1 -> 127.0.0.1)\t(first bytes "
 		      "%02x %02x / %02x, proto %u)",
 		      what, r.p[0], r.p[1], ip[0], ip[9]);
+		/* UCX's ud_verbs reads the L3 type from wc.sl (mlx5's RoCE CQE
+		 * encoding) and drops the packet if the destination address is
+		 * not where that type puts it; rdma-core trusts an IPv4 header
+		 * at offset 20 only if its checksum is right. */
+		CHECK_INT(wc.sl, 2, "%s: wc.sl = 2, the L3 header type IPv4 as RoCE CQEs report it", what);
+		uint32_t sum = 0;
+		for (int k = 0; k < 20; k += 2)
+			sum += (uint32_t)ip[k] << 8 | ip[k + 1];
+		while (sum >> 16)
+			sum = (sum & 0xffff) + (sum >> 16);
+		CHECK_INT(sum, 0xffff, "%s: the IPv4 header's checksum is right", what);
 		CHECK_DATA(r.p + 40, len, 70 + (uint32_t)i, "%s: payload after the GRH", what);
 		bool clean = true;
 		for (size_t k = 40 + len; k < 40 + len + 100; k++)
@@ -1841,6 +1852,7 @@ static void test_ipv6(void)
 	if (EXPECT_WC(p.rcq[1], 1, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "UD over IPv6: receiver")) {
 		CHECK(wc.byte_len == 1040 && (wc.wc_flags & IBV_WC_GRH) && wc.src_qp == p.qp[0]->qp_num,
 		      "UD over IPv6: byte_len 1040, GRH flag, src_qp");
+		CHECK_INT(wc.sl, 1, "UD over IPv6: wc.sl = 1, the L3 header type IPv6 as RoCE CQEs report it");
 		const uint8_t *g = r.p;
 		CHECK((g[0] >> 4) == 6 && g[6] == 17 && !memcmp(g + 8, v6lo, 16) && !memcmp(g + 24, v6lo, 16),
 		      "UD over IPv6: the GRH area holds the IPv6 header (version 6, next header UDP, ::1 -> ::1)\t(%02x %02x "
