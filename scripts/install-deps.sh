@@ -15,6 +15,7 @@ clang valgrind gdb strace
 python3 iperf3 procps time gnuplot-nox
 ucx-utils openmpi-bin libfabric-bin python3-pyverbs
 tgt libiscsi-bin fio linux-perf
+man-db dpkg-dev fakeroot lintian
 "
 
 die() {
