@@ -13,6 +13,7 @@
 
 #include "core/sr.h"
 #include "abi/ops.h"
+#include "abi/export.h"
 
 int sr_debug;
 
@@ -94,6 +95,18 @@ struct sr_device **sr_devices(int *num)
 	pthread_once(&sr_dev_once, sr_devices_load);
 	*num = sr_ndev;
 	return sr_dev_tab;
+}
+
+/* For libsoftrdma-devnode.so (src/preload/devnode.c): is NAME the dev_name
+ * (uverbsN) of one of our devices?  UCX looks for /dev/infiniband/NAME. */
+SR_EXPORT int sr_uverbs_node_exists(const char *name)
+{
+	int n;
+	struct sr_device **tab = sr_devices(&n);
+	for (int i = 0; i < n; i++)
+		if (!strcmp(tab[i]->ibdev.dev_name, name))
+			return 1;
+	return 0;
 }
 
 /* ---- GIDs and addresses ---- */

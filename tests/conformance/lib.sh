@@ -303,19 +303,25 @@ sr_wait_listen() {
 
 # ---- server and client ---------------------------------------------------
 
-# sr_pair [--ns NS] DESC PORT -- SERVER-CMD... -- CLIENT-CMD...
+# sr_pair [--ns NS] [--server-stays] DESC PORT -- SERVER-CMD... -- CLIENT-CMD...
 #
 # Starts the server in the background, waits until it listens on PORT (in
 # namespace NS if given: where the server runs), runs the client, then
-# waits for the server.  Passes if both exit 0.  SR_SERVER_OUT and
-# SR_CLIENT_OUT name their outputs for further checks.
+# waits for the server.  Passes if both exit 0.  With --server-stays the
+# server is one that serves until stopped (io_demo, fi_rdm_pingpong -s
+# without a count): it passes if it is still running a second after the
+# client exited 0, and is then stopped.  SR_SERVER_OUT and SR_CLIENT_OUT
+# name their outputs for further checks.
 sr_pair() {
-	local ns='' desc port spid crc src w grace
+	local ns='' desc port spid crc src w grace stays=''
 	local -a srv=() cli=()
-	if [ "$1" = --ns ]; then
-		ns=$2
-		shift 2
-	fi
+	while :; do
+		case $1 in
+		--ns) ns=$2 && shift 2 ;;
+		--server-stays) stays=1 && shift ;;
+		*) break ;;
+		esac
+	done
 	desc=$1 port=$2
 	shift 2
 	[ "$1" = -- ] || sr_die "sr_pair: expected -- before the server command"
@@ -354,6 +360,28 @@ sr_pair() {
 	SR_CLIENT_OUT=$SR_OUTFILE
 	timeout -k 5 "$SR_TIMEOUT" "${cli[@]}" >"$SR_CLIENT_OUT" 2>&1 </dev/null
 	crc=$?
+
+	if [ -n "$stays" ]; then
+		sleep 1
+		if kill -0 "$spid" 2>/dev/null; then
+			src=0
+			kill -TERM "$spid" 2>/dev/null
+			wait "$spid"
+		else
+			wait "$spid"
+			src=$?
+			[ "$src" -eq 0 ] && src=1 # a serving server that ended by itself
+		fi
+		sr_forget "$spid"
+		if [ "$crc" -eq 0 ] && [ "$src" -eq 0 ]; then
+			sr_pass "$desc"
+			return 0
+		fi
+		sr_fail "$desc: server $( [ "$src" -eq 0 ] && echo "still serving" || sr_status_str "$src"), client $(sr_status_str "$crc")"
+		sr_dump "$SR_SERVER_OUT" server
+		sr_dump "$SR_CLIENT_OUT" client
+		return 1
+	fi
 
 	# A server whose client failed may wait for it until its own timeout:
 	# give it a moment to notice, then stop it.
