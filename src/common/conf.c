@@ -22,6 +22,10 @@
  *       mtu = 256|512|1024|2048|4096
  *                           upper bound on the port's active MTU; default:
  *                           follow the interface MTU.
+ *       loopback = on|off   the device also answers on the loopback addresses
+ *                           (127.0.0.1, ::1: GIDs after the interface's own).
+ *                           Default: on for the first device of each type
+ *                           when no device is on lo (sr_conf_finish).
  *   - At most 16 devices.  A file with no section is valid and has no devices.
  *   - Anything else (unknown key or section, bad value, a key given twice,
  *     a duplicate device name) is an error reported as "FILE:LINE: message";
@@ -193,6 +197,27 @@ const char *sr_conf_path(char *buf, size_t len)
 	return buf;
 }
 
+void sr_conf_finish(struct sr_conf *conf)
+{
+	bool any_lo = false, first_of[2] = { true, true };
+
+	for (int i = 0; i < conf->ndev; i++)
+		if (!strcmp(conf->dev[i].netdev, "lo"))
+			any_lo = true;
+	for (int i = 0; i < conf->ndev; i++) {
+		struct sr_conf_device *d = &conf->dev[i];
+		bool first = first_of[d->type == SR_DEV_IWARP];
+
+		first_of[d->type == SR_DEV_IWARP] = false;
+		if (!strcmp(d->netdev, "lo"))
+			d->lo_addrs = false; /* they are its own addresses already */
+		else if (d->loopback >= 0)
+			d->lo_addrs = d->loopback == 1;
+		else
+			d->lo_addrs = !any_lo && first;
+	}
+}
+
 void sr_conf_default(struct sr_conf *conf)
 {
 	char path[PATH_MAX];
@@ -204,7 +229,9 @@ void sr_conf_default(struct sr_conf *conf)
 	conf->ndev = 1;
 	snprintf(conf->dev[0].name, sizeof(conf->dev[0].name), "rxe0");
 	conf->dev[0].type = SR_DEV_ROCE;
+	conf->dev[0].loopback = -1;
 	sr_netdev_default(conf->dev[0].netdev, sizeof(conf->dev[0].netdev));
+	sr_conf_finish(conf);
 	if (p)
 		snprintf(conf->path, sizeof(conf->path), "%s", p);
 }
@@ -220,7 +247,7 @@ struct parser {
 	unsigned seen;               /* keys given in the current section (bits) */
 };
 
-enum { SEEN_CRC = 1, SEEN_TYPE = 2, SEEN_NETDEV = 4, SEEN_MTU = 8 };
+enum { SEEN_CRC = 1, SEEN_TYPE = 2, SEEN_NETDEV = 4, SEEN_MTU = 8, SEEN_LOOPBACK = 16 };
 
 static int perr(struct parser *p, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -301,6 +328,7 @@ static int parse_section(struct parser *p, char *s)
 	memset(p->dev, 0, sizeof(*p->dev));
 	snprintf(p->dev->name, sizeof(p->dev->name), "%s", name);
 	p->dev->type = SR_DEV_ROCE;
+	p->dev->loopback = -1;
 	p->dev_line = p->line;
 	p->seen = 0;
 	return 0;
@@ -352,10 +380,17 @@ static int parse_setting(struct parser *p, char *s)
 		if (errno || *end || v > 4096 || !sr_mtu_bytes_to_enum((int)v))
 			return perr(p, "bad mtu '%s' (256, 512, 1024, 2048 or 4096)", val);
 		p->dev->mtu = (int)v;
+	} else if (!strcmp(key, "loopback")) {
+		bool on;
+
+		bit = SEEN_LOOPBACK;
+		if (parse_bool(val, &on))
+			return perr(p, "bad value '%s' for loopback (on or off)", val);
+		p->dev->loopback = on;
 	} else if (!strcmp(key, "crc")) {
 		return perr(p, "'crc' is a global setting: put it before the first [device]");
 	} else {
-		return perr(p, "unknown key '%s' in [%s] (type, netdev, mtu)", key, p->dev->name);
+		return perr(p, "unknown key '%s' in [%s] (type, netdev, mtu, loopback)", key, p->dev->name);
 	}
 	if (p->seen & bit)
 		return perr(p, "'%s' given twice in [%s]", key, p->dev->name);
@@ -436,6 +471,8 @@ int sr_conf_load(struct sr_conf *conf)
 		memcpy(path, conf->path, sizeof(path));
 		memset(conf, 0, sizeof(*conf));
 		memcpy(conf->path, path, sizeof(path));
+	} else {
+		sr_conf_finish(conf);
 	}
 	return rc;
 }
@@ -523,6 +560,8 @@ int sr_conf_save(const struct sr_conf *conf)
 			sr_dev_type_name(d->type), d->netdev);
 		if (d->mtu)
 			fprintf(f, "mtu = %d\n", d->mtu);
+		if (d->loopback >= 0)
+			fprintf(f, "loopback = %s\n", d->loopback ? "on" : "off");
 	}
 	rc = 0;
 	if (fflush(f) || ferror(f) || fsync(fileno(f)))

@@ -23,6 +23,9 @@ struct sr_conf_device {
 	char netdev[IFNAMSIZ];       /* e.g. "eth0", "lo" */
 	enum sr_dev_type type;
 	int mtu;                     /* IB MTU in bytes (256..4096) cap, 0 = follow netdev */
+	int loopback;                /* "loopback =" in the file: 1 on, 0 off, -1 not given */
+	bool lo_addrs;               /* in force: the GID table also holds the loopback
+	                              * addresses (127.0.0.1, ::1); see sr_conf_finish */
 };
 
 struct sr_conf {
@@ -68,6 +71,10 @@ struct sr_netdev_info {
 /* Query a network interface by name. Returns 0 or -ENODEV. */
 int sr_netdev_query(const char *name, struct sr_netdev_info *info);
 
+/* A device's interface and its GID addresses: the interface's own, then,
+ * if the device answers on loopback (lo_addrs), lo's (127.0.0.1, ::1). */
+int sr_netdev_query_dev(const struct sr_conf_device *dev, struct sr_netdev_info *info);
+
 /* Name of the first UP, non-loopback interface with an IPv4 address, else "lo". */
 void sr_netdev_default(char *name, size_t len);
 
@@ -90,6 +97,14 @@ int sr_dev_type_parse(const char *s, enum sr_dev_type *type);
 
 /* Device by name, or NULL. */
 struct sr_conf_device *sr_conf_find(struct sr_conf *conf, const char *name);
+
+/* Decides which devices answer on the loopback addresses (lo_addrs):
+ * those with "loopback = on", and, when no device of the configuration
+ * sits on lo, the first device of each type whose loopback is not "off".
+ * So 127.0.0.1 and ::1 reach a device on any machine, as clients and
+ * servers sharing a host (CI runners, laptops) expect.  sr_conf_load and
+ * sr_conf_default call it. */
+void sr_conf_finish(struct sr_conf *conf);
 
 /* Fill conf with the built-in default (what sr_conf_load returns when no
  * file exists), path left as sr_conf_path() gives it. */

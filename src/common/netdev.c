@@ -111,6 +111,18 @@ out:
 	return rc;
 }
 
+int sr_netdev_query_dev(const struct sr_conf_device *dev, struct sr_netdev_info *info)
+{
+	struct sr_netdev_info lo;
+	int rc = sr_netdev_query(dev->netdev, info);
+
+	if (rc || !dev->lo_addrs || sr_netdev_query("lo", &lo))
+		return rc;
+	for (int i = 0; i < lo.naddr && info->naddr < SR_MAX_ADDRS; i++)
+		info->addr[info->naddr++] = lo.addr[i];
+	return 0;
+}
+
 void sr_netdev_default(char *name, size_t len)
 {
 	struct ifaddrs *list;

@@ -142,7 +142,7 @@ static enum ibv_mtu mtu_for(int netdev_mtu, int cap)
 static void ctx_refresh_netdev(struct sr_context *ctx)
 {
 	struct sr_netdev_info nd;
-	if (sr_netdev_query(ctx->dev->conf.netdev, &nd))
+	if (sr_netdev_query_dev(&ctx->dev->conf, &nd))
 		return;
 	ctx->nd = nd;
 	ctx->active_mtu = mtu_for(nd.mtu, ctx->dev->conf.mtu);

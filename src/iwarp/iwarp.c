@@ -8,8 +8,11 @@
 #include <unistd.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <linux/sockios.h>
 
 #include "iwarp/iwarp.h"
 #include "abi/export.h"
@@ -17,6 +20,15 @@
 /* A closing QP whose drain doesn't finish (a Read the peer never
  * answers) is closed anyway after this long. */
 #define SR_IW_CLOSE_TIMEOUT_NS (2ull * 1000000000ull)
+
+/* A stream we closed stays open, write side shut, until the peer has
+ * acknowledged every byte we sent and closed its side too: a close()
+ * with unread input resets the connection, and a reset throws away
+ * whatever the kernel still holds for the peer -- Sends and Writes that
+ * completed here (iWARP completes a send once TCP has it, as siw does)
+ * would never arrive.  The wait ends when the peer has made no progress
+ * for this long. */
+#define SR_IW_LINGER_NS (2ull * 1000000000ull)
 
 /* ---- memory ---- */
 
@@ -110,6 +122,98 @@ static void fd_release(struct sr_qp *qp)
 	w->fd = -1;
 }
 
+static void linger_end(struct sr_qp *qp)
+{
+	iqp(qp)->lingering = false;
+	fd_release(qp);
+}
+
+/* Bytes sent that the peer has not acknowledged yet. */
+static int sock_unacked(int fd)
+{
+	int n = 0;
+
+	return ioctl(fd, SIOCOUTQ, &n) ? 0 : n;
+}
+
+/* Reads and drops what the peer still sends on a stream we closed.
+ * Returns true once the stream is over (the peer's FIN, or an error). */
+static bool linger_drain(int fd)
+{
+	uint8_t buf[4096];
+
+	for (;;) {
+		ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (n > 0)
+			continue;
+		if (n < 0 && errno == EINTR)
+			continue;
+		return !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+	}
+}
+
+/* Ends the stream without losing what we sent: FIN after the queued
+ * bytes, then the socket is kept (in epoll, input drained) until the
+ * peer closes too or stops making progress (iw_on_timer). */
+static void linger_start(struct sr_qp *qp)
+{
+	struct sr_iw_qp *w = iqp(qp);
+
+	if (!w->wr_shut) {
+		shutdown(w->fd, SHUT_WR);
+		w->wr_shut = true;
+	}
+	if (!w->in_epoll) {
+		if (sr_progress_add_fd(qp->ctx, w->fd, qp)) {
+			fd_release(qp);
+			return;
+		}
+		w->in_epoll = true;
+	}
+	sr_iw_want_out(qp, false);
+	w->lingering = true;
+	w->linger_outq = sock_unacked(w->fd);
+	w->linger_deadline = sr_now_ns() + SR_IW_LINGER_NS;
+	sr_progress_deadline(qp->ctx, w->linger_deadline);
+	if (linger_drain(w->fd))
+		linger_end(qp);
+}
+
+/* Closes a socket the QP is done with.  If the peer has not yet taken
+ * everything we sent, waits for it (bounded: while it makes progress),
+ * reading what it sends meanwhile: the process may exit right after
+ * destroying the QP, and the kernel would reset a socket closed with
+ * unread input. */
+static void sock_close_gently(struct sr_qp *qp)
+{
+	struct sr_iw_qp *w = iqp(qp);
+	uint64_t until = sr_now_ns() + SR_IW_LINGER_NS;
+	int outq;
+
+	if (w->fd >= 0 && (w->connected || w->lingering)) {
+		if (!w->wr_shut) {
+			shutdown(w->fd, SHUT_WR);
+			w->wr_shut = true;
+		}
+		outq = sock_unacked(w->fd);
+		while (outq > 0 && !linger_drain(w->fd)) {
+			struct pollfd p = { .fd = w->fd, .events = POLLIN };
+			int now_outq;
+
+			if (sr_now_ns() >= until)
+				break;
+			poll(&p, 1, 10);
+			now_outq = sock_unacked(w->fd);
+			if (now_outq < outq)
+				until = sr_now_ns() + SR_IW_LINGER_NS;
+			outq = now_outq;
+		}
+	}
+	w->lingering = false;
+	fd_release(qp);
+}
+
 void sr_iw_conn_end(struct sr_qp *qp, enum sr_iw_close_reason reason)
 {
 	struct sr_iw_qp *w = iqp(qp);
@@ -119,18 +223,13 @@ void sr_iw_conn_end(struct sr_qp *qp, enum sr_iw_close_reason reason)
 	w->connected = false;
 	w->closing = false;
 	w->rx.state = SR_IW_RX_STOP;
-	if (reason == SR_IW_CLOSE_TERM_TX) {
-		/* Keep the socket open, write side shut, until the QP goes:
-		 * closing it with unread input would reset the connection,
-		 * and the peer could lose the Terminate we just sent. */
-		if (w->in_epoll) {
-			sr_progress_del_fd(qp->ctx, w->fd);
-			w->in_epoll = false;
-			w->epollout = false;
-		}
-		shutdown(w->fd, SHUT_WR);
-		w->wr_shut = true;
+	if (reason == SR_IW_CLOSE_LOCAL || reason == SR_IW_CLOSE_TERM_TX) {
+		/* our close (or our Terminate): what we sent must still reach
+		 * the peer */
+		linger_start(qp);
 	} else {
+		/* the peer ended the stream (FIN after its last FPDU, a
+		 * Terminate, a reset): nothing of ours is in danger */
 		fd_release(qp);
 	}
 	if (w->on_close && !w->close_fired) {
@@ -228,7 +327,7 @@ static void iw_qp_destroy(struct sr_qp *qp)
 				reason = w->close_reason;
 			w->close_fired = true;
 		}
-		fd_release(qp);
+		sock_close_gently(qp);
 		iw_free_queues(w);
 		free(w->rx.rwqe);
 		free(w);
@@ -243,11 +342,11 @@ static void iw_reset(struct sr_qp *qp)
 {
 	struct sr_iw_qp *w = iqp(qp);
 
-	fd_release(qp);
+	sock_close_gently(qp);
 	iw_free_queues(w);
 	sr_iw_tx_reset(qp);
 	sr_iw_rx_reset(qp);
-	w->connected = w->closing = w->wr_shut = false;
+	w->connected = w->closing = w->wr_shut = w->lingering = false;
 	w->term_pending = w->term_sent = w->term_rcvd = false;
 	w->rtr_to_send = w->rtr_wait = false;
 	w->close_pending = w->close_fired = false;
@@ -330,6 +429,11 @@ static void iw_on_readable(struct sr_qp *qp, int fd_unused)
 	struct sr_iw_qp *w = iqp(qp);
 
 	(void)fd_unused;
+	if (w && w->lingering) {
+		if (linger_drain(w->fd))
+			linger_end(qp);
+		return;
+	}
 	if (!w || w->fd < 0 || !w->connected)
 		return;
 	sr_iw_rx_progress(qp);
@@ -343,6 +447,8 @@ static uint64_t iw_next_deadline(struct sr_qp *qp)
 {
 	struct sr_iw_qp *w = iqp(qp);
 
+	if (w && w->lingering)
+		return w->linger_deadline;
 	if (!w || !w->closing || !w->connected)
 		return 0;
 	return iw_drained(w) ? 1 : w->close_deadline;
@@ -352,6 +458,22 @@ static void iw_on_timer(struct sr_qp *qp, uint64_t now)
 {
 	struct sr_iw_qp *w = iqp(qp);
 
+	if (w && w->lingering) {
+		int outq;
+
+		if (now < w->linger_deadline)
+			return;
+		/* the peer has not closed: wait on while it takes our bytes */
+		outq = sock_unacked(w->fd);
+		if (outq > 0 && outq < w->linger_outq) {
+			w->linger_outq = outq;
+			w->linger_deadline = now + SR_IW_LINGER_NS;
+			return;
+		}
+		SR_DBG("iwarp QP %u: closing the socket after lingering (%d bytes unacknowledged)", iw_qpn(qp), outq);
+		linger_end(qp);
+		return;
+	}
 	if (!w || !w->closing || !w->connected)
 		return;
 	if (!iw_drained(w) && now < w->close_deadline)

@@ -166,6 +166,9 @@ struct sr_iw_qp {
 	bool closing;          /* SQD: drain, then close */
 	uint64_t close_deadline;  /* ... or close anyway at this time */
 	bool wr_shut;          /* FIN sent */
+	bool lingering;        /* the stream is over for the QP, the socket waits for the peer's FIN */
+	uint64_t linger_deadline; /* ns: when to look at the peer's progress again */
+	int linger_outq;       /* bytes the peer had not acknowledged at the last look */
 	bool epollout;         /* EPOLLOUT armed */
 	bool in_epoll;
 	/* send */

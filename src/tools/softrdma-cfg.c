@@ -110,7 +110,7 @@ static void print_device(const struct sr_conf_device *dev)
 	struct sr_netdev_info ni;
 
 	printf("  %s: type %s, netdev %s", dev->name, sr_dev_type_name(dev->type), dev->netdev);
-	if (sr_netdev_query(dev->netdev, &ni)) {
+	if (sr_netdev_query_dev(dev, &ni)) {
 		printf(" (not present)\n");
 		if (dev->mtu)
 			printf("    mtu cap %d\n", dev->mtu);
@@ -267,6 +267,8 @@ static int cmd_add(int argc, char **argv)
 	snprintf(dev->name, sizeof(dev->name), "%s", name);
 	snprintf(dev->netdev, sizeof(dev->netdev), "%s", netdev);
 	dev->type = type;
+	dev->loopback = -1;
+	sr_conf_finish(&conf);
 	if (save(&conf))
 		return 1;
 	printf("added %s (%s on %s) to %s\n", dev->name, sr_dev_type_name(type), netdev, conf.path);

@@ -410,6 +410,47 @@ static void test_netdev(void)
 	printf("default netdev: %s (mtu %d, %d addresses)\n", def, ni.mtu, ni.naddr);
 }
 
+/* Which devices answer on 127.0.0.1 and ::1 (sr_conf_finish). */
+static void test_loopback(void)
+{
+	struct sr_conf c;
+	struct sr_netdev_info ni;
+	char err[4096];
+
+	/* no device on lo: the first of each type, unless it says off */
+	write_file(path, "[rxe0]\nnetdev = eth9\n[rxe1]\nnetdev = eth8\n[siw0]\ntype = iwarp\nnetdev = eth9\n");
+	CHECK(load_capture(&c, err, sizeof(err)) == 0);
+	CHECK(c.ndev == 3 && c.dev[0].loopback == -1);
+	CHECK(c.dev[0].lo_addrs && !c.dev[1].lo_addrs && c.dev[2].lo_addrs);
+	write_file(path, "[rxe0]\nnetdev = eth9\nloopback = off\n[rxe1]\nnetdev = eth8\nloopback = yes\n");
+	CHECK(load_capture(&c, err, sizeof(err)) == 0);
+	CHECK(c.dev[0].loopback == 0 && !c.dev[0].lo_addrs && c.dev[1].loopback == 1 && c.dev[1].lo_addrs);
+	/* a device on lo serves loopback itself: no other device does */
+	write_file(path, "[rxe0]\nnetdev = eth9\n[rxe1]\nnetdev = lo\n");
+	CHECK(load_capture(&c, err, sizeof(err)) == 0);
+	CHECK(!c.dev[0].lo_addrs && !c.dev[1].lo_addrs);
+	/* the key round-trips; a bad value or a repeat is an error */
+	write_file(path, "[rxe0]\nnetdev = eth9\nloopback = on\n");
+	CHECK(load_capture(&c, err, sizeof(err)) == 0 && sr_conf_save(&c) == 0);
+	CHECK(load_capture(&c, err, sizeof(err)) == 0 && c.dev[0].loopback == 1);
+	write_file(path, "[rxe0]\nnetdev = eth9\nloopback = maybe\n");
+	CHECK(load_capture(&c, err, sizeof(err)) == -EINVAL && strstr(err, ":3: bad value 'maybe' for loopback"));
+	write_file(path, "[rxe0]\nnetdev = eth9\nloopback = on\nloopback = off\n");
+	CHECK(load_capture(&c, err, sizeof(err)) == -EINVAL && strstr(err, ":4: 'loopback' given twice"));
+	/* the GIDs: the interface's own first, then lo's */
+	memset(&c, 0, sizeof(c));
+	snprintf(c.dev[0].netdev, sizeof(c.dev[0].netdev), "lo");
+	CHECK(sr_netdev_query_dev(&c.dev[0], &ni) == 0);
+	{
+		int own = ni.naddr;
+
+		c.dev[0].lo_addrs = true; /* lo twice: its addresses twice, after its own */
+		CHECK(sr_netdev_query_dev(&c.dev[0], &ni) == 0 && ni.naddr == 2 * own);
+		CHECK(own == 0 || !memcmp(&ni.addr[0].addr, &ni.addr[own].addr, 16));
+	}
+	unlink(path);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -427,6 +468,7 @@ int main(void)
 	test_errors();
 	test_netdev();
 	test_paths();
+	test_loopback();
 
 	{
 		char cmd[PATH_MAX + 16];

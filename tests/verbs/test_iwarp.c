@@ -1117,6 +1117,141 @@ next4:
 	vt_close(&r.v.d);
 }
 
+
+/* ------------------------------------------------------------------ */
+/* closing never loses what completed                                   */
+/* ------------------------------------------------------------------ */
+
+/* A slow raw peer: reads the QP's FPDUs 16 KiB every 2 ms, counting the
+ * Write payload, while its other thread keeps sending zero-length
+ * Writes (so input keeps arriving while the QP closes). */
+struct linger_peer {
+	int fd;
+	uint32_t stag;
+	uint64_t to;
+	bool crc;
+	atomic_bool done;
+	uint64_t write_bytes;  /* Write payload read */
+	int end;               /* 0 FIN, -errno reset, -ETIME silence */
+};
+
+static void *linger_reader(void *arg)
+{
+	struct linger_peer *lp = arg;
+	uint8_t buf[70000];
+	size_t since_nap = 0;
+
+	vt_sleep_ms(200); /* let the QP's socket fill */
+	lp->end = -ETIME;
+	for (;;) {
+		struct sr_mpa_fpdu f;
+		struct sr_iw_hdr h;
+		uint32_t ulen;
+		size_t got = vt_read_exact(lp->fd, buf, 2, 10000);
+
+		if (got != 2) {
+			lp->end = got == 0 ? vt_peer_next(lp->fd, 0) : -EPROTO;
+			if (lp->end == -ETIME || lp->end > 0)
+				lp->end = -EPROTO;
+			break;
+		}
+		ulen = (uint32_t)buf[0] << 8 | buf[1];
+		if (vt_read_exact(lp->fd, buf + 2, sr_mpa_fpdu_len(ulen) - 2, 10000) != sr_mpa_fpdu_len(ulen) - 2 ||
+		    sr_mpa_fpdu_split(&f, buf, sr_mpa_fpdu_len(ulen)) <= 0 ||
+		    sr_iw_hdr_parse(&h, f.ulpdu, f.ulpdu_len, f.ulpdu_len) < 0) {
+			lp->end = -EPROTO;
+			break;
+		}
+		if (h.opcode == SR_RDMAP_WRITE)
+			lp->write_bytes += f.ulpdu_len - h.hdr_len;
+		since_nap += sr_mpa_fpdu_len(ulen);
+		if (since_nap >= 16384) {
+			since_nap = 0;
+			vt_sleep_ms(2);
+		}
+	}
+	atomic_store(&lp->done, true);
+	return NULL;
+}
+
+static void *linger_writer(void *arg)
+{
+	struct linger_peer *lp = arg;
+	uint8_t fp[64];
+	struct sr_iw_hdr h;
+	size_t n;
+
+	sr_iw_hdr_init(&h, SR_RDMAP_WRITE, true);
+	h.stag = lp->stag;
+	h.to = lp->to;
+	n = vt_fpdu(fp, &h, NULL, 0, lp->crc, false);
+	while (!atomic_load(&lp->done) && vt_write_all(lp->fd, fp, n))
+		vt_sleep_ms(1);
+	return NULL;
+}
+
+static void test_close_keeps_data(void)
+{
+	enum { NW = 16, WLEN = 128 * 1024 };
+	struct raw r;
+	struct vt_buf src;
+	struct linger_peer lp;
+	pthread_t rd, wr;
+	struct ibv_wc wc[NW];
+	int got = 0;
+
+	SECTION("closing a stream loses nothing that completed: Writes still in the socket reach a slow peer "
+		"that keeps sending");
+	memset(&r, 0, sizeof(r));
+	r.fd = -1;
+	if (!vt_open(&r.v.d))
+		return;
+	if (!CHECK(raw_up(&r, true, 0, false), "connected to a raw peer") ||
+	    !CHECK(!vt_buf_alloc(&src, r.v.d.pd, WLEN, 4096, IBV_ACCESS_LOCAL_WRITE), "a 128 KiB source region")) {
+		raw_down(&r);
+		vt_close(&r.v.d);
+		return;
+	}
+	vt_fill(src.p, WLEN, 99);
+	memset(&lp, 0, sizeof(lp));
+	lp.fd = r.fd;
+	lp.stag = r.tgt.mr->rkey;
+	lp.to = (uintptr_t)r.tgt.p;
+	lp.crc = true;
+	pthread_create(&rd, NULL, linger_reader, &lp);
+	pthread_create(&wr, NULL, linger_writer, &lp);
+	for (int i = 0; i < NW; i++)
+		CHECK_RC(vt_post_send(r.v.qp, 500 + i, IBV_WR_RDMA_WRITE, src.p, WLEN, src.mr->lkey, IBV_SEND_SIGNALED,
+				      0x10000, 0x1234, 0),
+			 0, "post Write %d of %d (128 KiB)", i + 1, NW);
+	while (got < NW) {
+		int n = vt_poll(r.v.scq, NW - got, wc + got, 10000);
+
+		if (n <= 0)
+			break;
+		got += n;
+	}
+	CHECK(got == NW, "all %d Writes complete (TCP has them)\t(%d)", NW, got);
+	{
+		struct ibv_qp_attr a = { .qp_state = IBV_QPS_SQD };
+
+		CHECK_RC(ibv_modify_qp(r.v.qp, &a, IBV_QP_STATE), 0, "at once: to SQD (rdma_disconnect)");
+		CHECK(wait_state(r.v.qp, IBV_QPS_ERR, 5000), "the QP closes the stream and goes to ERR");
+	}
+	/* the process could exit now: destroying the QP must not drop what
+	 * the kernel still holds for the peer */
+	ibv_destroy_qp(r.v.qp);
+	r.v.qp = NULL;
+	pthread_join(rd, NULL);
+	pthread_join(wr, NULL);
+	CHECK(lp.write_bytes == (uint64_t)NW * WLEN, "the peer read every byte of the Writes\t(%llu of %llu)",
+	      (unsigned long long)lp.write_bytes, (unsigned long long)NW * WLEN);
+	CHECK(lp.end == 0 || lp.end == -ECONNRESET, "then the stream ended\t(%d)", lp.end);
+	vt_buf_free(&src);
+	raw_down(&r);
+	vt_close(&r.v.d);
+}
+
 /* ------------------------------------------------------------------ */
 
 static void test_device(void)
@@ -1201,5 +1336,6 @@ int main(void)
 		test_data(&o, n[rtr], false);
 	}
 	test_raw();
+	test_close_keeps_data();
 	return vt_end();
 }
