@@ -194,8 +194,11 @@ if [ $netns = 1 ] && { ip link add d0 type veth peer name d0p 2>/dev/null ||
 	gids=$(grep -E '^ +gid ' <<<"$out" | sed 's/.*gid //')
 	first=$(head -1 <<<"$gids")
 	[ "$first" = "::ffff:192.0.2.10" ] && ok "IPv4 GID first" || bad "first GID is $first"
-	last=$(tail -1 <<<"$gids")
-	case $last in fe80:*) ok "link-local GID last" ;; *) echo "note: no link-local address on d0 ($last)" ;; esac
+	last=$(grep -v -e '^::ffff:127\.' -e '^::1$' <<<"$gids" | tail -1)
+	case $last in fe80:*) ok "link-local GID last of d0's own" ;; *) echo "note: no link-local address on d0 ($last)" ;; esac
+	lo_gids=$(tail -2 <<<"$gids" | tr '\n' ' ')
+	[ "$lo_gids" = "::ffff:127.0.0.1 ::1 " ] && ok "then lo's addresses (no device on lo: the default answers on loopback)" ||
+		bad "the last GIDs are $lo_gids, expected ::ffff:127.0.0.1 ::1"
 	expect 0 "add d0 --type iwarp" add d0 --type iwarp
 	ip link set d0 mtu 9000
 	expect 0 "status at mtu 9000" status
