@@ -326,8 +326,11 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 		sr_qp_ex_init(qp);
 	}
 
+	qp->stats = &sr_stats_sink;
 	err = ctx->dev->tops->qp_create(qp);
 	if (!err) {
+		qp->stats = sr_stats_qp_open(ctx->dev->conf.name, ctx->dev->conf.type, q->qp_num, q->qp_type,
+					     &qp->stats_slot);
 		atomic_fetch_add(&to_spd(ia->pd)->usecnt, 1);
 		if (ia->qp_type == IBV_QPT_UD)
 			atomic_fetch_add(&ctx->n_ud_qps, 1);
@@ -635,6 +638,8 @@ int sr_destroy_qp(struct ibv_qp *ibqp)
 	/* outside qp->lock: the transport talks to the daemon, and packets
 	 * delivered meanwhile take ctx->lock before a qp->lock */
 	ctx->dev->tops->qp_destroy(qp);
+	sr_stats_qp_close(qp->stats_slot, qp->stats);
+	qp->stats = &sr_stats_sink;
 	atomic_fetch_sub(&to_spd(ibqp->pd)->usecnt, 1);
 	if (ibqp->qp_type == IBV_QPT_UD)
 		atomic_fetch_sub(&ctx->n_ud_qps, 1);

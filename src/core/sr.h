@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <netinet/in.h>
 #include "common/conf.h"
+#include "common/stats.h"
 
 #define SR_VENDOR_ID 0xffffff /* as rxe */
 #define SR_MAX_QP 0x10000
@@ -257,6 +258,9 @@ struct sr_qp {
 	struct sr_qp *next;        /* ctx->qp_list */
 	struct sr_qp *zombie_next;
 	void *tp;                  /* transport private (struct sr_roce_qp) */
+	/* traffic counters (common/stats.h): relaxed atomic adds, never NULL */
+	struct sr_stat_ctrs *stats;
+	int stats_slot;
 };
 
 /* What core/ asks of a transport (roce/, iwarp/). All are called

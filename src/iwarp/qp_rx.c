@@ -455,6 +455,8 @@ static void rx_complete(struct sr_qp *qp)
 	struct sr_iw_hdr *h = &rx->h;
 
 	w->stat_fpdus_rx++;
+	sr_stat_add(qp->stats, SR_STAT_RCVD_PKTS, 1);
+	sr_stat_add(qp->stats, SR_STAT_RCVD_BYTES, SR_MPA_LEN_BYTES + rx->ulpdu_len + rx->trl_need);
 	switch (h->opcode) {
 	case SR_RDMAP_WRITE:
 		rx->w_len += rx->pay_len;
@@ -700,6 +702,7 @@ static int rx_payload(struct sr_qp *qp)
 		}
 	}
 	if (w->crc && ~rx->crc != sr_mpa_crc_load(rx->trl + pad)) {
+		sr_stat_add(qp->stats, SR_STAT_CRC_ERR, 1);
 		sr_iw_term_rx_error(qp, SR_TERM_LAYER_LLP, SR_TERM_LLP_MPA, SR_TERM_MPA_CRC, IBV_EVENT_QP_FATAL);
 		return -1;
 	}

@@ -318,6 +318,7 @@ static int add_fpdu(struct sr_qp *qp)
 	b->total += f->len;
 	b->n++;
 	w->stat_fpdus_tx++;
+	sr_stat_add(qp->stats, SR_STAT_SENT_PKTS, 1);
 	m->off += seg;
 	if (!last)
 		return 1;
@@ -427,6 +428,7 @@ static int txb_send(struct sr_qp *qp)
 			return -errno;
 		}
 		b->sent += (size_t)s;
+		sr_stat_add(qp->stats, SR_STAT_SENT_BYTES, (uint64_t)s);
 		return b->sent == b->total ? 0 : -EAGAIN;
 	}
 }

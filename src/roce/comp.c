@@ -283,6 +283,7 @@ void sr_comp_rx(struct sr_qp *qp, struct sr_pkt *pkt)
 		if (qp->attr.rnr_retry != 7) /* 7 means retry forever */
 			r->rnr_retry_left--;
 		SR_DBG("QP %u: RNR NAK psn %u", sr_roce_qpn(qp), pkt->psn);
+		sr_stat_add(qp->stats, SR_STAT_RCVD_RNR, 1);
 		r->rnr_psn = pkt->psn;
 		r->rnr_deadline = sr_now_ns() + (uint64_t)sr_rnr_timer_usec(syn & 0x1f) * 1000ull;
 		sr_progress_deadline(qp->ctx, r->rnr_deadline);
@@ -300,6 +301,7 @@ void sr_comp_rx(struct sr_qp *qp, struct sr_pkt *pkt)
 			if (r->rnr_deadline)
 				break; /* waiting out an RNR NAK: the retry resends from there */
 			SR_DBG("QP %u: PSN sequence NAK psn %u", sr_roce_qpn(qp), pkt->psn);
+			sr_stat_add(qp->stats, SR_STAT_RCVD_SEQ_ERR, 1);
 			comp_retry(qp, pkt->psn);
 			break;
 		case SR_AETH_NAK_INVALID_REQ:

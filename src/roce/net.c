@@ -304,6 +304,8 @@ static int tx_sendmsg(struct sr_qp *qp, const struct sr_av *av, struct iovec *io
 		SR_DBG("QP %u: sendmsg: %s", sr_roce_qpn(qp), strerror(errno));
 		return -errno;
 	}
+	sr_stat_add(qp->stats, SR_STAT_SENT_PKTS, seg_size ? ((size_t)s + seg_size - 1) / seg_size : 1);
+	sr_stat_add(qp->stats, SR_STAT_SENT_BYTES, (uint64_t)s);
 	return 0;
 }
 
@@ -428,7 +430,14 @@ static void roce_rx_one(struct sr_qp *qp, const uint8_t *buf, size_t len, const 
 	struct sr_pkt pkt;
 	enum ibv_qp_type t = qp->ibqp.qp_base.qp_type;
 
-	if (sr_pkt_parse(&pkt, buf, len) || !pkey_ok(pkt.pkey) || !icrc_ok(qp, buf, len, env)) {
+	sr_stat_add(qp->stats, SR_STAT_RCVD_PKTS, 1);
+	sr_stat_add(qp->stats, SR_STAT_RCVD_BYTES, len);
+	if (sr_pkt_parse(&pkt, buf, len) || !pkey_ok(pkt.pkey)) {
+		r->stat_drop++;
+		return;
+	}
+	if (!icrc_ok(qp, buf, len, env)) {
+		sr_stat_add(qp->stats, SR_STAT_CRC_ERR, 1);
 		r->stat_drop++;
 		return;
 	}

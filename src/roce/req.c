@@ -59,6 +59,7 @@ void sr_req_go_back(struct sr_qp *qp, uint32_t psn)
 	SR_DBG("QP %u: go back to psn %u: %s", qp->ibqp.qp_base.qp_num, psn, w ? "resending" : "no WQE holds it");
 	if (!w)
 		return;
+	sr_stat_add(qp->stats, SR_STAT_RETRANSMITS, 1);
 	w->sent_pkts = (uint32_t)psn_diff(psn, w->first_psn);
 	for (uint32_t i = idx + 1; i != sq->head; i++) {
 		struct sr_send_wqe *x = sr_sq_wqe(sq, i);

@@ -360,6 +360,7 @@ static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt)
 				r->nak_seq_sent = true;
 				r->ack_pending = false;
 				send_aeth(qp, r->epsn, SR_AETH_NAK_PSN_SEQ);
+				sr_stat_add(qp->stats, SR_STAT_OUT_OF_SEQ, 1);
 			}
 			return;
 		}
@@ -420,6 +421,7 @@ static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt)
 				r->ack_pending = false;
 				r->nak_seq_sent = true;
 				send_aeth(qp, pkt->psn, SR_AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f));
+				sr_stat_add(qp->stats, SR_STAT_SEND_RNR, 1);
 				return;
 			}
 			/* UC: no receive buffer, the message is dropped */

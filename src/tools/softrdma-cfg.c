@@ -15,13 +15,12 @@
 
 #include "common/conf.h"
 #include "common/daemon_client.h"
-
-#define EXIT_USAGE 2
+#include "tools/cfg.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: softrdma-cfg [COMMAND]\n"
+		"Usage: softrdma-cfg [-j] [COMMAND]\n"
 		"\n"
 		"Configure softrdma's soft RDMA devices (like rxe_cfg / `rdma link`) and\n"
 		"manage the per-host daemon softrdmad.\n"
@@ -39,6 +38,20 @@ static void usage(FILE *f)
 		"  stop                       stop the daemon\n"
 		"  help, --help               this text\n"
 		"\n"
+		"rdma tool style (as in rxe and siw guides; -j prints JSON):\n"
+		"  link add NAME type rxe|siw netdev NETDEV\n"
+		"                             add a Soft-RoCE (rxe) or Soft-iWARP (siw) device\n"
+		"  link delete NAME           remove a device\n"
+		"  link [show [NAME[/1]]]     devices, port state, netdev\n"
+		"  statistic [show [link NAME[/1]]]\n"
+		"                             per-device counters of this network namespace\n"
+		"  statistic qp show [link NAME[/1]] [pid PID] [lqpn QPN]\n"
+		"                             per-QP counters of the live QPs\n"
+		"\n"
+		"Counters: sent_pkts rcvd_pkts sent_bytes rcvd_bytes retransmits\n"
+		"out_of_seq_request rcvd_seq_err send_rnr_err rcvd_rnr_err crc_err, kept\n"
+		"by each process in $SOFTRDMA_RUNTIME_DIR (default /dev/shm/softrdma-UID).\n"
+		"\n"
 		"Configuration file: $SOFTRDMA_CONF, else $XDG_CONFIG_HOME/softrdma/softrdma.conf\n"
 		"(~/.config/softrdma/softrdma.conf), else /etc/softrdma.conf.  Without one, a\n"
 		"built-in default is used: rxe0 on the first interface that is up and has an\n"
@@ -47,8 +60,7 @@ static void usage(FILE *f)
 		SR_IPC_SOCK_NAME);
 }
 
-static int bad_args(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int bad_args(const char *fmt, ...)
+int bad_args(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -60,8 +72,7 @@ static int bad_args(const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
-static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int fail(const char *fmt, ...)
+int fail(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -73,7 +84,7 @@ static int fail(const char *fmt, ...)
 	return 1;
 }
 
-static int load(struct sr_conf *conf)
+int load(struct sr_conf *conf)
 {
 	int rc = sr_conf_load(conf);
 
@@ -82,7 +93,7 @@ static int load(struct sr_conf *conf)
 	return 0;
 }
 
-static int save(struct sr_conf *conf)
+int save(struct sr_conf *conf)
 {
 	int rc;
 
@@ -200,7 +211,7 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name)
 	return NULL;
 }
 
-static int cmd_add(int argc, char **argv)
+int cmd_add(int argc, char **argv)
 {
 	struct sr_conf conf;
 	struct sr_netdev_info ni;
@@ -275,7 +286,7 @@ static int cmd_add(int argc, char **argv)
 	return 0;
 }
 
-static int cmd_remove(int argc, char **argv)
+int cmd_remove(int argc, char **argv)
 {
 	struct sr_conf conf;
 	struct sr_conf_device *dev;
@@ -477,7 +488,16 @@ int main(int argc, char **argv)
 	} cmds[] = {
 		{ "status", cmd_status }, { "add", cmd_add }, { "remove", cmd_remove },
 		{ "mtu", cmd_mtu }, { "crc", cmd_crc }, { "start", cmd_start }, { "stop", cmd_stop },
+		{ "link", cmd_link }, { "statistic", cmd_statistic }, { "stat", cmd_statistic },
 	};
+
+	/* rdma's global option for JSON output */
+	if (argc >= 2 && (!strcmp(argv[1], "-j") || !strcmp(argv[1], "--json"))) {
+		cfg_json = true;
+		argv[1] = argv[0];
+		argc--;
+		argv++;
+	}
 
 	if (argc < 2)
 		return cmd_status(1, argv);
