@@ -1,6 +1,8 @@
 # softrdma front door.
 #   make        install Debian packages (if missing), build, run the demo
 #   make test   build (normal and ASan+UBSan) and run every test
+#   make deb    build softrdma_VERSION_ARCH.deb here (hardened build in
+#               build-deb/, lintian run on it)
 #   make install [PREFIX=/usr/local] [DESTDIR=]
 #               install (programs in bin/ and sbin/, libraries in the
 #               private <libdir>/softrdma, man pages, softrdma.pc)
@@ -14,7 +16,7 @@ CTEST_ARGS ?=
 PREFIX     ?= /usr/local
 DESTDIR    ?=
 
-.PHONY: all deps build demo test test-fast test-asan test-installed install uninstall bench clean
+.PHONY: all deps build demo test test-fast test-asan test-installed install uninstall deb bench clean
 
 all: deps build demo
 
@@ -54,6 +56,9 @@ uninstall:
 	@test -f $(BUILD)/install_manifest.txt || { echo "nothing installed from $(BUILD)"; exit 1; }
 	xargs -d '\n' rm -f -- < $(BUILD)/install_manifest.txt
 
+deb:
+	bash scripts/make-deb.sh
+
 # The conformance tests against a copy installed into a temporary root.
 test-installed: build
 	bash scripts/test-installed.sh --build $(BUILD)
@@ -62,4 +67,4 @@ bench: build
 	bash bench/run.sh
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) build-deb

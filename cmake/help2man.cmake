@@ -6,7 +6,8 @@
 #   cmake -DPROG=<program> -DIN=<template> -DOUT=<page> -DVERSION=<v> -P help2man.cmake
 #
 # The help text's layout (the one every softrdma program prints):
-#   "Usage: ..." lines                   -> SYNOPSIS (@SYNOPSIS@)
+#   "Usage: ..." lines (and indented      -> SYNOPSIS (@SYNOPSIS@)
+#   or "or:" lines after it)
 #   the first paragraph after them       -> @HELP_DESCRIPTION@
 #   "  TAG  description" items, with     -> .TP entries in @HELP_OPTIONS@
 #   deeper-indented continuation lines
@@ -46,6 +47,8 @@ foreach(line IN LISTS lines)
       set(u "${CMAKE_MATCH_1}")
     elseif(line MATCHES "^ +or: +(.*)$")
       set(u "${CMAKE_MATCH_1}")
+    elseif(line MATCHES "^ +([^ ].*)$" AND NOT synopsis STREQUAL "")
+      set(u "${CMAKE_MATCH_1}")  # a further form, aligned under the first
     endif()
     if(NOT u STREQUAL "")
       roff_escape(t "${u}")

@@ -1,5 +1,6 @@
 /* softrdma-cfg's pieces: the rxe_cfg-style commands (softrdma-cfg.c) and
- * the `rdma` tool style ones (cfg_rdma.c: link, statistic). */
+ * the `rdma` tool style ones (cfg_rdma.c: link, statistic), the
+ * system-wide mode (cfg_system.c). */
 #ifndef SR_TOOLS_CFG_H
 #define SR_TOOLS_CFG_H
 
@@ -24,5 +25,7 @@ int cmd_remove(int argc, char **argv);
 extern bool cfg_json;
 int cmd_link(int argc, char **argv);
 int cmd_statistic(int argc, char **argv);
+/* cfg_system.c */
+int cmd_system(int argc, char **argv);
 
 #endif

@@ -36,6 +36,11 @@ static void usage(FILE *f)
 		"  crc enable|disable         ICRC / MPA CRC on or off\n"
 		"  start [--idle-exit SECS]   start the daemon (default: runs until stopped)\n"
 		"  stop                       stop the daemon\n"
+		"  system enable [--force]    every program uses softrdma, no softrdma-run needed\n"
+		"                             (an ld.so.conf.d entry; root; refused while the\n"
+		"                             kernel has RDMA devices, unless --force)\n"
+		"  system disable             undo system enable\n"
+		"  system [status]            whether system-wide mode is on\n"
 		"  help, --help               this text\n"
 		"\n"
 		"rdma tool style (as in rxe and siw guides; -j prints JSON):\n"
@@ -489,6 +494,7 @@ int main(int argc, char **argv)
 		{ "status", cmd_status }, { "add", cmd_add }, { "remove", cmd_remove },
 		{ "mtu", cmd_mtu }, { "crc", cmd_crc }, { "start", cmd_start }, { "stop", cmd_stop },
 		{ "link", cmd_link }, { "statistic", cmd_statistic }, { "stat", cmd_statistic },
+		{ "system", cmd_system },
 	};
 
 	/* rdma's global option for JSON output */

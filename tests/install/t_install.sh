@@ -36,7 +36,7 @@ check_layout() {
 	for f in libibverbs.so.1 libibverbs.so librdmacm.so.1 librdmacm.so libmlx5.so.1 libefa.so.1; do
 		[ -e "$pkglib/$f" ] && sr_pass "$f in the private directory" || sr_fail "$f missing from $pkglib"
 	done
-	for f in softrdma-run.1 softrdma-cfg.8 softrdmad.8 softrdma.conf.5; do
+	for f in softrdma-run.1 softrdma-cfg.8 softrdmad.8 softrdma-demo.1 softrdma.conf.5; do
 		f=$(MANPATH=$p/share/man man -w "${f%.*}" 2>/dev/null)
 		case $f in
 		"$p"/share/man/man?/*) sr_pass "man finds $(basename "$f") in $prefix/share/man" ;;

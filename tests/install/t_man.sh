@@ -22,7 +22,7 @@ render() {
 # squeeze: one line of words
 squeeze() { tr -s ' \t\n' '   ' | sed 's/^ //; s/ $//'; }
 
-for page in softrdma-run.1 softrdma-cfg.8 softrdmad.8 softrdma.conf.5; do
+for page in softrdma-run.1 softrdma-cfg.8 softrdmad.8 softrdma-demo.1 softrdma.conf.5; do
 	f=$man_dir/$page
 	if [ ! -f "$f" ]; then
 		sr_fail "$page was not built"
@@ -35,7 +35,7 @@ for page in softrdma-run.1 softrdma-cfg.8 softrdmad.8 softrdma.conf.5; do
 done
 
 # --help line by line in the page
-for pair in softrdma-run:softrdma-run.1 softrdma-cfg:softrdma-cfg.8 softrdmad:softrdmad.8; do
+for pair in softrdma-run:softrdma-run.1 softrdma-cfg:softrdma-cfg.8 softrdmad:softrdmad.8 softrdma-demo:softrdma-demo.1; do
 	prog=${pair%%:*} page=$man_dir/${pair#*:}
 	[ -f "$page" ] || continue
 	# the page is made from the installed variant of softrdma-run; their
@@ -47,7 +47,7 @@ for pair in softrdma-run:softrdma-run.1 softrdma-cfg:softrdma-cfg.8 softrdmad:so
 		l=$(printf '%s\n' "$line" | sed 's/^Usage: //' | squeeze)
 		[ -z "$l" ] && continue
 		# a heading of the help text ("Commands:") is a section of the page
-		case $l in *:) [ "${l% *}" = "$l" ] && l=$(echo "${l%:}" | tr a-z A-Z) ;; esac
+		case $line in [!\ ]*:) l=$(echo "${l%:}" | tr a-z A-Z) ;; esac
 		n=$((n + 1))
 		case $text in
 		*" $l "* | *" $l"*) ;;
