@@ -44,6 +44,10 @@ cat >"$SR_TMP/inside.sh" <<'EOF'
 # runs as: unshare -m bash inside.sh TMP BUILD SRC DEB -- in a fresh mount namespace
 set -u
 T=$1 B=$2 S=$3 DEB=$4 R=$1/root
+# a sanitizer build's libraries need its runtime first in programs that
+# were not built with it; softrdma-run does that, plain programs need it
+PLAIN=(env)
+[ -n "${5:-}" ] && PLAIN=(env LD_PRELOAD="$5" ASAN_OPTIONS=detect_leaks=0)
 mount --make-rprivate /
 mount -t tmpfs sr-ovl "$T/ovl" || exit 90
 mkdir -p "$T/ovl/u" "$T/ovl/w" "$R"
@@ -81,8 +85,8 @@ step "plain ibv_devinfo before" ibv_devinfo -l
 step "system status" softrdma-cfg system status
 step "system enable" softrdma-cfg system enable
 step "ldconfig -p" sh -c 'ldconfig -p | grep "libibverbs.so.1 "'
-step "plain ibv_devinfo enabled" ibv_devinfo
-echo "=== plain ibv_rc_pingpong enabled"; pingpong env; echo "=== rc $?"
+step "plain ibv_devinfo enabled" "${PLAIN[@]}" ibv_devinfo
+echo "=== plain ibv_rc_pingpong enabled"; pingpong "${PLAIN[@]}"; echo "=== rc $?"
 step "system disable" softrdma-cfg system disable
 step "plain ibv_devinfo disabled" ibv_devinfo -l
 step "ld.so.conf.d after disable" ls /etc/ld.so.conf.d
@@ -96,7 +100,8 @@ step "left after dpkg -r" sh -c 'ls /usr/bin/softrdma-* /usr/sbin/softrdmad /usr
 EOF
 mkdir -p "$SR_TMP/ovl"
 sr_run "install into an isolated root and use it" -- \
-	unshare -m bash "$SR_TMP/inside.sh" "$SR_TMP" "$build" "$src" "$deb"
+	unshare -m bash "$SR_TMP/inside.sh" "$SR_TMP" "$build" "$src" "$deb" \
+	"$(sed -n "s/^san_preload='\(.*\)'$/\1/p" "$build/bin/softrdma-run")"
 out=$SR_OUT
 # section NAME: the output of one step; rc NAME: its exit status
 section() { awk -v s="=== $1" '$0 == s { on = 1; next } /^=== rc / { if (on) exit } on' "$out"; }
