@@ -34,6 +34,7 @@
 #include "cm/cm.h"
 #include "common/udp_port.h"
 #include "common/daemon_client.h"
+#include "common/thread.h"
 #include "roce/wire/roce_hdr.h"
 
 #define CM_PKT_BYTES (SR_BTH_BYTES + SR_DETH_BYTES + SR_MAD_BYTES + SR_ICRC_BYTES)
@@ -1138,9 +1139,8 @@ int sr_cm_engine_start(void)
 		if (!sr_cm.daemon)
 			return err ? err : -ENODEV;
 	}
-	if (pthread_create(&sr_cm.thread, NULL, cm_thread, NULL))
+	if (sr_thread_start(&sr_cm.thread, "sr-cm", true, cm_thread, NULL))
 		return -EAGAIN;
-	pthread_detach(sr_cm.thread);
 	sr_cm.thread_started = true;
 	return 0;
 }

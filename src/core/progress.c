@@ -3,7 +3,6 @@
  * transport's timers (retransmission, RNR, ACK coalescing).  It is what
  * serves one-sided READ/WRITE while the application sleeps. */
 #include <errno.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,6 +13,7 @@
 
 #include "core/sr.h"
 #include "common/daemon_client.h"
+#include "common/thread.h"
 
 #define SR_EP_DOORBELL ((void *)1)
 #define SR_EP_DAEMON ((void *)2)
@@ -235,10 +235,7 @@ static void *progress_main(void *arg)
 {
 	struct sr_context *ctx = arg;
 	struct epoll_event evs[64];
-	sigset_t all;
 
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	/* our naps and timers are in microseconds; the default 50 us slack would swamp them */
 	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 
@@ -318,7 +315,7 @@ int sr_progress_start(struct sr_context *ctx)
 		return -1;
 	}
 	epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->doorbell, &ev);
-	err = pthread_create(&ctx->thread, NULL, progress_main, ctx);
+	err = sr_thread_start(&ctx->thread, "sr-progress", false, progress_main, ctx);
 	if (err) {
 		close(ctx->epfd);
 		close(ctx->doorbell);

@@ -28,6 +28,7 @@
 #include <infiniband/verbs.h>
 
 #include "abi/export.h"
+#include "common/thread.h"
 #include "rsocket/rsocket.h"
 
 #define RS_CONN_RETRIES 6      /* address/route resolution timeouts retried */
@@ -149,13 +150,7 @@ static int rs_ka_add(struct rsocket *rs)
 	rs->ka_next = rs_ka_list;
 	rs_ka_list = rs;
 	if (!rs_ka_running) {
-		pthread_t t;
-		pthread_attr_t a;
-
-		pthread_attr_init(&a);
-		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-		err = pthread_create(&t, &a, rs_ka_thread, NULL);
-		pthread_attr_destroy(&a);
+		err = sr_thread_start(NULL, "sr-rs-keepalive", true, rs_ka_thread, NULL);
 		if (err) {
 			rs_ka_list = rs->ka_next;
 			goto out;
