@@ -547,6 +547,39 @@ static uint16_t random_port(void)
 	return (uint16_t)(32768 + (random() % (61000 - 32768)));
 }
 
+/* An id whose AFONLY option is not set gets the kernel's default when it
+ * is bound: IPv4 ids take IPv4 only, IPv6 ids follow the namespace's
+ * net.ipv6.bindv6only (0 by default: they take IPv4 too). */
+static bool default_afonly(int family)
+{
+	char v = '0';
+
+	if (family != AF_INET6)
+		return true;
+	int fd = open("/proc/sys/net/ipv6/bindv6only", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (read(fd, &v, 1) != 1)
+			v = '0';
+		close(fd);
+	}
+	return v == '1';
+}
+
+/* Two listeners of this process on one port get along when both take only
+ * their own family and the families differ (tgt's iSER portals: 0.0.0.0
+ * and [::] with AFONLY on both); otherwise a wildcard collides with every
+ * address, as in the kernel's cma_check_port. */
+static bool listen_conflict(const struct sr_cm_id *a, const struct sr_cm_id *b)
+{
+	struct sockaddr_in6 aa, ba;
+
+	if (a->afonly && b->afonly && a->id.route.addr.src_addr.sa_family != b->id.route.addr.src_addr.sa_family)
+		return false;
+	sr_cm_to_in6(&a->id.route.addr.src_addr, &aa);
+	sr_cm_to_in6(&b->id.route.addr.src_addr, &ba);
+	return sr_cm_is_any(&aa) || sr_cm_is_any(&ba) || !memcmp(&aa.sin6_addr, &ba.sin6_addr, 16);
+}
+
 /* Bind c to addr (lock not held).  reserve: register the port with the
  * daemon (explicit binds and listens), so that a second binder of the same
  * port gets EADDRINUSE as from the kernel. */
@@ -577,6 +610,8 @@ static int bind_addr(struct sr_cm_id *c, const struct sockaddr *addr, bool reser
 	memset(&c->id.route.addr.src_storage, 0, sizeof(c->id.route.addr.src_storage));
 	memcpy(&c->id.route.addr.src_addr, addr, (size_t)len);
 	c->state = CM_BOUND;
+	if (!c->afonly_set)
+		c->afonly = default_afonly(addr->sa_family);
 	if (dev) {
 		c->dev = dev;
 		c->gid_index = gidx;
@@ -1065,14 +1100,10 @@ SR_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 	if (c->state == CM_BOUND) {
 		/* another id of this process on the port (the daemon checks
 		 * other processes) */
-		struct sockaddr_in6 me;
-		sr_cm_to_in6(&c->id.route.addr.src_addr, &me);
 		for (struct sr_cm_id *o = sr_cm.ids; o; o = o->next) {
-			struct sockaddr_in6 oa;
 			if (o == c || o->state != CM_LISTEN || o->destroyed || o->service_id != c->service_id)
 				continue;
-			sr_cm_to_in6(&o->id.route.addr.src_addr, &oa);
-			if (sr_cm_is_any(&oa) || sr_cm_is_any(&me) || !memcmp(&oa.sin6_addr, &me.sin6_addr, 16)) {
+			if (listen_conflict(c, o)) {
 				pthread_mutex_unlock(&sr_cm.lock);
 				return fail(EADDRINUSE);
 			}
@@ -1445,6 +1476,7 @@ SR_EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname, voi
 			if (optlen != sizeof(int))
 				return fail(EINVAL);
 			c->afonly = *(int *)optval != 0;
+			c->afonly_set = true;
 			return 0;
 		case RDMA_OPTION_ID_ACK_TIMEOUT:
 			if (optlen != sizeof(uint8_t))

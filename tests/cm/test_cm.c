@@ -334,6 +334,7 @@ int main(void)
 	if (!CHECK(ch != NULL, "create event channel (%s)", strerror(errno)))
 		return vt_end();
 	test_errors();
+	cmt_test_afonly();
 	test_connect();
 	test_ud();
 	rdma_destroy_event_channel(ch);

@@ -713,6 +713,7 @@ int main(void)
 	test_raw_server();
 	test_raw_client();
 	test_port0_v6();
+	cmt_test_afonly();
 	rdma_destroy_event_channel(ch);
 	return vt_end();
 }
