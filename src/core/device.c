@@ -453,12 +453,9 @@ int sr_get_async_event(struct ibv_context *c, struct ibv_async_event *ev)
 	char tok;
 
 	for (;;) {
-		ssize_t n;
-		do {
-			n = read(c->async_fd, &tok, 1);
-		} while (n < 0 && errno == EINTR);
+		ssize_t n = read(c->async_fd, &tok, 1);
 		if (n != 1)
-			return -1; /* EAGAIN for a non-blocking fd, as rdma-core */
+			return -1; /* EAGAIN for a non-blocking fd, EINTR for a signal, as rdma-core */
 		pthread_mutex_lock(&ctx->async_lock);
 		if (ctx->async_n) {
 			r = ctx->async_q[0];

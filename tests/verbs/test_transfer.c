@@ -928,6 +928,85 @@ static void test_events(void)
 	vt_buf_free(&r);
 }
 
+/* A signal ends a wait in ibv_get_cq_event with EINTR, as in rdma-core:
+ * qperf's rc_lat without polling stops its test on an alarm that way.
+ * With the read restarted instead, the waiter slept on after its peer
+ * had stopped (issue 14, item 3).  If the wait is not ended, a SEND
+ * after 2 s raises an event, so the failure shows as a check, not a hang. */
+struct eintr_waker {
+	pthread_t target;
+	struct ibv_qp *qp;
+	struct vt_buf *buf;
+	volatile bool returned;
+};
+
+static void eintr_handler(int sig)
+{
+	(void)sig;
+}
+
+static void *eintr_wake(void *arg)
+{
+	struct eintr_waker *w = arg;
+
+	vt_sleep_ms(100);
+	pthread_kill(w->target, SIGUSR1);
+	for (int i = 0; i < 200 && !w->returned; i++)
+		vt_sleep_ms(10);
+	if (!w->returned)
+		vt_post_send(w->qp, 99, IBV_WR_SEND, w->buf->p, 8, w->buf->mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0);
+	return NULL;
+}
+
+static void test_event_eintr(void)
+{
+	SECTION("RC: a signal ends a wait in ibv_get_cq_event with EINTR (qperf's alarm)");
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
+	if (!CHECK(ch, "ibv_create_comp_channel"))
+		return;
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf s, r;
+	vt_cfg_default(&c, IBV_QPT_RC);
+	c.ch = ch;
+	if (!vt_pair_setup(&D, &c, &p)) {
+		ibv_destroy_comp_channel(ch);
+		return;
+	}
+	vt_buf_alloc(&s, D.pd, 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_buf_alloc(&r, D.pd, 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_post_recv(p.qp[1], 1, r.p, 4096, r.mr->lkey);
+	struct sigaction sa = { .sa_handler = eintr_handler }, old; /* no SA_RESTART, as qperf */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, &old);
+	struct eintr_waker w = { .target = pthread_self(), .qp = p.qp[0], .buf = &s };
+	pthread_t t;
+	CHECK_RC(ibv_req_notify_cq(p.rcq[1], 0), 0, "arm the receive CQ");
+	pthread_create(&t, NULL, eintr_wake, &w);
+	struct ibv_cq *ecq = NULL;
+	void *ectx = NULL;
+	errno = 0;
+	int rc = ibv_get_cq_event(ch, &ecq, &ectx), e = errno;
+	w.returned = true;
+	pthread_join(t, NULL);
+	sigaction(SIGUSR1, &old, NULL);
+	CHECK(rc == -1 && e == EINTR, "ibv_get_cq_event returns -1, errno EINTR, on a signal\t(got %d, errno %d %s)",
+	      rc, e, strerror(e));
+	if (rc == 0) {
+		ibv_ack_cq_events(ecq, 1);
+	} else {
+		vt_post_send(p.qp[0], 2, IBV_WR_SEND, s.p, 8, s.mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0);
+		if (CHECK(channel_ready(ch, 5000), "  then a SEND raises the event as usual")) {
+			CHECK_RC(ibv_get_cq_event(ch, &ecq, &ectx), 0, "  ibv_get_cq_event");
+			ibv_ack_cq_events(ecq, 1);
+		}
+	}
+	vt_pair_destroy(&p);
+	ibv_destroy_comp_channel(ch);
+	vt_buf_free(&s);
+	vt_buf_free(&r);
+}
+
 /* ------------------------------------------------------------------ */
 /* ibv_wr_* and ibv_cq_ex                                               */
 /* ------------------------------------------------------------------ */
@@ -2187,6 +2266,8 @@ int main(void)
 	check_no_async("after test_rnr_recovery()");
 	test_events();
 	check_no_async("after test_events()");
+	test_event_eintr();
+	check_no_async("after test_event_eintr()");
 	test_wr_api();
 	check_no_async("after test_wr_api()");
 	test_cq_ex();
