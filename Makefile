@@ -63,6 +63,11 @@ deb:
 test-installed: build
 	bash scripts/test-installed.sh --build $(BUILD)
 
+# Debian's RDMA programs with a CPU hog on every core and two copies at
+# once; a hang fails with every thread's backtrace (scripts/stress.sh).
+test-stress: build
+	bash scripts/stress.sh $(STRESS_ARGS)
+
 bench: build
 	bash bench/run.sh
 

@@ -13,13 +13,27 @@
 # every problem, and exits 1 at the end (sr_finish).
 #
 # CTest sets SR_BUILD_DIR and SR_SOURCE_DIR; run by hand, they default to
-# build/ in the source tree.  SR_TIMEOUT (seconds, default 60) bounds each
-# command; SR_KEEP_TMP=1 keeps the temporary directory for a post-mortem.
+# build/ in the source tree.  SR_KEEP_TMP=1 keeps the temporary directory
+# for a post-mortem.
+#
+# Hangs.  Run as root, each test re-executes itself in a network namespace
+# of its own (lo only; SR_PRIVATE_NETNS=0 turns that off): no other
+# softrdmad or program shares its ports, and the packets on its interfaces
+# are its own.  A command is hung when no packet has moved for SR_TIMEOUT
+# seconds (default 60) while it runs, or when it runs longer than
+# SR_MAX_TIME (default 300): then every thread of every process of it (and
+# of its server) is printed with gdb, and it is killed.  A slow command
+# that keeps exchanging packets (riostream's default suite on a loaded
+# machine) is not hung.  Outside a namespace of its own (not root) the
+# packet counters are the host's, and SR_TIMEOUT bounds each command's
+# running time instead.
 
 SR_SOURCE_DIR=${SR_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 SR_BUILD_DIR=${SR_BUILD_DIR:-$SR_SOURCE_DIR/build}
 SR_RUN=$SR_BUILD_DIR/bin/softrdma-run
 SR_TIMEOUT=${SR_TIMEOUT:-60}
+SR_MAX_TIME=${SR_MAX_TIME:-300}
+SR_PROGRESS=0      # packet counters tell progress (set by sr_init)
 SR_TEST=$(basename "$0" .sh)
 
 SR_TMP=
@@ -27,6 +41,7 @@ SR_NCMD=0          # commands run so far; names their log files
 SR_NPASS=0
 SR_NFAIL=0
 SR_PIDS=()         # background processes still to reap or kill
+SR_NETNS_LIST=     # network namespaces the test made (sr_netns_add)
 SR_CLEANUPS=()     # commands run at exit, last registered first
 
 sr_skip() {
@@ -110,6 +125,14 @@ sr_init() {
 	local type=${1:-roce}
 	[ -x "$SR_RUN" ] || sr_die "$SR_RUN not found: build softrdma first (or set SR_BUILD_DIR)"
 	sr_need_cmd timeout
+	if [ "${SR_PRIVATE_NETNS:-1}" = 1 ] && [ -z "${SR_IN_PRIVATE_NETNS:-}" ] && [ "$(id -u)" -eq 0 ] &&
+		unshare -n true 2>/dev/null; then
+		export SR_IN_PRIVATE_NETNS=1
+		# shellcheck disable=SC2016 # expanded by the inner shell
+		exec unshare -n -- bash -c 'ip link set lo up && exec bash "$0"' "$0"
+	fi
+	SR_PROGRESS=0
+	[ -n "${SR_IN_PRIVATE_NETNS:-}" ] && SR_PROGRESS=1
 	SR_TMP=$(mktemp -d "${TMPDIR:-/tmp}/sr-$SR_TEST.XXXXXX") || sr_die "mktemp failed"
 	trap sr_cleanup EXIT
 	trap 'exit 130' INT
@@ -117,7 +140,8 @@ sr_init() {
 	SR_CONF=$SR_TMP/softrdma.conf
 	sr_write_conf "$SR_CONF" lo "$type"
 	export SOFTRDMA_CONF=$SR_CONF
-	echo "# $SR_TEST: build $SR_BUILD_DIR, config $SR_CONF ($(sed -n 's/^\[\(.*\)\]$/\1/p' "$SR_CONF") on lo)"
+	echo "# $SR_TEST: build $SR_BUILD_DIR, config $SR_CONF ($(sed -n 's/^\[\(.*\)\]$/\1/p' "$SR_CONF") on lo)$(
+		[ "$SR_PROGRESS" = 1 ] && echo ", own network namespace")"
 }
 
 sr_finish() {
@@ -153,14 +177,100 @@ sr_dump() {
 sr_status_str() {
 	case $1 in
 	0) echo "exit 0" ;;
-	124) echo "timed out after ${SR_TIMEOUT}s" ;;
+	124) echo "hung (no packet for ${SR_TIMEOUT}s, or over ${SR_MAX_TIME}s; threads above)" ;;
 	137) echo "killed (SIGKILL)" ;;
 	143) echo "terminated (SIGTERM)" ;;
 	*) echo "exit $1" ;;
 	esac
 }
 
-# sr_run DESC -- CMD...: runs CMD with a timeout; passes if it exits 0.
+# ---- the hang watchdog ---------------------------------------------------
+
+# Packets received on the interfaces of the test's namespaces: its own and
+# those it made (SR_NETNS_LIST).
+sr_packets() {
+	local ns
+	{
+		cat /proc/net/dev
+		for ns in $SR_NETNS_LIST; do
+			ip netns exec "$ns" cat /proc/net/dev
+		done
+	} 2>/dev/null | awk -F: 'NF == 2 { split($2, f, " "); n += f[2] } END { print n + 0 }'
+}
+
+# PIDs and all their descendants.
+sr_ptree() {
+	local p
+	for p in "$@"; do
+		echo "$p"
+		# shellcheck disable=SC2046 # one pid per word
+		sr_ptree $(pgrep -P "$p" 2>/dev/null)
+	done
+}
+
+# Prints every thread's backtrace of every process under PIDS (wrappers
+# such as timeout, env and the shells skipped).
+sr_backtraces() {
+	local p comm
+	for p in $(sr_ptree "$@"); do
+		comm=$(cat "/proc/$p/comm" 2>/dev/null) || continue
+		case $comm in timeout | env | bash | sh | ip | softrdma-run) continue ;; esac
+		echo "    ----- every thread of $p: $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"
+		if command -v gdb >/dev/null 2>&1; then
+			timeout 60 gdb -batch -nx -p "$p" -ex 'set pagination off' -ex 'thread apply all bt' </dev/null 2>&1 |
+				grep -E '^(Thread|#)' | sed 's/^/    | /'
+		else
+			echo "    | (gdb is not installed: scripts/install-deps.sh installs it)"
+		fi
+	done
+}
+
+# sr_watch PID STALL [PID...]: waits for PID (a child of this shell) and
+# returns its exit status.  If no packet moves in the test's namespaces
+# for STALL seconds meanwhile (or, without a namespace of our own, STALL
+# seconds pass), or PID runs over SR_MAX_TIME, prints the backtraces of
+# PID's processes and of the other PIDs', kills PID and returns 124.
+sr_watch() {
+	local pid=$1 stall=$2 start=$SECONDS last=$SECONDS prev cur naps=0
+	shift 2
+	prev=$(sr_packets)
+	while kill -0 "$pid" 2>/dev/null; do
+		if [ "$naps" -lt 20 ]; then
+			sleep 0.05 # most commands are quick
+		else
+			sleep 0.5
+		fi
+		naps=$((naps + 1))
+		if [ "$SR_PROGRESS" = 1 ]; then
+			cur=$(sr_packets)
+			[ "$cur" != "$prev" ] && prev=$cur && last=$SECONDS
+		fi
+		if [ $((SECONDS - last)) -ge "$stall" ] || [ $((SECONDS - start)) -ge "$SR_MAX_TIME" ]; then
+			echo "    ----- HANG: $(tr "\\0" " " <"/proc/$pid/cmdline" 2>/dev/null)"
+			echo "    ----- no packet for $((SECONDS - last)) s, running for $((SECONDS - start)) s"
+			sr_backtraces "$pid" "$@"
+			# shellcheck disable=SC2046 # one pid per word
+			kill -TERM $(sr_ptree "$pid") 2>/dev/null
+			sleep 1
+			# shellcheck disable=SC2046
+			kill -KILL $(sr_ptree "$pid") 2>/dev/null
+			wait "$pid" 2>/dev/null
+			return 124
+		fi
+	done
+	wait "$pid"
+}
+
+# sr_exec OUTFILE CMD...: runs CMD with its output in OUTFILE, under the
+# watchdog.  Returns its exit status, 124 if it hung.
+sr_exec() {
+	local out=$1
+	shift
+	"$@" >"$out" 2>&1 </dev/null &
+	sr_watch $! "$SR_TIMEOUT"
+}
+
+# sr_run DESC -- CMD...: runs CMD under the watchdog; passes if it exits 0.
 # Sets SR_OUT to its output file for further checks (sr_expect).
 sr_run() {
 	local desc=$1 rc
@@ -168,7 +278,7 @@ sr_run() {
 	[ "$1" = -- ] && shift
 	sr_new_log "$@"
 	SR_OUT=$SR_OUTFILE
-	timeout -k 5 "$SR_TIMEOUT" "$@" >"$SR_OUT" 2>&1 </dev/null
+	sr_exec "$SR_OUT" "$@"
 	rc=$?
 	if [ "$rc" -eq 0 ]; then
 		sr_pass "$desc"
@@ -187,7 +297,7 @@ sr_run_fail() {
 	[ "$1" = -- ] && shift
 	sr_new_log "$@"
 	SR_OUT=$SR_OUTFILE
-	timeout -k 5 "$SR_TIMEOUT" "$@" >"$SR_OUT" 2>&1 </dev/null
+	sr_exec "$SR_OUT" "$@"
 	rc=$?
 	case $rc in
 	0 | 124 | 137)
@@ -313,7 +423,7 @@ sr_wait_listen() {
 # client exited 0, and is then stopped.  SR_SERVER_OUT and SR_CLIENT_OUT
 # name their outputs for further checks.
 sr_pair() {
-	local ns='' desc port spid crc src w grace stays=''
+	local ns="" desc port spid crc src w stays=""
 	local -a srv=() cli=()
 	while :; do
 		case $1 in
@@ -337,7 +447,7 @@ sr_pair() {
 	echo "--- $desc"
 	sr_new_log "${srv[@]}"
 	SR_SERVER_OUT=$SR_OUTFILE
-	timeout -k 5 "$SR_TIMEOUT" "${srv[@]}" >"$SR_SERVER_OUT" 2>&1 </dev/null &
+	timeout -k 5 "$((SR_MAX_TIME + 60))" "${srv[@]}" >"$SR_SERVER_OUT" 2>&1 </dev/null &
 	spid=$!
 	SR_PIDS+=("$spid")
 
@@ -358,7 +468,8 @@ sr_pair() {
 
 	sr_new_log "${cli[@]}"
 	SR_CLIENT_OUT=$SR_OUTFILE
-	timeout -k 5 "$SR_TIMEOUT" "${cli[@]}" >"$SR_CLIENT_OUT" 2>&1 </dev/null
+	"${cli[@]}" >"$SR_CLIENT_OUT" 2>&1 </dev/null &
+	sr_watch $! "$SR_TIMEOUT" "$spid"
 	crc=$?
 
 	if [ -n "$stays" ]; then
@@ -383,17 +494,21 @@ sr_pair() {
 		return 1
 	fi
 
-	# A server whose client failed may wait for it until its own timeout:
-	# give it a moment to notice, then stop it.
-	grace=30
-	[ "$crc" -ne 0 ] && grace=5
-	for ((w = 0; w < grace * 10; w++)); do
-		kill -0 "$spid" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -0 "$spid" 2>/dev/null && kill -TERM "$spid" 2>/dev/null
-	wait "$spid"
-	src=$?
+	# The server finishes after its client: a hang if it stops making
+	# progress for 30 s.  One whose client failed may wait for it forever:
+	# give it 5 s to notice, then stop it (no backtraces: not a finding).
+	if [ "$crc" -eq 0 ]; then
+		sr_watch "$spid" 30
+		src=$?
+	else
+		for ((w = 0; w < 50; w++)); do
+			kill -0 "$spid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -0 "$spid" 2>/dev/null && kill -TERM "$spid" 2>/dev/null
+		wait "$spid"
+		src=$?
+	fi
 	sr_forget "$spid"
 
 	if [ "$crc" -eq 0 ] && [ "$src" -eq 0 ]; then
@@ -445,11 +560,8 @@ sr_netns_setup() {
 	SR_IP_A=198.18.$sub.1
 	SR_IP_B=198.18.$sub.2
 
-	ip netns add "$SR_NS_A" 2>"$SR_TMP/netns.err" ||
-		sr_skip "cannot create a network namespace: $(cat "$SR_TMP/netns.err")"
-	sr_on_exit "sr_netns_delete $SR_NS_A"
-	ip netns add "$SR_NS_B" || sr_die "cannot create namespace $SR_NS_B"
-	sr_on_exit "sr_netns_delete $SR_NS_B"
+	sr_netns_add "$SR_NS_A"
+	sr_netns_add "$SR_NS_B"
 
 	echo "+ namespaces $SR_NS_A ($SR_IP_A on $SR_VETH_A) <-> $SR_NS_B ($SR_IP_B on $SR_VETH_B)"
 	ip link add "$SR_VETH_A" netns "$SR_NS_A" type veth peer name "$SR_VETH_B" netns "$SR_NS_B" \
@@ -480,6 +592,18 @@ sr_netns_setup() {
 	SR_AT_A=(ip netns exec "$SR_NS_A" env SOFTRDMA_CONF="$SR_CONF_A" "$SR_RUN")
 	# shellcheck disable=SC2034
 	SR_AT_B=(ip netns exec "$SR_NS_B" env SOFTRDMA_CONF="$SR_CONF_B" "$SR_RUN")
+}
+
+# sr_netns_add NAME: a network namespace with lo up, deleted at exit.
+# Skips without root or `ip netns`.
+sr_netns_add() {
+	[ "$(id -u)" -eq 0 ] || sr_skip "needs root to create network namespaces"
+	command -v ip >/dev/null 2>&1 || sr_skip "ip (iproute2) is not installed"
+	ip netns add "$1" 2>"$SR_TMP/netns.err" ||
+		sr_skip "cannot create a network namespace: $(cat "$SR_TMP/netns.err")"
+	sr_on_exit "sr_netns_delete $1"
+	SR_NETNS_LIST="$SR_NETNS_LIST $1"
+	ip -n "$1" link set lo up || sr_die "cannot bring lo up in $1"
 }
 
 # Kills what still runs in namespace NS, then deletes it.

@@ -16,9 +16,7 @@ sr_netns_setup
 NO_CONF=$SR_TMP/no-such-file.conf # no file: the built-in default
 
 SR_NS_LO=${SR_NS_A%-a}-lo
-ip netns add "$SR_NS_LO" || sr_die "cannot create namespace $SR_NS_LO"
-sr_on_exit "sr_netns_delete $SR_NS_LO"
-ip -n "$SR_NS_LO" link set lo up || sr_die "cannot bring lo up in $SR_NS_LO"
+sr_netns_add "$SR_NS_LO"
 
 # lo_suite NS LABEL CONF: the programs over 127.0.0.1 and ::1 in NS
 lo_suite() {
