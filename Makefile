@@ -7,6 +7,7 @@
 #               install (programs in bin/ and sbin/, libraries in the
 #               private <libdir>/softrdma, man pages, softrdma.pc)
 # Other targets: build, deps, demo, test-fast, test-asan, test-installed,
+# test-stress (scripts/stress.sh: hogs on every core, two copies at once),
 # uninstall, bench, clean.
 
 BUILD      ?= build
@@ -16,7 +17,7 @@ CTEST_ARGS ?=
 PREFIX     ?= /usr/local
 DESTDIR    ?=
 
-.PHONY: all deps build demo test test-fast test-asan test-installed install uninstall deb bench clean
+.PHONY: all deps build demo test test-fast test-asan test-installed test-stress install uninstall deb bench clean
 
 all: deps build demo
 
