@@ -46,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -175,11 +176,20 @@ static int user_path(char *buf, size_t len)
 
 const char *sr_conf_path(char *buf, size_t len)
 {
-	const char *env = getenv("SOFTRDMA_CONF");
+	/* A set-user-ID program reads only the system's file: the caller's
+	 * environment and home directory are the caller's to fake, and a
+	 * configuration error quotes the file. */
+	bool secure = getauxval(AT_SECURE) != 0;
+	const char *env = secure_getenv("SOFTRDMA_CONF");
 	static const char etc[] = "/etc/softrdma.conf";
 
 	if (!len)
 		return NULL;
+	if (secure) {
+		if (copy_path(buf, len, etc, ""))
+			return NULL;
+		return buf;
+	}
 	if (env && env[0]) {
 		if (copy_path(buf, len, env, ""))
 			return NULL;

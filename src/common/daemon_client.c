@@ -411,12 +411,33 @@ pid_t sr_daemon_pid(struct sr_daemon_conn *c)
 
 static const char *sock_name(void)
 {
-	const char *s = getenv("SOFTRDMA_DAEMON_SOCK");
+	/* A set-user-ID program must not be pointed at a daemon of the
+	 * caller's choosing (it would refuse it below anyway). */
+	const char *s = secure_getenv("SOFTRDMA_DAEMON_SOCK");
 
 	return s && s[0] ? s : SR_IPC_SOCK_NAME;
 }
 
-static int connect_once(void)
+/* The daemon sees every datagram routed to our QPs and could forge
+ * them (write into our registered memory posing as a peer), so we use
+ * it only if it runs as root, who could do all that anyway, or as us. */
+static bool daemon_trusted(const struct ucred *cr)
+{
+	return cr->uid == 0 || cr->uid == geteuid();
+}
+
+static void say_untrusted(const struct ucred *cr)
+{
+	fprintf(stderr,
+		"softrdma: softrdmad (socket @%s, pid %ld) runs as uid %ld, neither root nor us (uid %ld): not "
+		"using it, it could read and forge our RDMA traffic.  Stop it, or start softrdmad as root "
+		"(softrdma-cfg start), or use a network namespace of our own\n",
+		sock_name(), (long)cr->pid, (long)cr->uid, (long)geteuid());
+}
+
+/* Connected fd, or -errno: -EPERM for a daemon we do not trust (its
+ * credentials in *peer). */
+static int connect_once(struct ucred *peer)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	const char *name = sock_name();
@@ -437,7 +458,23 @@ static int connect_once(void)
 		close(fd);
 		return -e;
 	}
+	/* the credentials the daemon had when it called listen() */
+	socklen_t clen = sizeof(*peer);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, peer, &clen) < 0 || !daemon_trusted(peer)) {
+		close(fd);
+		return -EPERM;
+	}
 	return fd;
+}
+
+int sr_daemon_probe(struct ucred *cred)
+{
+	int fd = connect_once(cred);
+
+	if (fd < 0)
+		return fd;
+	close(fd);
+	return 0;
 }
 
 static bool executable(const char *p)
@@ -485,7 +522,9 @@ static const char *find_daemon(char *buf, size_t len)
 		"/" SR_REL_PKGLIB_TO_SBIN "/softrdmad",
 		"/" SR_REL_BIN_TO_SBIN "/softrdmad",
 	};
-	const char *env = getenv("SOFTRDMA_DAEMON");
+	/* secure_getenv: never run a program named by the environment from a
+	 * set-user-ID process. */
+	const char *env = secure_getenv("SOFTRDMA_DAEMON");
 	char dir[PATH_MAX];
 
 	if (env && env[0])
@@ -576,10 +615,15 @@ static int64_t now_ms(void)
 /* *reported: a message was already printed (by the spawn). */
 static int connect_or_start(unsigned flags, bool *reported)
 {
-	int fd = connect_once();
+	struct ucred peer = { 0 };
+	int fd = connect_once(&peer);
 	int64_t deadline;
 	int rc;
 
+	if (fd == -EPERM && !(flags & SR_DAEMON_QUIET)) {
+		say_untrusted(&peer);
+		*reported = true;
+	}
 	if (fd >= 0 || (flags & SR_DAEMON_NO_START) || (fd != -ECONNREFUSED && fd != -ENOENT))
 		return fd;
 	rc = sr_daemon_spawn(NULL);
@@ -592,7 +636,11 @@ static int connect_or_start(unsigned flags, bool *reported)
 	for (;;) {
 		struct timespec ts = { 0, 20 * 1000000 };
 
-		fd = connect_once();
+		fd = connect_once(&peer);
+		if (fd == -EPERM && !(flags & SR_DAEMON_QUIET)) {
+			say_untrusted(&peer);
+			*reported = true;
+		}
 		if (fd >= 0 || (fd != -ECONNREFUSED && fd != -ENOENT) || now_ms() >= deadline)
 			return fd;
 		nanosleep(&ts, NULL);

@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include "common/ipc.h"
@@ -49,6 +50,12 @@ struct sr_daemon_conn *sr_daemon_open_flags(sr_daemon_pkt_cb cb, void *arg, unsi
 int sr_daemon_spawn(const char *const *extra_argv);
 
 void sr_daemon_close(struct sr_daemon_conn *c);
+
+/* Whether a daemon listens, and who it is: 0 and its credentials (as it
+ * had them at listen()), -EPERM and its credentials when it runs as
+ * neither root nor our euid (sr_daemon_open refuses such a daemon: it
+ * could read and forge our traffic), else -errno (-ECONNREFUSED: none). */
+int sr_daemon_probe(struct ucred *cred);
 
 /* For the caller's epoll: register EPOLLIN level-triggered (edge-triggered
  * also works: a readiness seen while another thread was reading is

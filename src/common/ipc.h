@@ -65,30 +65,57 @@ enum sr_ipc_type {
  *    requests until it is sent.  PKT messages to a full client are dropped.
  *  - Reply values: wrong version -EPROTO; body shorter than its struct (the
  *    ALLOC_QPN, CLAIM_QP1 and ALLOC_COMM_ID bodies are optional) or
- *    hdr.len not matching the message -EINVAL; unknown type -EOPNOTSUPP.
+ *    hdr.len not matching the message -EINVAL; unknown type -EOPNOTSUPP;
+ *    -EDQUOT beyond the client's user's quota (below, "Users").
  *    ALLOC_QPN: -ENOSPC when the QPN space (or the daemon's limit of 2^20
  *    live QPNs) is exhausted.  FREE_QPN: -ENOENT not allocated, -EPERM
- *    owned by another client; qpn 1 gives up the QP1 claim.  CLAIM_QP1 by
- *    the current owner again: 0.
- *  - QPNs are allocated round-robin from 0x11 (never 0 or 1), preferring
- *    one whose sr_qpn_src_port() no live QPN uses.  A client's QPNs and QP1
- *    claim are freed when its connection closes.
+ *    owned by another client; qpn 1 gives up the QP1 claim.  CLAIM_QP1:
+ *    -EPERM for a client that is not trusted ("Users"); by the current
+ *    owner again: 0.
+ *  - QPNs are drawn at random from 0x11 .. 0xffffff (never 0 or 1; hard to
+ *    guess, as an RNIC's), preferring one whose sr_qpn_src_port() no live
+ *    QPN uses.  A client's QPNs and QP1 claim are freed when its connection
+ *    closes.
  *  - A message shorter than sr_ipc_hdr closes the connection.
  *  - STATUS text is "key value" lines (pid, uptime, socket, udp port,
- *    idle-exit, qpns, qp1 owner, comm ids, listens, cm peers, clients + one
- *    line per client, received, forwarded, "dropped TOTAL reason=N ...",
- *    "cm name=N ..."), for humans and test scripts.
- *  - ALLOC_COMM_ID: round-robin from a random start (so a restarted daemon
+ *    idle-exit, qpns, qp1 owner, comm ids, listens, cm peers, clients,
+ *    received, forwarded, "dropped TOTAL reason=N ...", cm wills sent,
+ *    cm wills queued, "cm name=N ...", mcast groups), then lists: one
+ *    "user uid U connections N qpns N ..." line per user, the multicast
+ *    groups, the listens and one line per client; for humans and test
+ *    scripts.  A text longer than a message is cut at the end.
+ *  - ALLOC_COMM_ID: drawn at random (hard to guess, and a restarted daemon
  *    does not hand out its predecessor's IDs again), never 0, never one in
  *    use; -ENOSPC beyond 2^20 live IDs.  FREE_COMM_ID: -ENOENT not
  *    allocated, -EPERM owned by another client.
  *  - LISTEN: -EADDRINUSE when another client listens on the same service
- *    ID and address (the same client again: 0, still one registration);
- *    -EINVAL for nonzero flags or an address family other than 0, AF_INET,
- *    AF_INET6; -ENOSPC beyond 65536 listens.  UNLISTEN: -ENOENT no such
- *    listen, -EPERM another client's.
+ *    ID at an address that overlaps (the same one, or either is a
+ *    wildcard covering the other: :: covers everything, ::ffff:0.0.0.0
+ *    every IPv4 address), as TCP ports do; one client may hold overlapping
+ *    listens (the same one again: 0, still one registration), and a REQ
+ *    then goes to it by the most specific.  -EINVAL for nonzero flags or an
+ *    address family other than 0, AF_INET, AF_INET6; -ENOSPC beyond 65536
+ *    listens.  UNLISTEN: -ENOENT no such listen, -EPERM another client's.
  *  - A client's Communication IDs and listens are freed when its
  *    connection closes. */
+
+/* Users.  One daemon serves every Unix user of its network namespace (a
+ * SO_REUSEPORT group on UDP 4791 takes the sockets of one uid only, and
+ * QPNs are host-wide), and it trusts none of them:
+ *  - A client is the uid SO_PEERCRED gives for its connection.  It acts
+ *    only on what it allocated; a datagram it hands over (PKT c->d) reaches
+ *    only QPs, listeners and multicast members of its own uid, and the
+ *    daemon does not answer one for it (its addresses are the client's
+ *    word): dropped as foreign_forward.  Root and the daemon's own uid are
+ *    trusted: they may forward anywhere, claim QP1, and have no quotas.
+ *  - Each other uid holds at most 1024 connections (more are closed at
+ *    once), 2^17 QPNs, 2^16 Communication IDs, 4096 listens, 16384 CM
+ *    wills and 256 multicast memberships, in all its connections; beyond,
+ *    -EDQUOT (logged once per uid and kind).
+ *  - Clients trust the daemon only if it runs as root or as their own
+ *    euid (SO_PEERCRED of the daemon's socket): it sees the datagrams of
+ *    their QPs and could forge them.  A daemon started by another user is
+ *    refused with a message naming its uid. */
 
 /* CM routing.  On RoCE the IB CM runs over QP1: a CM MAD is a UD SEND_ONLY
  * to BTH DestQP 1 (BTH + DETH with Q_Key 0x80010000 + 256-byte MAD + ICRC,
@@ -174,9 +201,13 @@ struct sr_ipc_listen {
  * kernel's CM destroys a dead process's ids (a DREQ for each established
  * connection).  Registered per Communication ID the client owns (-ENOENT
  * otherwise); a new will replaces the old; len 0 withdraws it; FREE_COMM_ID
- * withdraws it too.  When the client's connection closes, each will is
- * sent once from local:4791 to peer:4791 (BTH + DETH from QP1 to QP1 +
- * the MAD + ICRC), not rate-limited. */
+ * withdraws it too.  The MAD must be a CM DREQ (MAD version 1, class 0x07
+ * version 2, method Send) whose Local Communication ID is comm_id, else
+ * -EINVAL; -EDQUOT beyond the user's quota.  When the client's connection
+ * closes, each will is sent once from local:4791 to peer:4791 (BTH + DETH
+ * from QP1 to QP1 + the MAD + ICRC), at most 1000 a second host-wide
+ * (STATUS "cm wills queued" counts those waiting; the daemon does not
+ * idle-exit before they are out). */
 struct sr_ipc_cm_will {
 	uint32_t comm_id;
 	uint32_t len;              /* 256, or 0 to withdraw */

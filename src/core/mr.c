@@ -1,11 +1,16 @@
 /* Protection domains, memory regions and the key table.
  *
- * A key is (table index << 8) | 8-bit generation, as rxe builds its keys:
- * a stale key of a deregistered region fails the generation check even
- * when its slot has been reused. lkey == rkey. */
+ * A key is the region's table index with random bits around it
+ * (sr_key_index): rxe builds its keys from the index and 8 random bits;
+ * we have room for 14, since the table holds at most 2^18 regions.  A
+ * peer that saw one key cannot guess the next, and a stale key of a
+ * deregistered region fails the check when its slot has been reused.
+ * lkey == rkey. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/random.h>
 
 #include "core/sr.h"
 
@@ -28,6 +33,25 @@ int sr_dealloc_pd(struct ibv_pd *pd)
 		return EBUSY;
 	free(to_spd(pd));
 	return 0;
+}
+
+/* A key for slot idx that differs from old (0: none). */
+static uint32_t key_make(uint32_t idx, uint32_t old)
+{
+	for (;;) {
+		uint32_t r, key;
+
+		if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
+			/* only before the kernel's pool is ready (early boot) */
+			struct timespec ts;
+
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			r = (uint32_t)ts.tv_nsec * 0x9E3779B1u ^ (uint32_t)(uintptr_t)&ts ^ old;
+		}
+		key = (r & 0xfc0000ffu) | idx << 8;
+		if (key != old)
+			return key;
+	}
 }
 
 static int key_slot_alloc(struct sr_context *ctx, struct sr_mr *mr)
@@ -53,8 +77,7 @@ static int key_slot_alloc(struct sr_context *ctx, struct sr_mr *mr)
 	ctx->mr_tab[idx] = mr;
 	ctx->mr_next = idx + 1;
 	mr->index = idx;
-	ctx->mr_gen++;
-	mr->ibmr.lkey = mr->ibmr.rkey = (idx << 8) | ctx->mr_gen;
+	mr->ibmr.lkey = mr->ibmr.rkey = key_make(idx, 0);
 	return 0;
 }
 
@@ -150,8 +173,7 @@ int sr_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, s
 	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
 		mr->access = access;
 	/* new keys: the old ones stop working, as after a re-registration in rxe */
-	ctx->mr_gen++;
-	ibmr->lkey = ibmr->rkey = (mr->index << 8) | ctx->mr_gen;
+	ibmr->lkey = ibmr->rkey = key_make(mr->index, ibmr->rkey);
 	pthread_rwlock_unlock(&ctx->mr_lock);
 	return 0;
 }
@@ -177,7 +199,7 @@ int sr_dereg_mr(struct ibv_mr *ibmr)
 uint8_t *sr_mr_lookup(struct sr_context *ctx, uint32_t key, bool remote, struct sr_pd *pd, uint64_t va,
 		      uint64_t len, unsigned int need_access)
 {
-	uint32_t idx = key >> 8;
+	uint32_t idx = sr_key_index(key);
 	struct sr_mr *mr;
 
 	if (idx == 0 || idx >= ctx->mr_tab_size)

@@ -83,7 +83,6 @@ struct sr_context {
 	struct sr_mr **mr_tab;
 	uint32_t mr_tab_size;
 	uint32_t mr_next;
-	uint8_t mr_gen;
 
 	/* progress engine */
 	pthread_t thread;
@@ -94,7 +93,8 @@ struct sr_context {
 	pthread_mutex_t progress_lock; /* held by whoever is receiving: thread or poller */
 	_Atomic uint64_t last_poll_ns;
 	_Atomic uint64_t sleep_until;
-	atomic_int n_ud_qps;       /* UD QPs: their datagrams come through the daemon */  /* the progress thread's next timer, UINT64_MAX = none */ /* an application thread polled an empty CQ */
+	atomic_int n_ud_qps;       /* QPs whose datagrams come through the daemon: UD, and RC/UC
+	                            * without a flow socket (roce/net.c) */  /* the progress thread's next timer, UINT64_MAX = none */ /* an application thread polled an empty CQ */
 
 	/* UD multicast (mcast.c).  mcast_lock serialises attach, detach and
 	 * QP destruction (it is held across the daemon call that joins or
@@ -323,6 +323,14 @@ void sr_ack_async_event(struct ibv_async_event *ev);
 void sr_purge_async_events(struct sr_context *ctx, void *obj);
 
 /* mr.c */
+/* A memory key (lkey = rkey, iWARP STag) is 6 random bits, the region's
+ * slot in ctx->mr_tab (18 bits: SR_MAX_MR), 8 random bits.  The random
+ * bits make keys hard to guess, as an RNIC's key bits do, and make the
+ * stale key of a deregistered region fail when its slot is reused. */
+static inline uint32_t sr_key_index(uint32_t key)
+{
+	return (key >> 8) & (SR_MAX_MR - 1);
+}
 struct ibv_pd *sr_alloc_pd(struct ibv_context *c);
 int sr_dealloc_pd(struct ibv_pd *pd);
 struct ibv_mr *sr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova, unsigned int access);

@@ -26,7 +26,7 @@ void client_drop(struct client *c, const char *why)
 	       d.qp1_owner == c ? " and QP1" : "");
 	epoll_ctl(d.epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
-	wills_send(c);
+	wills_release(c);
 	it_release_owner(&d.qpns, c, c->nqpn, qpn_release);
 	it_release_owner(&d.comm_ids, c, c->ncomm_id, comm_id_release);
 	listen_release_all(c);
@@ -43,6 +43,7 @@ void client_drop(struct client *c, const char *why)
 	d.nclients--;
 	if (!d.nclients)
 		d.idle_since_ms = now_ms();
+	quota_give(c->user, Q_CLIENTS);
 	free(c->pending);
 	free(c);
 }
@@ -56,26 +57,38 @@ void set_bufsize(int fd, int opt_force, int opt, int bytes)
 
 struct client *client_new(int fd)
 {
-	struct ucred cred;
+	struct ucred cred = { .pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1 };
 	socklen_t clen = sizeof(cred);
 	struct epoll_event ev;
-	struct client *c = calloc(1, sizeof(*c));
+	struct client *c;
+	struct user *u;
 
+	/* Without credentials the client is nobody we could trust or charge:
+	 * uid -1 is a user of its own. */
+	getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen);
+	u = user_get(cred.uid);
+	/* (a refused user already holds connections, so u stays) */
+	if (!u || quota_take(u, Q_CLIENTS)) {
+		close(fd);
+		return NULL;
+	}
+	c = calloc(1, sizeof(*c));
 	if (!c) {
+		quota_give(u, Q_CLIENTS);
 		close(fd);
 		return NULL;
 	}
 	c->src.kind = SRC_CLIENT;
 	c->fd = fd;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0) {
-		c->pid = cred.pid;
-		c->uid = cred.uid;
-	}
+	c->pid = cred.pid;
+	c->uid = cred.uid;
+	c->user = u;
 	set_bufsize(fd, SO_SNDBUFFORCE, SO_SNDBUF, SOCK_BUF_BYTES);
 	ev.events = EPOLLIN;
 	ev.data.ptr = &c->src;
 	if (epoll_ctl(d.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		close(fd);
+		quota_give(u, Q_CLIENTS);
 		free(c);
 		return NULL;
 	}
@@ -213,6 +226,9 @@ static bool client_request(struct client *c, const struct sr_ipc_hdr *h, const u
 		return client_send_reply(c, 0, NULL, 0);
 	}
 	case SR_IPC_CLAIM_QP1:
+		/* whoever holds QP1 receives the host's unrouted CM traffic */
+		if (!client_trusted(c))
+			return client_send_reply(c, -EPERM, NULL, 0);
 		if (d.qp1_owner && d.qp1_owner != c)
 			return client_send_reply(c, -EBUSY, NULL, 0);
 		d.qp1_owner = c;

@@ -9,24 +9,6 @@
 
 /* ---- the daemon's own CM answers ---- */
 
-/* Token bucket in thousandths of a token, so that rates below one per
- * millisecond still refill. */
-static bool tb_take(struct token_bucket *b, int64_t now, uint32_t rate, uint32_t burst)
-{
-	uint64_t cap = (uint64_t)burst * 1000;
-
-	if (now > b->t_ms) {
-		uint64_t add = (uint64_t)(now - b->t_ms) * rate;
-
-		b->milli = b->milli + add > cap ? cap : b->milli + add;
-		b->t_ms = now;
-	}
-	if (b->milli < 1000)
-		return false;
-	b->milli -= 1000;
-	return true;
-}
-
 /* Answers go to the address a request claims to come from, which may be
  * forged: limit them per source and in total, so the daemon cannot be
  * used to flood a third party. */

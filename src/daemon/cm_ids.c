@@ -8,19 +8,27 @@
 
 /* ---- CM Communication IDs ---- */
 
+/* Random, like QPNs: a local user who could predict another process's
+ * Communication IDs could disconnect its connections with a DREQ. */
 int64_t comm_id_alloc(struct client *c)
 {
+	int64_t err;
+
 	if (d.comm_ids.n >= COMM_ID_MAX_LIVE)
 		return -ENOSPC;
-	/* Far fewer IDs are live than exist, so this ends within n + 2 steps. */
+	if ((err = quota_take(c->user, Q_COMM_ID)))
+		return err;
+	/* At most 1/4096 of the IDs are live: a draw is nearly always free. */
 	for (;;) {
-		uint32_t id = d.next_comm_id++;
+		uint32_t id = rand32();
 
 		/* 0 means "none" on the wire (a REQ's Remote Communication ID). */
 		if (!id || it_find(&d.comm_ids, id))
 			continue;
-		if (it_insert(&d.comm_ids, id, c))
+		if (it_insert(&d.comm_ids, id, c)) {
+			quota_give(c->user, Q_COMM_ID);
 			return -ENOMEM;
+		}
 		c->ncomm_id++;
 		return id;
 	}
@@ -29,6 +37,7 @@ int64_t comm_id_alloc(struct client *c)
 void comm_id_release(struct id_ent *e)
 {
 	e->owner->ncomm_id--;
+	quota_give(e->owner->user, Q_COMM_ID);
 	it_remove(&d.comm_ids, e);
 }
 
@@ -38,6 +47,7 @@ struct client *comm_id_owner(uint32_t id)
 
 	return e ? e->owner : NULL;
 }
+
 /* ---- CM listens ---- */
 
 static uint32_t listen_bucket(uint64_t service_id)
@@ -76,12 +86,12 @@ static int listen_addr(const struct sr_ipc_listen *l, struct in6_addr *out)
 	}
 }
 
-static struct listener *listen_find(uint64_t service_id, const struct in6_addr *addr)
+/* Could a REQ sent to some address match both? */
+static bool addrs_overlap(const struct in6_addr *a, const struct in6_addr *b)
 {
-	for (struct listener *l = d.listens[listen_bucket(service_id)]; l; l = l->next)
-		if (l->service_id == service_id && IN6_ARE_ADDR_EQUAL(&l->addr, addr))
-			return l;
-	return NULL;
+	if (IN6_ARE_ADDR_EQUAL(a, b) || IN6_IS_ADDR_UNSPECIFIED(a) || IN6_IS_ADDR_UNSPECIFIED(b))
+		return true;
+	return (addr_is_any4(a) && IN6_IS_ADDR_V4MAPPED(b)) || (addr_is_any4(b) && IN6_IS_ADDR_V4MAPPED(a));
 }
 
 /* The listener a REQ for service_id sent to dst belongs to: one bound to
@@ -120,18 +130,32 @@ int listen_add(struct client *c, const struct sr_ipc_listen *req)
 
 	if (req->flags || listen_addr(req, &addr))
 		return -EINVAL;
-	l = listen_find(req->service_id, &addr);
-	if (l)
-		return l->owner == c ? 0 : -EADDRINUSE;
+	b = listen_bucket(req->service_id);
+	/* As TCP ports: a listen on an address another process's listen
+	 * covers (or that covers its) is in use, so nobody can take the
+	 * requests meant for a wildcard listener by listening on 127.0.0.1.
+	 * One process may hold overlapping listens (rdma_cm sorts those
+	 * out itself); the most specific address wins. */
+	for (l = d.listens[b]; l; l = l->next) {
+		if (l->service_id != req->service_id || !addrs_overlap(&l->addr, &addr))
+			continue;
+		if (l->owner != c)
+			return -EADDRINUSE;
+		if (IN6_ARE_ADDR_EQUAL(&l->addr, &addr))
+			return 0;
+	}
 	if (d.nlistens >= LISTEN_MAX)
 		return -ENOSPC;
+	if (quota_take(c->user, Q_LISTEN))
+		return -EDQUOT;
 	l = calloc(1, sizeof(*l));
-	if (!l)
+	if (!l) {
+		quota_give(c->user, Q_LISTEN);
 		return -ENOMEM;
+	}
 	l->owner = c;
 	l->service_id = req->service_id;
 	l->addr = addr;
-	b = listen_bucket(req->service_id);
 	l->next = d.listens[b];
 	d.listens[b] = l;
 	d.nlistens++;
@@ -145,6 +169,7 @@ static void listen_unlink(struct listener **pp)
 
 	*pp = l->next;
 	l->owner->nlisten--;
+	quota_give(l->owner->user, Q_LISTEN);
 	d.nlistens--;
 	free(l);
 }

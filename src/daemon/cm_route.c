@@ -133,7 +133,7 @@ static enum cm_counter cm_check(const uint8_t *p, uint32_t len)
 	return CM_NCOUNTERS;
 }
 
-struct route cm_route(const uint8_t *p, uint32_t len, const struct sr_ipc_pkt *meta)
+struct route cm_route(const uint8_t *p, uint32_t len, const struct sr_ipc_pkt *meta, const struct client *from)
 {
 	const uint8_t *mad = p + SR_BTH_BYTES + SR_DETH_BYTES;
 	struct route r = { .why = DROP_NO_QP1_OWNER };
@@ -158,6 +158,12 @@ struct route cm_route(const uint8_t *p, uint32_t len, const struct sr_ipc_pkt *m
 				break;
 			}
 			r.to = listen_match(rd64(mad + CM_OFF_REQ_SERVICE_ID), &meta->dst.sin6_addr);
+			if (r.to && from && !may_forward(from, r.to)) {
+				/* not remembered: it did not go there */
+				r.to = NULL;
+				r.why = DROP_FOREIGN;
+				return r;
+			}
 			if (r.to) {
 				rs_add(peer_id, guid, r.to);
 				d.cm[CM_TO_LISTENER]++;
@@ -221,7 +227,13 @@ struct route cm_route(const uint8_t *p, uint32_t len, const struct sr_ipc_pkt *m
 		return r;
 	}
 	if ((cause == CM_NO_LISTENER && (attr == CM_ATTR_REQ || attr == CM_ATTR_SIDR_REQ)) ||
-	    (cause == CM_UNKNOWN_ID && attr == CM_ATTR_DREQ))
-		r.answered = cm_answer(p, meta, attr);
+	    (cause == CM_UNKNOWN_ID && attr == CM_ATTR_DREQ)) {
+		/* The answer goes to the sender the meta names, which only the
+		 * daemon's own socket, or a trusted client, can vouch for. */
+		if (from && !client_trusted(from))
+			r.why = DROP_FOREIGN;
+		else
+			r.answered = cm_answer(p, meta, attr);
+	}
 	return r;
 }

@@ -26,11 +26,14 @@
 #include <unistd.h>
 #include <dirent.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
+#include <linux/capability.h>
 
 #include "daemon/softrdmad.h"
 
@@ -184,7 +187,7 @@ static void close_fds_from(int first)
 
 static void redirect_stdio(void)
 {
-	const char *log = getenv("SOFTRDMA_DAEMON_LOG");
+	const char *log = secure_getenv("SOFTRDMA_DAEMON_LOG");
 	int in = open("/dev/null", O_RDWR | O_CLOEXEC);
 	int out = -1;
 
@@ -277,7 +280,10 @@ static void usage(FILE *f)
 		"destination QP; on QP1 it routes CM MADs to the process listening or\n"
 		"owning the connection and rejects requests nobody takes.  Processes\n"
 		"using softrdma start it on demand; so does `softrdma-cfg start`.\n"
-		"One daemon per network namespace.\n"
+		"One daemon per network namespace serves every user: processes use it\n"
+		"only if it runs as root or as themselves, and it trusts none of them\n"
+		"(per-user quotas; a process acts only on what it allocated).  Started\n"
+		"as root, it keeps only CAP_NET_ADMIN once its sockets are bound.\n"
 		"\n"
 		"  --background      detach; exit 0 once the daemon is ready (or one is\n"
 		"                    already running), 1 with a message if it failed\n"
@@ -344,7 +350,9 @@ static void setup(void)
 	struct rlimit rl;
 	int fd;
 
-	d.sock_name = getenv("SOFTRDMA_DAEMON_SOCK");
+	/* secure_getenv: a daemon exec'd by a set-user-ID program (whose
+	 * library spawned it) takes nothing from its caller's environment. */
+	d.sock_name = secure_getenv("SOFTRDMA_DAEMON_SOCK");
 	if (!d.sock_name || !d.sock_name[0])
 		d.sock_name = SR_IPC_SOCK_NAME;
 
@@ -387,26 +395,51 @@ static void setup(void)
 	d.cbuf = aligned_alloc(8, (SR_IPC_MAX_MSG + 7) & ~(size_t)7);
 	if (!d.udp_slots || !d.cbuf)
 		die("out of memory");
-	d.next_qpn = QPN_FIRST;
-	/* A restarted daemon must not hand out the IDs its predecessor did:
-	 * peers may still hold connections named by them. */
-	if (getrandom(&d.next_comm_id, sizeof(d.next_comm_id), GRND_NONBLOCK) != sizeof(d.next_comm_id)) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		d.next_comm_id = ((uint32_t)ts.tv_nsec ^ (uint32_t)ts.tv_sec * 0x9E3779B1u) * 0x85EBCA6Bu ^
-				 (uint32_t)getpid();
-	}
+	d.euid = geteuid();
 	d.answer_all.milli = (uint64_t)ANSWER_ALL_BURST * 1000;
 	d.answer_all.t_ms = now_ms();
+	d.will_tb.milli = (uint64_t)WILL_BURST * 1000;
+	d.will_tb.t_ms = now_ms();
 	clock_gettime(CLOCK_MONOTONIC, &d.start);
 	d.idle_since_ms = now_ms();
+}
+
+/* A daemon started by root needs none of root's powers once its sockets
+ * are bound, except CAP_NET_ADMIN: client sockets get send buffers above
+ * net.core.wmem_max (SO_SNDBUFFORCE) as they connect.  Everything else
+ * goes, from the bounding set too, with no_new_privs, so that a bug a
+ * client or a peer could reach does not hand them root. */
+static void drop_privileges(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_data_struct c[2];
+	bool net_admin;
+
+	memset(c, 0, sizeof(c));
+	if (syscall(SYS_capget, &h, c) == 0 && (c[0].permitted || c[1].permitted)) {
+		net_admin = c[0].effective & (1u << CAP_NET_ADMIN);
+		/* The kernel may know more capabilities than our headers. */
+		for (int cap = 0; prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; cap++)
+			if (cap != CAP_NET_ADMIN || !net_admin)
+				prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+		prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+		memset(c, 0, sizeof(c));
+		if (net_admin)
+			c[0].effective = c[0].permitted = 1u << CAP_NET_ADMIN;
+		if (syscall(SYS_capset, &h, c) < 0)
+			die("dropping capabilities: %s", strerror(errno));
+		logmsg("capabilities dropped%s", net_admin ? " but CAP_NET_ADMIN" : "");
+	}
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		logmsg("PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
 }
 
 static void shutdown_all(void)
 {
 	while (d.clients)
 		client_drop(d.clients, "daemon exiting");
+	if (d.nwills_queued)
+		logmsg("exiting with %u CM will(s) of dead clients unsent", d.nwills_queued);
 	close(d.listen_fd);
 	close(d.udp4_fd);
 	if (d.udp6_fd >= 0)
@@ -448,14 +481,15 @@ int main(int argc, char **argv)
 		}
 		redirect_stdio();
 	}
+	drop_privileges();
 	logmsg("started: socket @%s, UDP %d%s, idle-exit %ds", d.sock_name, SR_ROCE_UDP_PORT,
 	       d.udp6_fd >= 0 ? " (IPv4 and IPv6)" : " (IPv4)", d.idle_exit);
 	signal_ready('R');
 
 	while (running) {
-		int timeout = -1, n;
+		int timeout = wills_pump(), n;
 
-		if (!d.nclients && d.idle_exit > 0) {
+		if (!d.nclients && !d.nwills_queued && d.idle_exit > 0) {
 			int64_t left = d.idle_since_ms + (int64_t)d.idle_exit * 1000 - now_ms();
 
 			if (left <= 0) {

@@ -79,19 +79,25 @@ int mc_join(struct client *c, const struct sr_ipc_mcast *req)
 	}
 	if (c->nmcast >= MCAST_MAX_PER_CLIENT)
 		return -ENOSPC;
+	if (quota_take(c->user, Q_MCAST))
+		return -EDQUOT;
 	m = calloc(1, sizeof(*m));
-	if (!m)
+	if (!m) {
+		quota_give(c->user, Q_MCAST);
 		return -ENOMEM;
+	}
 	if (!g) {
 		int fd;
 
 		g = calloc(1, sizeof(*g));
 		if (!g) {
+			quota_give(c->user, Q_MCAST);
 			free(m);
 			return -ENOMEM;
 		}
 		fd = mc_socket(&req->group, req->ifindex);
 		if (fd < 0) {
+			quota_give(c->user, Q_MCAST);
 			free(g);
 			free(m);
 			return fd;
@@ -122,6 +128,7 @@ static void mc_unlink_member(struct mc_group *g, struct mc_member **mp)
 	*mp = m->next;
 	g->nmembers--;
 	m->c->nmcast--;
+	quota_give(m->c->user, Q_MCAST);
 	free(m);
 	if (!g->nmembers) {
 		char a[INET6_ADDRSTRLEN];
@@ -176,7 +183,7 @@ void mc_release_all(struct client *c)
  * it came in on (ifindex 0: any interface), except from.  Returns whether
  * any client had joined. */
 bool mc_fanout(const struct in6_addr *group, int ifindex, const uint8_t *msg, size_t len,
-		      const struct client *from)
+	       const struct client *from)
 {
 	bool any = false;
 
@@ -191,6 +198,10 @@ bool mc_fanout(const struct in6_addr *group, int ifindex, const uint8_t *msg, si
 			if (m->c == from)
 				continue;
 			any = true;
+			if (from && !may_forward(from, m->c)) {
+				drop(DROP_FOREIGN);
+				continue;
+			}
 			g->delivered++;
 			deliver(m->c, msg, len);
 		}

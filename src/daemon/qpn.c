@@ -10,44 +10,46 @@ static uint32_t *port_slot(uint32_t qpn)
 	return &d.port_use[(sr_qpn_src_port(qpn) - 0xC000u) & ((1u << 14) - 1)];
 }
 
+/* QPNs are drawn at random, as an RNIC's are hard to guess: a peer that
+ * knew which QPN a process will get next, and its PSN and rkey, could
+ * write into its memory posing as its peer.  At most 1/16 of the space
+ * is live (QPN_MAX_LIVE), so a random draw is free 15 times in 16. */
 int64_t qpn_alloc(struct client *c)
 {
-	uint32_t q = d.next_qpn, fallback = 0;
-	int pref = 0;
+	int64_t err;
 
 	if (d.qpns.n >= QPN_MAX_LIVE)
 		return -ENOSPC;
-	for (uint32_t scanned = 0; scanned <= QPN_LAST - QPN_FIRST; scanned++) {
-		uint32_t cand = q;
+	if ((err = quota_take(c->user, Q_QPN)))
+		return err;
+	for (int tries = 0;; tries++) {
+		uint32_t cand = QPN_FIRST + rand32() % (QPN_LAST - QPN_FIRST + 1);
 
-		q = q >= QPN_LAST ? QPN_FIRST : q + 1;
-		if (it_find(&d.qpns, cand))
-			continue;
-		/* Distinct source ports keep flows of different local QPs to the
-		 * same peer on distinct 4-tuples. */
-		if (*port_slot(cand) && pref < SRC_PORT_PREF_TRIES) {
-			if (!fallback)
-				fallback = cand;
-			pref++;
+		if (tries >= 4 * SRC_PORT_PREF_TRIES) {
+			/* astronomically unlikely: the next free one */
+			while (it_find(&d.qpns, cand))
+				cand = cand >= QPN_LAST ? QPN_FIRST : cand + 1;
+		} else if (it_find(&d.qpns, cand)) {
 			continue;
 		}
-		if (*port_slot(cand) && fallback) {
-			cand = fallback;
-			q = cand >= QPN_LAST ? QPN_FIRST : cand + 1;
-		}
-		if (it_insert(&d.qpns, cand, c))
+		/* Distinct source ports keep flows of different local QPs to
+		 * the same peer on distinct 4-tuples. */
+		if (*port_slot(cand) && tries < SRC_PORT_PREF_TRIES)
+			continue;
+		if (it_insert(&d.qpns, cand, c)) {
+			quota_give(c->user, Q_QPN);
 			return -ENOMEM;
-		d.next_qpn = q;
+		}
 		(*port_slot(cand))++;
 		c->nqpn++;
 		return cand;
 	}
-	return -ENOSPC;
 }
 
 void qpn_release(struct id_ent *e)
 {
 	(*port_slot(e->id))--;
 	e->owner->nqpn--;
+	quota_give(e->owner->user, Q_QPN);
 	it_remove(&d.qpns, e);
 }

@@ -35,7 +35,10 @@ void deliver(struct client *c, const uint8_t *msg, size_t len)
 	c->delivered++;
 	d.forwarded++;
 }
-static struct route route(const uint8_t *dgram, uint32_t len, const struct sr_ipc_pkt *meta)
+
+/* from: the client that handed it over, NULL if it came from UDP. */
+static struct route route(const uint8_t *dgram, uint32_t len, const struct sr_ipc_pkt *meta,
+			  const struct client *from)
 {
 	struct route r = { .why = DROP_UNKNOWN_QPN };
 	uint32_t qpn;
@@ -48,7 +51,7 @@ static struct route route(const uint8_t *dgram, uint32_t len, const struct sr_ip
 	/* BTH: DestQP is the low 24 bits of bytes 4..7. */
 	qpn = (uint32_t)dgram[5] << 16 | (uint32_t)dgram[6] << 8 | dgram[7];
 	if (qpn == 1)
-		return cm_route(dgram, len, meta);
+		return cm_route(dgram, len, meta, from);
 	if (qpn == SR_MCAST_QPN) {
 		r.mcast = true;
 		r.why = DROP_MCAST_NO_MEMBER;
@@ -132,7 +135,7 @@ void udp_read(int fd, bool v6)
 				}
 			}
 			meta.len = len;
-			r = route(slot + PKT_HDRS, len, &meta);
+			r = route(slot + PKT_HDRS, len, &meta, NULL);
 			if (r.mcast) {
 				h.len = (uint32_t)sizeof(meta) + len;
 				memcpy(slot, &h, sizeof(h));
@@ -156,7 +159,9 @@ void udp_read(int fd, bool v6)
 	}
 }
 
-/* A datagram a client received on one of its sockets but does not own. */
+/* A datagram a client received on one of its sockets but does not own
+ * (two flows on one UDP 4-tuple).  Its addresses are the client's word:
+ * it goes only where may_forward() allows. */
 void client_pkt(struct client *from, uint8_t *msg, size_t len)
 {
 	struct sr_ipc_pkt meta;
@@ -176,7 +181,7 @@ void client_pkt(struct client *from, uint8_t *msg, size_t len)
 		drop(DROP_TOO_BIG);
 		return;
 	}
-	r = route(msg + PKT_HDRS, meta.len, &meta);
+	r = route(msg + PKT_HDRS, meta.len, &meta, from);
 	if (r.mcast) {
 		/* not a path multicast takes (flow sockets are bound to a
 		 * unicast address), but route it the same way, never back */
@@ -191,6 +196,10 @@ void client_pkt(struct client *from, uint8_t *msg, size_t len)
 	}
 	if (r.to == from) {
 		drop(DROP_LOOP);
+		return;
+	}
+	if (!may_forward(from, r.to)) {
+		drop(DROP_FOREIGN);
 		return;
 	}
 	deliver(r.to, msg, len);

@@ -2,7 +2,8 @@
  *
  * softrdmad is one event-loop thread; each file below is one role:
  *   main.c       command line, start-up (sockets, --background), the event loop, exit
- *   state.c      the daemon's state, clock and log
+ *   state.c      the daemon's state, clock, random numbers and log
+ *   users.c      who the clients are: the trust rules and per-user quotas
  *   client.c     client connections: accept, replies, reading and parsing IPC
  *                requests (client_msg), dropping a client and all it owns
  *   idtab.c      the ID tables (QPNs, Communication IDs)
@@ -59,6 +60,9 @@
 #define ANSWER_ALL_BURST 1000
 #define MCAST_MAX_GROUPS 1024u       /* (group, interface) pairs joined host-wide */
 #define MCAST_MAX_PER_CLIENT 256u    /* memberships of one client */
+/* Wills of dead clients go out at most this fast (ipc.h, "CM wills"). */
+#define WILL_RATE 1000               /* per second */
+#define WILL_BURST 1000
 
 /* A GSI datagram: BTH, DETH, one 256-byte MAD (so no pad), ICRC. */
 #define GSI_MAD_BYTES 256
@@ -104,11 +108,22 @@ struct evsrc {
 	enum src_kind kind;
 };
 
+/* What one Unix user holds, in all its connections (users.c). */
+enum quota { Q_CLIENTS, Q_QPN, Q_COMM_ID, Q_LISTEN, Q_WILL, Q_MCAST, Q_NQUOTAS };
+
+struct user {
+	struct user *next;
+	uid_t uid;
+	uint32_t n[Q_NQUOTAS];
+	uint32_t warned;             /* bit per quota: its refusal was logged */
+};
+
 struct client {
 	struct evsrc src;            /* first: epoll data points here */
 	int fd;
 	pid_t pid;                   /* from SO_PEERCRED */
 	uid_t uid;
+	struct user *user;           /* of uid; never NULL */
 	int32_t hello_pid;
 	uint32_t nqpn, ncomm_id, nlisten;
 	uint32_t nmcast;             /* multicast memberships (mc_member entries) */
@@ -123,6 +138,7 @@ struct client {
 
 struct will {
 	struct will *next;
+	struct user *user;           /* charged for it until it is sent */
 	struct sr_ipc_cm_will w;
 };
 
@@ -136,6 +152,8 @@ enum drop_reason {
 	DROP_LOOP,           /* client forwarded a datagram for its own QPN */
 	DROP_BAD_IPC,        /* malformed PKT message from a client */
 	DROP_MCAST_NO_MEMBER, /* DestQP 0xFFFFFF to a group nobody joined there */
+	DROP_FOREIGN,        /* client forwarded it to another user's QP or listener,
+	                      * or for the daemon to answer (users.c) */
 	DROP_NREASONS
 };
 
@@ -224,15 +242,15 @@ struct daemon_state {
 	int epfd, listen_fd, udp4_fd, udp6_fd, sig_fd;
 	int reserve_fd;              /* spare fd given up to accept() and close on EMFILE */
 	int udp_rcvbuf;
+	uid_t euid;                  /* the daemon's own: its clients are trusted */
+	struct user *users;
 	struct evsrc ev_listen, ev_udp4, ev_udp6, ev_signal;
 	struct client *clients;
 	unsigned nclients;
 	struct client *qp1_owner;
 	struct idtab qpns;
-	uint32_t next_qpn;
 	uint32_t port_use[1u << 14]; /* live QPNs per sr_qpn_src_port() - 0xC000 */
 	struct idtab comm_ids;
-	uint32_t next_comm_id;
 	struct listener *listens[LISTEN_BUCKETS];
 	uint32_t nlistens;
 	struct req_seen *rs_hash[PEER_REQ_BUCKETS], *rs_oldest, *rs_newest;
@@ -241,6 +259,9 @@ struct daemon_state {
 	struct token_bucket answer_all;
 	uint32_t gsi_psn;
 	uint64_t wills_sent;          /* CM wills of dead clients sent */
+	struct will *will_head, *will_tail; /* of dead clients, waiting to be sent */
+	uint32_t nwills_queued;
+	struct token_bucket will_tb;
 	struct mc_group *mcast;
 	uint32_t nmcast;
 	uint64_t cm_rx, cm[CM_NCOUNTERS];
@@ -298,6 +319,23 @@ static inline uint64_t rd64(const uint8_t *p)
 /* state.c */
 int64_t now_ms(void);
 void logmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Unpredictable 32-bit numbers (getrandom), for IDs peers must not guess. */
+uint32_t rand32(void);
+/* Token bucket in thousandths of a token: true if a token was taken. */
+bool tb_take(struct token_bucket *b, int64_t now, uint32_t rate, uint32_t burst);
+
+/* users.c: the trust model (ipc.h, "Users") */
+/* The user uid, created on first use; NULL when out of memory. */
+struct user *user_get(uid_t uid);
+/* Take one unit of quota q for u: 0, or -EDQUOT beyond its limit (the
+ * daemon's own user has none). */
+int quota_take(struct user *u, enum quota q);
+/* Give it back; u is freed once it holds nothing. */
+void quota_give(struct user *u, enum quota q);
+/* Root and the daemon's own user: may claim QP1, forward anything. */
+bool client_trusted(const struct client *c);
+/* May a datagram that client from hands over reach client to? */
+bool may_forward(const struct client *from, const struct client *to);
 
 /* idtab.c: open addressing, linear probing, load <= 1/2 */
 struct id_ent *it_find(const struct idtab *t, uint32_t id);
@@ -320,7 +358,8 @@ int listen_del(struct client *c, const struct sr_ipc_listen *req);
 void listen_release_all(struct client *c);
 
 /* cm_route.c */
-struct route cm_route(const uint8_t *p, uint32_t len, const struct sr_ipc_pkt *meta);
+/* from: the client that forwarded it, NULL if it came from UDP. */
+struct route cm_route(const uint8_t *p, uint32_t len, const struct sr_ipc_pkt *meta, const struct client *from);
 void rs_release_all(struct client *c);
 
 /* cm_answer.c */
@@ -328,9 +367,13 @@ bool cm_answer(const uint8_t *req, const struct sr_ipc_pkt *meta, uint16_t attr)
 bool gsi_send(uint8_t *pkt, const struct sockaddr_in6 *local, const struct sockaddr_in6 *peer);
 
 /* cm_will.c */
-void wills_send(struct client *c);
+/* A dying client's wills join the queue of those to send. */
+void wills_release(struct client *c);
 void will_drop(struct client *c, uint32_t comm_id);
 int will_set(struct client *c, const struct sr_ipc_cm_will *req);
+/* Sends queued wills as the rate allows; ms until it can send more, -1
+ * when none wait. */
+int wills_pump(void);
 
 /* mcast.c */
 int mc_join(struct client *c, const struct sr_ipc_mcast *req);

@@ -15,8 +15,8 @@ const char *const drop_name[DROP_NREASONS] = {
 	[DROP_LOOP] = "loop",
 	[DROP_BAD_IPC] = "bad_ipc",
 	[DROP_MCAST_NO_MEMBER] = "no_mcast_member",
+	[DROP_FOREIGN] = "foreign_forward",
 };
-
 
 const char *const cm_name[CM_NCOUNTERS] = {
 	[CM_TO_LISTENER] = "to_listener",
@@ -34,7 +34,6 @@ const char *const cm_name[CM_NCOUNTERS] = {
 	[CM_NO_LISTENER] = "no_listener",
 	[CM_UNKNOWN_ID] = "unknown_id",
 };
-
 
 size_t status_text(char *buf, size_t cap)
 {
@@ -67,10 +66,6 @@ size_t status_text(char *buf, size_t cap)
 	OUT("listens %u\n", d.nlistens);
 	OUT("cm peers %u\n", d.rs_n);
 	OUT("clients %u\n", d.nclients);
-	for (struct client *c = d.clients; c; c = c->next)
-		OUT("  client pid %ld uid %ld qpns %u comm_ids %u listens %u%s delivered %llu dropped %llu\n",
-		    (long)c->pid, (long)c->uid, c->nqpn, c->ncomm_id, c->nlisten, d.qp1_owner == c ? " qp1" : "",
-		    (unsigned long long)c->delivered, (unsigned long long)c->dropped_full);
 	OUT("received %llu (udp %llu, from clients %llu)\n", (unsigned long long)(d.rx_udp + d.rx_client),
 	    (unsigned long long)d.rx_udp, (unsigned long long)d.rx_client);
 	OUT("forwarded %llu\n", (unsigned long long)d.forwarded);
@@ -84,21 +79,20 @@ size_t status_text(char *buf, size_t cap)
 			OUT(" %s=%llu", drop_name[i], (unsigned long long)d.drops[i]);
 		OUT("\n");
 	}
-	/* QP1 datagrams: received, then where each went or why it did not. */
-	/* one line per rdma_cm listen, for scripts waiting on a server */
-	for (uint32_t b = 0; b < LISTEN_BUCKETS; b++)
-		for (struct listener *l = d.listens[b]; l; l = l->next) {
-			char a[INET6_ADDRSTRLEN];
-			inet_ntop(AF_INET6, &l->addr, a, sizeof(a));
-			OUT("listen service 0x%016llx addr %s pid %ld\n", (unsigned long long)l->service_id, a,
-			    (long)l->owner->pid);
-		}
 	OUT("cm wills sent %llu\n", (unsigned long long)d.wills_sent);
+	OUT("cm wills queued %u\n", d.nwills_queued);
+	/* QP1 datagrams: received, then where each went or why it did not. */
 	OUT("cm rx=%llu", (unsigned long long)d.cm_rx);
 	for (int i = 0; i < CM_NCOUNTERS; i++)
 		OUT(" %s=%llu", cm_name[i], (unsigned long long)d.cm[i]);
 	OUT("\n");
 	OUT("mcast groups %u\n", d.nmcast);
+	/* Lists last: a long one is cut at the end of the message, and the
+	 * counters above stay. */
+	for (struct user *u = d.users; u; u = u->next)
+		OUT("user uid %ld connections %u qpns %u comm_ids %u listens %u wills %u mcast %u%s\n", (long)u->uid,
+		    u->n[Q_CLIENTS], u->n[Q_QPN], u->n[Q_COMM_ID], u->n[Q_LISTEN], u->n[Q_WILL], u->n[Q_MCAST],
+		    u->uid == d.euid ? " (no quotas)" : "");
 	for (struct mc_group *g = d.mcast; g; g = g->next) {
 		char a[INET6_ADDRSTRLEN];
 
@@ -106,6 +100,19 @@ size_t status_text(char *buf, size_t cap)
 		OUT("mcast group %s ifindex %d clients %u delivered %llu\n", a, g->ifindex, g->nmembers,
 		    (unsigned long long)g->delivered);
 	}
+	/* one line per rdma_cm listen, for scripts waiting on a server */
+	for (uint32_t b = 0; b < LISTEN_BUCKETS; b++)
+		for (struct listener *l = d.listens[b]; l; l = l->next) {
+			char a[INET6_ADDRSTRLEN];
+
+			inet_ntop(AF_INET6, &l->addr, a, sizeof(a));
+			OUT("listen service 0x%016llx addr %s pid %ld\n", (unsigned long long)l->service_id, a,
+			    (long)l->owner->pid);
+		}
+	for (struct client *c = d.clients; c; c = c->next)
+		OUT("  client pid %ld uid %ld qpns %u comm_ids %u listens %u%s delivered %llu dropped %llu\n",
+		    (long)c->pid, (long)c->uid, c->nqpn, c->ncomm_id, c->nlisten, d.qp1_owner == c ? " qp1" : "",
+		    (unsigned long long)c->delivered, (unsigned long long)c->dropped_full);
 #undef OUT
 	return n < cap ? n : cap;
 }

@@ -36,7 +36,7 @@ uint8_t *sr_iw_stag_lookup(struct sr_qp *qp, uint32_t stag, uint64_t to, uint64_
 			   enum sr_iw_memerr *err)
 {
 	struct sr_context *ctx = qp->ctx;
-	uint32_t idx = stag >> 8;
+	uint32_t idx = sr_key_index(stag);
 	struct sr_mr *mr;
 
 	if (idx == 0 || idx >= ctx->mr_tab_size || !(mr = ctx->mr_tab[idx]) || mr->ibmr.rkey != stag) {

@@ -174,14 +174,18 @@ static int rx_socket_open(struct sr_qp *qp)
 		l.sin_port = htons(SR_ROCE_UDP_PORT);
 		to_sin(&qp->av.dst, &p);
 		p.sin_port = htons(peer_port);
-		if (bind(fd, (struct sockaddr *)&l, sizeof(l)) || connect(fd, (struct sockaddr *)&p, sizeof(p)))
+		if (bind(fd, (struct sockaddr *)&l, sizeof(l)))
+			goto bind_err;
+		if (connect(fd, (struct sockaddr *)&p, sizeof(p)))
 			goto err;
 	} else {
 		struct sockaddr_in6 l = qp->av.src, p = qp->av.dst;
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
 		l.sin6_port = htons(SR_ROCE_UDP_PORT);
 		p.sin6_port = htons(peer_port);
-		if (bind(fd, (struct sockaddr *)&l, sizeof(l)) || connect(fd, (struct sockaddr *)&p, sizeof(p)))
+		if (bind(fd, (struct sockaddr *)&l, sizeof(l)))
+			goto bind_err;
+		if (connect(fd, (struct sockaddr *)&p, sizeof(p)))
 			goto err;
 	}
 	int err = sr_progress_add_fd(qp->ctx, fd, qp);
@@ -191,6 +195,19 @@ static int rx_socket_open(struct sr_qp *qp)
 	}
 	r->rx_fd = fd;
 	return 0;
+bind_err:
+	if (errno == EADDRINUSE) {
+		/* Port 4791 belongs to a daemon of another user (root's): a
+		 * SO_REUSEPORT group takes sockets of one uid only.  The flow
+		 * then reaches us through that daemon, which routes it by
+		 * QPN: slower, still correct. */
+		SR_DBG("QP %u: no flow socket (UDP 4791 is another user's): receiving through softrdmad",
+		       sr_roce_qpn(qp));
+		close(fd);
+		r->rx_via_daemon = true;
+		atomic_fetch_add(&qp->ctx->n_ud_qps, 1);
+		return 0;
+	}
 err:
 	{
 		int e = errno;
@@ -203,6 +220,10 @@ err:
 static void rx_socket_close(struct sr_qp *qp)
 {
 	struct sr_roce_qp *r = rqp(qp);
+	if (r->rx_via_daemon) {
+		r->rx_via_daemon = false;
+		atomic_fetch_sub(&qp->ctx->n_ud_qps, 1);
+	}
 	if (r->rx_fd >= 0) {
 		sr_progress_del_fd(qp->ctx, r->rx_fd);
 		close(r->rx_fd);
@@ -612,6 +633,11 @@ static int roce_qp_create(struct sr_qp *qp)
 	if (qpn < 0) {
 		free(r->rwqe);
 		free(r);
+		if (qpn == -EDQUOT) {
+			/* ibv_create_qp's word for out of resources */
+			sr_log("softrdmad refused a QP number: this user's quota of QPNs is used up");
+			return ENOMEM;
+		}
 		return (int)-qpn;
 	}
 	qp->ibqp.qp_base.qp_num = (uint32_t)qpn;

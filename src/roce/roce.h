@@ -51,6 +51,7 @@ struct sr_atomic_res {
 struct sr_roce_qp {
 	int tx4, tx6;            /* unconnected send sockets bound to :sport */
 	int rx_fd;               /* RC/UC: connected per-flow socket on :4791, else -1 */
+	bool rx_via_daemon;      /* RC/UC without one: port 4791 is another user's */
 	uint16_t sport;          /* our UDP source port, from our QPN */
 	uint32_t mtu;            /* path MTU in bytes */
 

@@ -159,8 +159,13 @@ static void print_daemon(void)
 
 	c = sr_daemon_open_flags(NULL, NULL, SR_DAEMON_NO_START | SR_DAEMON_QUIET, &err);
 	if (!c) {
+		struct ucred cr;
+
 		if (err == -ECONNREFUSED)
 			printf("Daemon: not running\n");
+		else if (err == -EPERM && sr_daemon_probe(&cr) == -EPERM)
+			printf("Daemon: running (pid %ld) as uid %ld, not trusted: softrdma uses a daemon run by root "
+			       "or by the user itself\n", (long)cr.pid, (long)cr.uid);
 		else
 			printf("Daemon: cannot connect (%s)\n", strerror(-err));
 		return;

@@ -221,38 +221,47 @@ def main():
     ok("LISTEN S1 (any) by B is -EADDRINUSE", b.listen(S1) == -errno.EADDRINUSE)
     ok("LISTEN S1 on :: by B is -EADDRINUSE (:: is any)", b.listen(S1, "::") == -errno.EADDRINUSE)
     ok("LISTEN S2 by B is 0", b.listen(S2) == 0)
-    ok("LISTEN S1 on 127.0.0.1 by C is 0 (another address)", c.listen(S1, "127.0.0.1") == 0)
+    # as TCP ports: a wildcard listen covers every address of its port
+    ok("LISTEN S1 on 127.0.0.1 by C is -EADDRINUSE (A's any covers it)",
+       c.listen(S1, "127.0.0.1") == -errno.EADDRINUSE)
     ok("LISTEN S1 on 127.0.0.1 (AF_INET form) by B is -EADDRINUSE",
        b.listen(S1, "v4:127.0.0.1") == -errno.EADDRINUSE)
+    ok("LISTEN S1 on 127.0.0.1 by A itself is 0 (one process sorts its own out)", a.listen(S1, "127.0.0.1") == 0)
     ok("LISTEN with flags is -EINVAL", b.listen(S4, None, 1) == -errno.EINVAL)
     ok("LISTEN with family AF_UNIX is -EINVAL", b.listen(S4, "fam:1") == -errno.EINVAL)
     ok("LISTEN with a short body is -EINVAL", b.call(LISTEN, b"\0" * 20)[0] == -errno.EINVAL)
     ok("UNLISTEN of another client's listen is -EPERM", b.unlisten(S1) == -errno.EPERM)
     ok("UNLISTEN of nothing is -ENOENT", b.unlisten(S4) == -errno.ENOENT)
     ok("LISTEN S3 on ::ffff:0.0.0.0 (any IPv4) by B is 0", b.listen(S3, "0.0.0.0") == 0)
-    ok("LISTEN S3 on :: by A is 0", a.listen(S3) == 0)
+    ok("LISTEN S3 on :: by A is -EADDRINUSE (any covers any IPv4)", a.listen(S3) == -errno.EADDRINUSE)
+    ok("LISTEN S3 on ::1 by A is 0 (any IPv4 does not cover IPv6)", a.listen(S3, "::1") == 0)
+    ok("LISTEN S4 on 127.0.0.1 by C is 0", c.listen(S4, "127.0.0.1") == 0)
+    ok("LISTEN S4 on ::ffff:0.0.0.0 by A is -EADDRINUSE (covers C's)", a.listen(S4, "0.0.0.0") == -errno.EADDRINUSE)
     k = counters()
-    ok("STATUS counts listens (%s)" % k.get("listens"), k.get("listens") == 5)
+    ok("STATUS counts listens (%s)" % k.get("listens"), k.get("listens") == 6)
 
     # --- REQ routing by service ID and address ---
     sent = w.send(req_mad(S1, 0x1111))
-    p = c.pkt()
-    ok("REQ for S1 to 127.0.0.1 reaches C (exact address beats any)", p is not None and payload(p) == sent)
+    p = a.pkt()
+    ok("REQ for S1 to 127.0.0.1 reaches A", p is not None and payload(p) == sent)
     if p is not None:
         ok("PKT meta: source is the sender, destination 127.0.0.1:4791",
            p[8:24] == mapped("127.0.0.1") and struct.unpack(">H", p[2:4])[0] == w.sport and
            p[36:52] == mapped("127.0.0.1") and struct.unpack(">H", p[30:32])[0] == 4791)
-    ok("... and not A or B", a.pkt(0.2) is None and b.pkt(0.1) is None)
-    ok("UNLISTEN S1 on 127.0.0.1 (AF_INET form) by C is 0", c.unlisten(S1, "v4:127.0.0.1") == 0)
+    ok("... and not B or C", b.pkt(0.2) is None and c.pkt(0.1) is None)
+    ok("UNLISTEN S1 on 127.0.0.1 (AF_INET form) by A is 0", a.unlisten(S1, "v4:127.0.0.1") == 0)
     sent = w.send(req_mad(S1, 0x1112))
-    ok("then a REQ for S1 reaches A", payload(a.pkt()) == sent)
+    ok("then a REQ for S1 still reaches A (any)", payload(a.pkt()) == sent)
+    sent = w.send(req_mad(S4, 0x1113))
+    ok("REQ for S4 to 127.0.0.1 reaches C", payload(c.pkt()) == sent)
     sent = w.send(req_mad(S2, 0x2221))
     ok("REQ for S2 reaches B", payload(b.pkt()) == sent)
     ok("... and only B", a.pkt(0.2) is None and c.pkt(0.1) is None)
     sent = w.send(sidr_req_mad(S2, 0x2222))
     ok("SIDR_REQ for S2 reaches B", payload(b.pkt()) == sent)
     sent = w.send(req_mad(S3, 0x3331))
-    ok("REQ for S3 to an IPv4 address reaches B (any IPv4 beats any)", payload(b.pkt()) == sent)
+    ok("REQ for S3 to an IPv4 address reaches B (any IPv4)", payload(b.pkt()) == sent)
+    w6 = None
     if socket.has_ipv6:
         try:
             w6 = Wire("::1", "::1")

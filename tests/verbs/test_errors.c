@@ -603,6 +603,43 @@ static void dereg_during_stream(void)
 	vt_pair_destroy(&p);
 }
 
+/* Memory keys carry random bits, as an RNIC's do (issue 15): a peer that
+ * saw some keys cannot tell the next.  Keys used to be (index << 8) |
+ * generation: 0x101, 0x202, ... for successive regions. */
+static void keys_unpredictable(void)
+{
+	SECTION("memory keys are not predictable");
+	enum { N = 64 };
+	static uint8_t mem[4096];
+	struct ibv_mr *mr[N];
+	int steps = 0, got = 0;
+	uint32_t hi_or = 0, hi_and = ~0u;
+
+	for (int i = 0; i < N; i++) {
+		mr[i] = ibv_reg_mr(D.pd, mem, sizeof(mem), ACC_ALL);
+		if (!mr[i])
+			break;
+		got++;
+		hi_or |= mr[i]->rkey >> 26;
+		hi_and &= mr[i]->rkey >> 26;
+		if (i && mr[i]->rkey - mr[i - 1]->rkey == 0x101)
+			steps++;
+	}
+	CHECK_INT(got, N, "%d regions registered", N);
+	CHECK(got == N && mr[0]->lkey == mr[0]->rkey, "lkey == rkey");
+	CHECK(steps < 8, "successive keys do not step by 0x101 (%d of %d did)\tfirst keys 0x%x 0x%x 0x%x", steps,
+	      N - 1, got > 2 ? mr[0]->rkey : 0, got > 2 ? mr[1]->rkey : 0, got > 2 ? mr[2]->rkey : 0);
+	CHECK(hi_or != hi_and, "the top bits vary (or 0x%x, and 0x%x)", hi_or, hi_and);
+	if (got) {
+		uint32_t old = mr[0]->rkey;
+		int rc = ibv_rereg_mr(mr[0], IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, IBV_ACCESS_LOCAL_WRITE);
+		CHECK(rc == 0 && mr[0]->rkey != old && mr[0]->lkey == mr[0]->rkey,
+		      "ibv_rereg_mr gives a new key (0x%x -> 0x%x)", old, mr[0]->rkey);
+	}
+	for (int i = 0; i < got; i++)
+		ibv_dereg_mr(mr[i]);
+}
+
 /* ibv_rereg_mr taking REMOTE_WRITE away: WRITEs through the MR's rkey now
  * fail (and an old rkey, if the keys changed, fails too). */
 static void rereg_access(void)
@@ -1896,6 +1933,7 @@ int main(int argc, char **argv)
 	async_after_destroy();
 	dereg_during_stream();
 	rereg_access();
+	keys_unpredictable();
 	cq_overflow();
 	cq_destroyed_with_events();
 	app_error_in_flight();
