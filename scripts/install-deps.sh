@@ -13,7 +13,7 @@ ibverbs-utils rdmacm-utils perftest qperf
 tshark iproute2 nftables
 clang valgrind gdb strace
 python3 iperf3 procps time gnuplot-nox
-ucx-utils openmpi-bin libfabric-bin python3-pyverbs
+ucx-utils openmpi-bin libopenmpi-dev libfabric-bin python3-pyverbs
 tgt libiscsi-bin fio linux-perf
 man-db dpkg-dev fakeroot lintian
 "
