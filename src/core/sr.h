@@ -22,7 +22,11 @@
 #define SR_MAX_SGE 32
 #define SR_MAX_INLINE 256
 #define SR_MAX_CQ 0x4000
-#define SR_MAX_CQE 0x8000
+/* max_cqe is 1M - 1, beyond rxe's 32767: libfabric's verbs;ofi_rxm asks
+ * for rx + tx * universe (128 + 128 * 256) entries.  A CQ's ring is
+ * calloc'ed, so the kernel commits its pages only as completions reach
+ * them: 48 MiB at most for the largest CQ, 3 MiB for rxm's. */
+#define SR_MAX_CQE 0x100000
 #define SR_MAX_MR 0x40000
 #define SR_MAX_PD 0x10000
 #define SR_MAX_SRQ 0x4000

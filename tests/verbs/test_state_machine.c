@@ -213,6 +213,26 @@ static void test_object_limits(void)
 	CHECK_PTR_ERR(cq, e, EINVAL, "ibv_create_cq(cqe max_cqe+1 = %d)", D.attr.max_cqe + 1);
 	if (cq)
 		ibv_destroy_cq(cq);
+	/* libfabric's verbs;ofi_rxm opens a CQ of rx + tx * universe size
+	 * (128 + 128 * 256) entries and fails if the device refuses it */
+	CHECK(D.attr.max_cqe >= 65536, "max_cqe %d holds libfabric verbs;ofi_rxm's 32896-entry CQ", D.attr.max_cqe);
+	long rss0 = vt_rss_kib();
+	cq = ibv_create_cq(D.ctx, D.attr.max_cqe, NULL, NULL, 0);
+	e = errno;
+	CHECK_PTR_ERR(cq, e, 0, "ibv_create_cq(cqe max_cqe = %d)", D.attr.max_cqe);
+	if (cq) {
+		long grown = vt_rss_kib() - rss0;
+		CHECK(grown < 4096, "  a max_cqe CQ commits its memory as it fills, not at creation\t(RSS grew %ld KiB)",
+		      grown);
+		CHECK(cq->cqe >= D.attr.max_cqe, "  cq->cqe %d", cq->cqe);
+		ibv_destroy_cq(cq);
+	}
+	errno = 0;
+	cq = ibv_create_cq(D.ctx, 32896, NULL, NULL, 0);
+	e = errno;
+	CHECK_PTR_ERR(cq, e, 0, "ibv_create_cq(cqe 32896, verbs;ofi_rxm's)");
+	if (cq)
+		ibv_destroy_cq(cq);
 	errno = 0;
 	cq = ibv_create_cq(D.ctx, 4, NULL, NULL, D.ctx->num_comp_vectors);
 	e = errno;

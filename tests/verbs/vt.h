@@ -171,6 +171,18 @@ VT_STATIC uint64_t vt_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* Resident memory of this process in KiB (/proc/self/statm), -1 if unknown. */
+VT_STATIC long vt_rss_kib(void)
+{
+	long size, rss;
+	FILE *f = fopen("/proc/self/statm", "r");
+	if (!f)
+		return -1;
+	int n = fscanf(f, "%ld %ld", &size, &rss);
+	fclose(f);
+	return n == 2 ? rss * (sysconf(_SC_PAGESIZE) / 1024) : -1;
+}
+
 VT_STATIC void vt_sleep_ms(unsigned ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
