@@ -11,6 +11,13 @@
 # even when FI_VERBS_IFACE names one.  ofi_rxm's CQ of 128 + 128 * 256
 # entries needs max_cqe above rxe's 32767, and its probe binds
 # "localhost", which must succeed without a device (as in the kernel).
+#
+# ofi_rxm runs with FI_OFI_RXM_USE_SRX=1 (its receive buffers on a shared
+# receive queue, softrdma's SRQ): without it, libfabric 1.17's rxm can
+# crash in fi_close after a run whose data was all right, on any provider
+# (it closes a connection's endpoint and then handles the completions
+# still queued for it: ofiwg/libfabric issue 11828, fixed upstream in
+# 2.x); about one run in six here.
 . "$(dirname "$0")/lib.sh"
 sr_need_cmd fi_info fi_pingpong
 sr_init
@@ -22,10 +29,12 @@ pingpong() {
 	local -n at_srv=$1 at_cli=$2
 	local desc=$3 ns=$4 addr=$5 prov=$6 ep=$7 last=$8 port
 	shift 8
+	local -a env=(env)
+	[[ $prov == *ofi_rxm* ]] && env+=(FI_OFI_RXM_USE_SRX=1)
 	port=$(sr_free_port "$ns")
 	if sr_pair ${ns:+--ns "$ns"} "$desc: fi_pingpong -p '$prov' -e $ep -c" "$port" \
-		-- "${at_srv[@]}" fi_pingpong -p "$prov" -e "$ep" -c -B "$port" "$@" \
-		-- "${at_cli[@]}" fi_pingpong -p "$prov" -e "$ep" -c -P "$port" "$@" "$addr"; then
+		-- "${at_srv[@]}" "${env[@]}" fi_pingpong -p "$prov" -e "$ep" -c -B "$port" "$@" \
+		-- "${at_cli[@]}" "${env[@]}" fi_pingpong -p "$prov" -e "$ep" -c -P "$port" "$@" "$addr"; then
 		sr_expect "$SR_CLIENT_OUT" "^$last +[0-9]+ += *[0-9]+ " "  every size up to $last exchanged and checked"
 		sr_reject "$SR_CLIENT_OUT$SR_SERVER_OUT" '[Ee]rror|invalid|corrupt' "  no errors"
 	fi
