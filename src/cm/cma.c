@@ -599,11 +599,7 @@ static int bind_addr(struct sr_cm_id *c, const struct sockaddr *addr, bool reser
 		pthread_mutex_lock(&sr_cm.lock);
 		dev = sr_cm_dev_by_addr(&a, &gidx);
 		pthread_mutex_unlock(&sr_cm.lock);
-		/* A loopback address no device holds binds without a device,
-		 * as the kernel's rdma_cm binds it: libfabric's verbs provider
-		 * binds "localhost" to probe, and then takes its source
-		 * addresses from the devices because id->verbs stays NULL. */
-		if (!dev && !sr_cm_is_loopback(&a))
+		if (!dev)
 			return fail(ENODEV);
 	}
 	pthread_mutex_lock(&sr_cm.lock);
