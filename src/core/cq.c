@@ -348,6 +348,26 @@ bool sr_cq_push(struct sr_cq *cq, const struct ibv_wc *wc, bool solicited)
 	return ok;
 }
 
+/* Drop the unread completions of QP qpn, as rdma-core's mlx4/mlx5
+ * providers do when a QP is reset: its flushed WRs must not surface after
+ * the QP has started over (rdma-core's tests reset a QP in ERR and expect
+ * the next completions to be the new ones). */
+void sr_cq_clean(struct sr_cq *cq, uint32_t qpn)
+{
+	pthread_mutex_lock(&cq->lock);
+	uint32_t w = cq->tail;
+	for (uint32_t r = cq->tail; r != cq->head; r++) {
+		struct ibv_wc *wc = &cq->ring[r & (cq->size - 1)];
+		if (wc->qp_num == qpn)
+			continue;
+		if (w != r)
+			cq->ring[w & (cq->size - 1)] = *wc;
+		w++;
+	}
+	cq->head = w;
+	pthread_mutex_unlock(&cq->lock);
+}
+
 int sr_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **ibcq, void **cq_context)
 {
 	struct sr_cq *cq;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 
 #include "core/sr.h"
@@ -206,7 +207,9 @@ struct ibv_context *sr_open_device(struct ibv_device *ibdev)
 
 	struct ibv_context *ic = &ctx->vctx.context;
 	ic->device = ibdev;
-	ic->cmd_fd = -1;
+	/* A descriptor of its own, as rdma-core's context has its uverbs
+	 * file: programs dup() it to share the context (ibv_import_device). */
+	ic->cmd_fd = eventfd(0, EFD_CLOEXEC);
 	ic->async_fd = p[0];
 	ic->num_comp_vectors = 1;
 	pthread_mutex_init(&ic->mutex, NULL);
@@ -232,6 +235,8 @@ int sr_close_device(struct ibv_context *c)
 	sr_mcast_ctx_free(ctx);
 	close(c->async_fd);
 	close(ctx->async_wr);
+	if (c->cmd_fd >= 0)
+		close(c->cmd_fd);
 	free(ctx->async_q);
 	free(ctx->mr_tab);
 	free(ctx->qpn_tab);

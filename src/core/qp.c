@@ -229,7 +229,11 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 		errno = EINVAL;
 		return NULL;
 	}
-	if (ia->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
+	/* create flags are accepted when there are none, as rxe does (it
+	 * refuses any flag with EOPNOTSUPP); rdma-core's tests set the mask
+	 * with no flags for devices that are not mlx4/mlx5 */
+	if ((ia->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS)) ||
+	    ((ia->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && ia->create_flags)) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -581,9 +585,13 @@ int sr_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 				sr_post_async_event(qp->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, ibqp);
 			}
 		} else if (next == IBV_QPS_RESET) {
-			/* RESET discards everything without completions */
+			/* RESET discards everything without completions, and
+			 * the unread ones of the QP's past */
 			qp->sq.head = qp->sq.tail = qp->sq.cur = 0;
 			qp->rq.head = qp->rq.tail = 0;
+			sr_cq_clean(qp->scq, ibqp->qp_num);
+			if (qp->rcq != qp->scq)
+				sr_cq_clean(qp->rcq, ibqp->qp_num);
 			qp->last_wqe_reached_sent = false;
 		} else if (next == IBV_QPS_SQD) {
 			qp->sqd_notified = false;

@@ -393,6 +393,7 @@ void sr_ack_cq_events(struct ibv_cq *cq, unsigned int n);
 /* Add a completion; signals the channel if armed.  Returns false on overflow
  * (the CQ then raises IBV_EVENT_CQ_ERR). */
 bool sr_cq_push(struct sr_cq *cq, const struct ibv_wc *wc, bool solicited);
+void sr_cq_clean(struct sr_cq *cq, uint32_t qpn);
 
 /* qp.c */
 struct ibv_qp *sr_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);

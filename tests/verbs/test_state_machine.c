@@ -195,6 +195,35 @@ static void test_queries(void)
 
 /* ------------------------------------------------------------------ */
 
+/* ibv_create_qp_ex with IBV_QP_INIT_ATTR_CREATE_FLAGS: no flags is fine
+ * (rdma-core's tests set the mask so on devices other than mlx4/mlx5), any
+ * flag EOPNOTSUPP, as rxe answers. */
+static void test_create_flags(void)
+{
+	SECTION("ibv_create_qp_ex: IBV_QP_INIT_ATTR_CREATE_FLAGS");
+	struct ibv_cq *cq = ibv_create_cq(D.ctx, 16, NULL, NULL, 0);
+	if (!CHECK(cq, "ibv_create_cq"))
+		return;
+	struct ibv_qp_init_attr_ex ia = {
+		.qp_type = IBV_QPT_RC, .send_cq = cq, .recv_cq = cq, .pd = D.pd,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS,
+	};
+	struct ibv_qp *qp = ibv_create_qp_ex(D.ctx, &ia);
+	int e = errno;
+	CHECK_PTR_ERR(qp, e, 0, "create flags 0");
+	if (qp)
+		ibv_destroy_qp(qp);
+	ia.create_flags = IBV_QP_CREATE_BLOCK_SELF_MCAST_LB;
+	errno = 0;
+	qp = ibv_create_qp_ex(D.ctx, &ia);
+	e = errno;
+	CHECK_PTR_ERR(qp, e, EOPNOTSUPP, "create flags BLOCK_SELF_MCAST_LB");
+	if (qp)
+		ibv_destroy_qp(qp);
+	ibv_destroy_cq(cq);
+}
+
 static void test_object_limits(void)
 {
 	SECTION("creation limits: CQ, MR, QP caps");
@@ -1367,6 +1396,7 @@ int main(void)
 	if (!vt_open(&D))
 		return vt_end();
 	test_queries();
+	test_create_flags();
 	test_object_limits();
 	test_transitions(IBV_QPT_RC);
 	test_transitions(IBV_QPT_UC);

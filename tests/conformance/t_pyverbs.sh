@@ -1,0 +1,80 @@
+#!/bin/bash
+# rdma-core's own test suite (Debian's python3-pyverbs ships run_tests.py
+# and tests/test_*.py under /usr/share/doc/rdma-core/tests) through
+# softrdma-run, whole, on Soft-RoCE and on Soft-iWARP.
+#
+# Soft-RoCE: no test may fail or error, and every skip must give a reason
+# of one of the kinds below: vendor-only (mlx5, efa, CUDA, VFIO),
+# something the kernel's rxe of Debian 12 (6.1) lacks as well, something
+# of this machine, or one of softrdma's known gaps (README, "What is not
+# there yet": memory windows, device import).  A new kind of skip fails.
+# Soft-iWARP: the tests connect RC QPs by modify_qp alone, which an iWARP
+# QP refuses (EINVAL at RTS: it is connected through rdma_cm, as siw's
+# is), and siw's QPs report INIT after creation; every other test must
+# pass or skip as above.
+. "$(dirname "$0")/lib.sh"
+PY=/usr/bin/python3
+SUITE=/usr/share/doc/rdma-core/tests
+[ -x "$PY" ] && $PY -c 'import pyverbs' 2>/dev/null || sr_skip "python3-pyverbs is not installed"
+[ -e "$SUITE/run_tests.py" ] || sr_skip "rdma-core's test suite ($SUITE) is not installed"
+sr_init
+cp -r "$SUITE" "$SR_TMP/suite" && gunzip -fq "$SR_TMP"/suite/*.gz 2>/dev/null
+mv "$SR_TMP/suite" "$SR_TMP/tests"
+
+# Skip reasons: vendor-only, absent from rxe/siw on Debian 12, this machine.
+ALLOWED='non MLX5 device|not an MLX5 device|non EFA device|cuda-python|PCI device must be passed'
+ALLOWED+='|ODP is not supported|Device memory is not supported|Allocating dmabuf is not supported'
+ALLOWED+='|Create XRCD is not supported|Create QP type 8 is not supported|Raw Packet QP'
+ALLOWED+="|Parent Domain is not supported|Create Extended CQ is not supported|'Extended CQ is not supported"
+ALLOWED+='|Query device real time is not supported|Extended QP is not supported on this device'
+ALLOWED+='|no huge pages of size'
+# and on iWARP what siw lacks: UC, UD, atomics
+IW_ALLOWED='Create (UC|UD) QP|Create QP type 4 is not supported|Atomic operations are not supported'
+# softrdma's gaps (README): memory windows, importing a device
+GAPS='Reg MR with MW access is not supported|Create memory window of type|custom mr with additional access flags 18'
+GAPS+='|Importing a device is not supported'
+
+# suite LABEL CONF [ALLOWED]: runs the suite; sets OUT
+suite() {
+	local label=$1 conf=$2 allowed=$ALLOWED${3:+|$3}
+	sr_new_log "$SR_RUN" "$PY" tests/run_tests.py -v
+	OUT=$SR_OUTFILE
+	(cd "$SR_TMP" && SOFTRDMA_CONF=$conf timeout -k 5 600 "$SR_RUN" "$PY" tests/run_tests.py -v) >"$OUT" 2>&1
+	local ran ok skipped
+	ran=$(sed -n 's/^Ran \([0-9]*\) tests.*/\1/p' "$OUT")
+	ok=$(grep -c '\.\.\. ok$' "$OUT")
+	skipped=$(sed -n 's/.*skipped=\([0-9]*\).*/\1/p' "$OUT")
+	echo "# $label: ran ${ran:-?}, passed $ok, skipped $skipped, failed $(grep -c '\.\.\. FAIL$' "$OUT"), errors $(grep -c '\.\.\. ERROR$' "$OUT")"
+	grep -o "skipped '.*'" "$OUT" | sed "s/^skipped '//; s/'$//" | sort | uniq -c | sort -rn | sed 's/^/#   skip: /'
+	if grep -o "skipped '.*'" "$OUT" | grep -Ev "$allowed|$GAPS" >"$SR_TMP/odd-skips"; then
+		sr_fail "$label: skips for reasons rxe/siw would not give: $(sort -u "$SR_TMP/odd-skips" | tr '\n' ' ')"
+	else
+		sr_pass "$label: every skip is vendor-only, absent from rxe/siw, of this machine, or a known gap"
+	fi
+	[ "${ran:-0}" -ge 250 ] && sr_pass "$label: the whole suite ran ($ran tests)" ||
+		sr_fail "$label: only ${ran:-no} tests ran"
+}
+
+suite "Soft-RoCE" "$SR_CONF"
+sr_expect "$OUT" '^OK \(skipped=[0-9]+\)$' "Soft-RoCE: no test failed or errored" || true
+[ "$(grep -c '\.\.\. ok$' "$OUT")" -ge 75 ] && sr_pass "Soft-RoCE: at least 75 tests passed" ||
+	sr_fail "Soft-RoCE: only $(grep -c '\.\.\. ok$' "$OUT") tests passed"
+
+IW_CONF=$SR_TMP/iwarp.conf
+sr_write_conf "$IW_CONF" lo iwarp
+suite "Soft-iWARP" "$IW_CONF" "$IW_ALLOWED"
+# every failure and error must be one siw gives too
+awk '/^(ERROR|FAIL): /{t=$0} /^(pyverbs\.pyverbs_error\.PyverbsRDMAError|AssertionError): /{print t " => " $0}' "$OUT" \
+	>"$SR_TMP/iw-bad"
+n_bad=$(grep -c '' "$SR_TMP/iw-bad")
+n_siw=$(grep -Ec "Failed to modify QP state to RTS\. Errno: 22|test_query_rc_qp.*IBV_QPS_INIT: 1> != 0" "$SR_TMP/iw-bad")
+n_all=$(( $(grep -c '\.\.\. FAIL$' "$OUT") + $(grep -c '\.\.\. ERROR$' "$OUT") ))
+if [ "$n_all" -eq "$n_bad" ] && [ "$n_bad" -eq "$n_siw" ]; then
+	sr_pass "Soft-iWARP: all $n_all failures are siw's (RTS without a connection: EINVAL; a new QP reports INIT)"
+else
+	sr_fail "Soft-iWARP: $n_all failures, $n_siw of them siw's:"
+	grep -Ev "Failed to modify QP state to RTS\. Errno: 22|test_query_rc_qp.*IBV_QPS_INIT: 1> != 0" "$SR_TMP/iw-bad" | head
+fi
+[ "$(grep -c '\.\.\. ok$' "$OUT")" -ge 25 ] && sr_pass "Soft-iWARP: at least 25 tests passed" ||
+	sr_fail "Soft-iWARP: only $(grep -c '\.\.\. ok$' "$OUT") tests passed"
+sr_finish
