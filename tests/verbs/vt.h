@@ -38,6 +38,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <fcntl.h>
+
+#include "common/stats.h"
 
 /* everything here is static; not every test uses every helper */
 #define VT_STATIC static __attribute__((unused))
@@ -889,6 +892,66 @@ struct vt_pp_end {
 	const char *err;       /* NULL, or why it stopped */
 };
 
+/* Packets this process has sent and received so far, from the counters
+ * the library keeps for `softrdma-cfg statistic` (its <pid>.stats file);
+ * 0 if there are none.  Waits use it to tell a stall (nothing moves) from
+ * a loaded machine (packets keep moving, slowly). */
+VT_STATIC uint64_t vt_traffic(void)
+{
+	const char *dir = getenv("SOFTRDMA_RUNTIME_DIR");
+	char path[512];
+	struct sr_stats_file h;
+	uint64_t n = 0;
+	int fd;
+
+	if (dir && dir[0])
+		snprintf(path, sizeof(path), "%s/%ld.stats", dir, (long)getpid());
+	else
+		snprintf(path, sizeof(path), "/dev/shm/softrdma-%u/%ld.stats", (unsigned)getuid(), (long)getpid());
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	if (pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) && h.magic == SR_STATS_MAGIC) {
+		for (int i = 0; i < SR_MAX_DEVICES; i++)
+			n += h.dev[i].c.v[SR_STAT_SENT_PKTS] + h.dev[i].c.v[SR_STAT_RCVD_PKTS];
+		for (uint32_t i = 0; i < h.hiwater && i < h.nslots; i++) {
+			struct sr_stats_qp q;
+
+			if (pread(fd, &q, sizeof(q), (off_t)(sizeof(h) + i * sizeof(q))) != (ssize_t)sizeof(q))
+				break;
+			n += q.c.v[SR_STAT_SENT_PKTS] + q.c.v[SR_STAT_RCVD_PKTS];
+		}
+	}
+	close(fd);
+	return n;
+}
+
+/* A wait that fails only when nothing moves: no packet sent or received by
+ * this process for VT_STALL_MS, or VT_WAIT_CAP_MS in all. */
+#define VT_STALL_MS 5000
+#define VT_WAIT_CAP_MS 120000
+struct vt_stall {
+	uint64_t start, last, traffic;
+};
+
+VT_STATIC void vt_stall_init(struct vt_stall *w)
+{
+	w->start = w->last = vt_now_ms();
+	w->traffic = vt_traffic();
+}
+
+/* True once the wait has stalled (call it now and then while waiting). */
+VT_STATIC bool vt_stalled(struct vt_stall *w)
+{
+	uint64_t now = vt_now_ms(), t = vt_traffic();
+
+	if (t != w->traffic) {
+		w->traffic = t;
+		w->last = now;
+	}
+	return now - w->last > VT_STALL_MS || now - w->start > VT_WAIT_CAP_MS;
+}
+
 VT_STATIC void *vt_pp_thread(void *arg)
 {
 	struct vt_pp_end *e = arg;
@@ -923,11 +986,12 @@ VT_STATIC void *vt_pp_thread(void *arg)
 						return NULL;
 					}
 			} else {
-				uint64_t deadline = vt_now_ms() + 5000;
+				struct vt_stall w;
 				unsigned spins = 0;
 
+				vt_stall_init(&w);
 				while (e->buf[e->len - 1] != m) {
-					if ((++spins & 0xffff) == 0 && vt_now_ms() > deadline) {
+					if ((++spins & 0xfffff) == 0 && vt_stalled(&w)) {
 						e->err = "the peer's marker never arrived (or was undone)";
 						return NULL;
 					}
