@@ -213,12 +213,19 @@ sr_ptree() {
 sr_backtraces() {
 	local p comm
 	for p in $(sr_ptree "$@"); do
-		comm=$(cat "/proc/$p/comm" 2>/dev/null) || continue
+		if ! comm=$(cat "/proc/$p/comm" 2>/dev/null); then
+			echo "    ----- process $p: gone"
+			continue
+		fi
 		case $comm in timeout | env | bash | sh | ip | softrdma-run) continue ;; esac
-		echo "    ----- every thread of $p: $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"
+		echo "    ----- every thread of $p [$(sed -n "s/^State:[[:space:]]*//p" "/proc/$p/status" 2>/dev/null)]:" \
+			"$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"
 		if command -v gdb >/dev/null 2>&1; then
-			timeout 60 gdb -batch -nx -p "$p" -ex 'set pagination off' -ex 'thread apply all bt' </dev/null 2>&1 |
-				grep -E '^(Thread|#)' | sed 's/^/    | /'
+			timeout 120 gdb -batch -nx -p "$p" -ex 'set pagination off' -ex 'thread apply all bt' </dev/null \
+				>"$SR_TMP/gdb.out" 2>&1
+			grep -E '^(Thread|#)' "$SR_TMP/gdb.out" | sed 's/^/    | /'
+			grep -qE '^Thread' "$SR_TMP/gdb.out" ||
+				{ echo "    | gdb printed no thread:" && tail -n 5 "$SR_TMP/gdb.out" | sed 's/^/    | /'; }
 		else
 			echo "    | (gdb is not installed: scripts/install-deps.sh installs it)"
 		fi

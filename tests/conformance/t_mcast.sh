@@ -85,9 +85,8 @@ status_wait() {
 
 id=$(printf '%03x%03x' $(($$ % 4096)) $((RANDOM % 4096)))
 NS=sr-$id-mc
-ip netns add "$NS" 2>"$SR_TMP/netns.err" || sr_skip "cannot create a network namespace: $(cat "$SR_TMP/netns.err")"
-sr_on_exit "sr_netns_delete $NS"
-if ! { ip -n "$NS" link set lo up && ip -n "$NS" link set lo multicast on &&
+sr_netns_add "$NS"
+if ! { ip -n "$NS" link set lo multicast on &&
 	ip -n "$NS" route add 224.0.0.0/4 dev lo; }; then
 	sr_die "cannot set up multicast on lo"
 fi

@@ -18,10 +18,10 @@ sed 's/^/    > /' "$out"
 [ "$rc" -ne 0 ] && sr_pass "the hung command fails" || sr_fail "the hung command passed"
 sr_expect "$out" '^FAIL: rping server without a client: hung \(no packet for 3s' "  reported as hung"
 sr_expect "$out" '^    ----- HANG: .*rping -s -a 127\.0\.0\.1' "  the hung command is named"
-sr_expect "$out" '^    ----- every thread of [0-9]+: rping -s' "  rping's threads are listed"
+sr_expect "$out" '^    ----- every thread of [0-9]+ \[[^]]*\]: rping -s' "  rping's threads are listed"
 sr_expect "$out" '^    \| Thread [0-9]+ .*\(LWP [0-9]+\)' "  with gdb's thread headers"
 sr_expect "$out" '^    \| #[0-9]+ .* in (rdma_get_cm_event|.*poll|.*epoll_wait|.*read) ' "  and their frames"
-sr_reject "$out" '^    ----- every thread of [0-9]+: (timeout|env|bash)' "  wrappers are skipped"
+sr_reject "$out" '^    ----- every thread of [0-9]+ \[[^]]*\]: (timeout|env|bash)' "  wrappers are skipped"
 pgrep -f 'rping -s -a 127.0.0.1 -p 7999' >/dev/null && sr_fail "  the hung rping still runs" || sr_pass "  and killed"
 
 # a command that keeps exchanging packets for longer than SR_TIMEOUT is not hung
