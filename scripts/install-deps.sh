@@ -14,7 +14,7 @@ tshark iproute2 nftables
 clang valgrind gdb strace
 python3 iperf3 procps time gnuplot-nox
 ucx-utils openmpi-bin libopenmpi-dev libfabric-bin python3-pyverbs
-tgt libiscsi-bin fio linux-perf
+tgt libiscsi-bin libiscsi-dev fio linux-perf
 man-db dpkg-dev fakeroot lintian
 "
 
