@@ -364,14 +364,15 @@ sr_tcp_ports() {
 		done
 }
 
-# sr_free_port [NS]: a TCP port nobody uses in NS, chosen at random so
-# that concurrent tests rarely race for the same one.
+# sr_free_port [NS [BELOW]]: a TCP port nobody uses in NS, chosen at
+# random so that concurrent tests rarely race for the same one; below
+# BELOW if given (tgt keeps its iSER port in a signed short: < 32768).
 # shellcheck disable=SC2120 # NS is optional
 sr_free_port() {
-	local ns=${1:-} used p i
+	local ns=${1:-} below=${2:-60000} used p i
 	used=" $(sr_tcp_ports "$ns" | tr '\n' ' ') "
 	for i in $(seq 1 200); do
-		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		p=$((20000 + (RANDOM * 32768 + RANDOM) % (below - 20000)))
 		case $used in
 		*" $p "*) continue ;;
 		esac
@@ -792,4 +793,93 @@ sr_capture_stop() {
 	kill -INT "$SR_CAPTURE_PID" 2>/dev/null
 	wait "$SR_CAPTURE_PID" 2>/dev/null
 	sr_forget "$SR_CAPTURE_PID"
+}
+
+# ---- storage: Debian's tgtd as iSCSI/iSER target, libiscsi initiators -----
+# One tgtd per call of sr_tgt_start, with its management socket in SR_TMP
+# (TGT_IPC_SOCKET), an iSCSI/TCP portal and an iSER portal, and two targets
+# on one file-backed LUN: SR_TGT_IQN_TCP (tid 1, driver iscsi) and
+# SR_TGT_IQN_ISER (tid 2, driver iser).  tgt 1.0.85's iSER driver admits an
+# initiator only when both an address ACL and an initiator-name ACL match
+# (fixed upstream in tgt b73c64d), so the iSER target binds ALL addresses
+# and the names in SR_ISCSI_INITIATORS, which every libiscsi command here
+# passes with -i (and iscsi-test-cu's second session with -I).
+
+SR_ISCSI_INI=iqn.2026-01.org.softrdma:initiator
+SR_ISCSI_INI2=iqn.2026-01.org.softrdma:initiator-2
+SR_ISCSI_INITIATORS="$SR_ISCSI_INI $SR_ISCSI_INI2"
+SR_TGT_IQN_TCP=iqn.2026-01.org.softrdma:tcp
+SR_TGT_IQN_ISER=iqn.2026-01.org.softrdma:iser
+
+sr_need_storage() {
+	sr_need_cmd tgtd tgtadm iscsi-inq iscsi-readcapacity16 iscsi-perf iscsi-ls
+	[ -x "$SR_BUILD_DIR/bin/sr-iscsi-io" ] ||
+		sr_skip "sr-iscsi-io was not built (libiscsi-dev missing: scripts/install-deps.sh installs it)"
+	SR_ISCSI_IO=$SR_BUILD_DIR/bin/sr-iscsi-io
+}
+
+# sr_tgtadm ARGS...: tgtadm against the tgtd of the last sr_tgt_start
+sr_tgtadm() {
+	TGT_IPC_SOCKET=$SR_TGT_SOCK timeout -k 5 30 tgtadm -C 0 "$@"
+}
+
+# sr_tgt_start NAME TYPE ADDR TCP-PORT ISER-PORT LUN-FILE [AT-PREFIX-NAME]:
+# tgtd under softrdma-run on the device of SOFTRDMA_CONF (TYPE roce or
+# iwarp; with the prefix named, e.g. SR_AT_A, in a namespace with the
+# prefix's configuration), its TCP portal on ADDR:TCP-PORT, iSER on ISER-PORT (tgt
+# listens on the IPv4 and the IPv6 wildcard); waits until both listen and
+# makes the two targets.  Sets SR_TGT_PID, SR_TGT_LOG, SR_TGT_SOCK.
+# Returns 1 (after a failed check) if tgtd does not come up.
+sr_tgt_start() {
+	local name=$1 type=$2 addr=$3 tport=$4 iport=$5 file=$6 at=${7:-} ns='' ilisten ini
+	local -a run=("$SR_RUN")
+	if [ -n "$at" ]; then
+		local -n atref=$at
+		run=("${atref[@]}")
+		ns=${atref[3]}
+	fi
+	SR_TGT_SOCK=$SR_TMP/tgtd-$name.sock
+	sr_new_log tgtd-"$name"
+	SR_TGT_LOG=$SR_OUTFILE
+	TGT_IPC_SOCKET=$SR_TGT_SOCK timeout -k 5 "${SR_TGT_TIMEOUT:-600}" "${run[@]}" tgtd -f -C 0 \
+		--iscsi portal="$addr:$tport" --iser port="$iport" >"$SR_TGT_LOG" 2>&1 </dev/null &
+	SR_TGT_PID=$!
+	SR_PIDS+=("$SR_TGT_PID")
+	sr_on_exit "TGT_IPC_SOCKET=$SR_TGT_SOCK tgtadm -C 0 --op delete --mode system >/dev/null 2>&1"
+	# RoCE listens through softrdmad (cm:PORT), iWARP on TCP itself
+	ilisten=cm:$iport
+	[ "$type" = iwarp ] && ilisten=$iport
+	if ! sr_wait_listen "$tport" "$SR_TGT_PID" "$ns" || ! sr_wait_listen "$ilisten" "$SR_TGT_PID" "$ns"; then
+		sr_fail "tgtd $name did not listen on TCP $tport and iSER $iport"
+		sr_dump "$SR_TGT_LOG" tgtd
+		return 1
+	fi
+	if ! { sr_tgtadm --lld iscsi --op new --mode target --tid 1 -T "$SR_TGT_IQN_TCP" &&
+		sr_tgtadm --lld iscsi --op new --mode logicalunit --tid 1 --lun 1 -b "$file" &&
+		sr_tgtadm --lld iscsi --op bind --mode target --tid 1 -I ALL &&
+		sr_tgtadm --lld iser --op new --mode target --tid 2 -T "$SR_TGT_IQN_ISER" &&
+		sr_tgtadm --lld iser --op new --mode logicalunit --tid 2 --lun 1 -b "$file" &&
+		sr_tgtadm --lld iser --op bind --mode target --tid 2 -I ALL; } >"$SR_TMP/tgtadm.out" 2>&1; then
+		sr_fail "tgtadm could not set up the targets of tgtd $name"
+		sed 's/^/    | /' "$SR_TMP/tgtadm.out"
+		return 1
+	fi
+	for ini in $SR_ISCSI_INITIATORS; do
+		sr_tgtadm --lld iser --op bind --mode target --tid 2 -Q "$ini" || return 1
+	done
+	sr_pass "tgtd $name: iSCSI/TCP on $addr:$tport, iSER on port $iport, targets made"
+}
+
+# sr_tgt_stop: tgtd ignores SIGTERM; `tgtadm --op delete --mode system`
+# stops it (then SIGKILL if it has not gone within 5 s)
+sr_tgt_stop() {
+	local pid=${1:-$SR_TGT_PID} i
+	sr_tgtadm --op delete --mode system >/dev/null 2>&1
+	for i in $(seq 1 50); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -0 "$pid" 2>/dev/null && pkill -KILL -P "$pid"
+	wait "$pid" 2>/dev/null
+	sr_forget "$pid"
 }
