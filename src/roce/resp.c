@@ -47,6 +47,18 @@ void sr_resp_flush_ack(struct sr_qp *qp)
 	send_aeth(qp, psn_add(r->epsn, (uint32_t)-1), SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
 }
 
+/* An acknowledgement owed for a message leaves before the message's
+ * receive completion is visible.  Once the application has its
+ * completion it may exit at once (fio's rdma server does, with _exit,
+ * never disconnecting), killing the thread that would have sent a
+ * coalesced ACK a moment later; the requester would then retry into a
+ * QP that no longer exists and fail with RETRY_EXC_ERR.  An RNIC (and
+ * rxe, in the kernel) acknowledges independently of the process. */
+static void ack_before_completion(struct sr_qp *qp)
+{
+	sr_resp_flush_ack(qp);
+}
+
 /* A class of error that NAKs the request and takes the responder's QP to
  * the error state (IBTA 9.9.3: invalid request, remote access, remote
  * operational). */
@@ -449,12 +461,13 @@ static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt)
 		}
 		r->in_send = !(pkt->mask & SR_OP_LAST);
 		r->epsn = psn_add(r->epsn, 1);
-		if (pkt->mask & SR_OP_LAST) {
-			r->msn = (r->msn + 1) & 0xffffff;
-			recv_complete(qp, IBV_WC_SUCCESS, IBV_WC_RECV, (uint32_t)r->rwqe_off, pkt, 0, SR_WC_NOGRH);
-		}
 		if (rc && pkt->ackreq)
 			r->ack_pending = true;
+		if (pkt->mask & SR_OP_LAST) {
+			r->msn = (r->msn + 1) & 0xffffff;
+			ack_before_completion(qp);
+			recv_complete(qp, IBV_WC_SUCCESS, IBV_WC_RECV, (uint32_t)r->rwqe_off, pkt, 0, SR_WC_NOGRH);
+		}
 		return;
 	}
 
@@ -519,13 +532,15 @@ static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt)
 	}
 	r->in_write = !(pkt->mask & SR_OP_LAST);
 	r->epsn = psn_add(r->epsn, 1);
-	if (pkt->mask & SR_OP_LAST) {
-		r->msn = (r->msn + 1) & 0xffffff;
-		if (pkt->mask & SR_OP_IMMDT)
-			recv_complete(qp, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, r->write_len, pkt, 0, SR_WC_NOGRH);
-	}
 	if (rc && pkt->ackreq)
 		r->ack_pending = true;
+	if (pkt->mask & SR_OP_LAST) {
+		r->msn = (r->msn + 1) & 0xffffff;
+		if (pkt->mask & SR_OP_IMMDT) {
+			ack_before_completion(qp);
+			recv_complete(qp, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, r->write_len, pkt, 0, SR_WC_NOGRH);
+		}
+	}
 }
 
 void sr_resp_rx(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_env *env)
