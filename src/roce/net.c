@@ -9,8 +9,15 @@
  *  - rx_fd (RC/UC, from RTR on): bound to <our ip>:4791 with SO_REUSEPORT
  *    and connected to <peer ip>:sr_qpn_src_port(peer qpn): the kernel gives
  *    an exact 4-tuple match precedence over the daemon's wildcard socket,
- *    so the flow bypasses the daemon.  Anything else (UD, QP1, peers that
- *    choose other source ports) arrives through the daemon. */
+ *    so the flow bypasses the daemon.
+ *  - ud_flows (UD, from the first send to a peer QP on): the same kind of
+ *    socket, connected to the peer QP's address and source port, one per
+ *    peer QP this QP has sent to (up to SR_UD_FLOWS_MAX): its answers come
+ *    straight to us instead of through the daemon.  A datagram of another
+ *    QP that a flow socket catches (two local QPs talking to one peer QP
+ *    share the 4-tuple) is handed on as for RC (sr_roce_rx_flush).
+ * Anything else (QP1, multicast, peers that choose other source ports, UD
+ * peers we have not sent to) arrives through the daemon. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -154,12 +161,13 @@ static int set_rcvbuf(int fd)
 	return sz;
 }
 
-static int rx_socket_open(struct sr_qp *qp)
+/* A socket bound to local:4791 and connected to peer (whose port is set):
+ * returns the descriptor, -EADDRINUSE if port 4791 is another user's (a
+ * SO_REUSEPORT group takes sockets of one uid only), or -errno. */
+static int flow_socket_open(struct sr_qp *qp, const struct sockaddr_in6 *local, const struct sockaddr_in6 *peer)
 {
-	struct sr_roce_qp *r = rqp(qp);
-	bool v4 = is_v4(&qp->av.dst);
+	bool v4 = is_v4(peer);
 	int one = 1, fd;
-	uint16_t peer_port = sr_qpn_src_port(qp->attr.dest_qp_num);
 
 	fd = socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
@@ -167,59 +175,107 @@ static int rx_socket_open(struct sr_qp *qp)
 	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
 	/* a GSO burst from the peer arrives as one buffer: one copy, one syscall */
 	setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one));
-	r->rcvbuf = set_rcvbuf(fd);
+	int rcvbuf = set_rcvbuf(fd);
+	if (qp->ibqp.qp_base.qp_type != IBV_QPT_UD)
+		rqp(qp)->rcvbuf = rcvbuf;
+	int rc;
 	if (v4) {
 		struct sockaddr_in l, p;
-		to_sin(&qp->av.src, &l);
+		to_sin(local, &l);
 		l.sin_port = htons(SR_ROCE_UDP_PORT);
-		to_sin(&qp->av.dst, &p);
-		p.sin_port = htons(peer_port);
-		if (bind(fd, (struct sockaddr *)&l, sizeof(l)))
-			goto bind_err;
-		if (connect(fd, (struct sockaddr *)&p, sizeof(p)))
-			goto err;
+		to_sin(peer, &p);
+		rc = bind(fd, (struct sockaddr *)&l, sizeof(l));
+		if (!rc)
+			rc = connect(fd, (struct sockaddr *)&p, sizeof(p)) ? -2 : 0;
 	} else {
-		struct sockaddr_in6 l = qp->av.src, p = qp->av.dst;
+		struct sockaddr_in6 l = *local;
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
 		l.sin6_port = htons(SR_ROCE_UDP_PORT);
-		p.sin6_port = htons(peer_port);
-		if (bind(fd, (struct sockaddr *)&l, sizeof(l)))
-			goto bind_err;
-		if (connect(fd, (struct sockaddr *)&p, sizeof(p)))
-			goto err;
+		rc = bind(fd, (struct sockaddr *)&l, sizeof(l));
+		if (!rc)
+			rc = connect(fd, (const struct sockaddr *)peer, sizeof(*peer)) ? -2 : 0;
+	}
+	if (rc) {
+		int e = errno;
+		close(fd);
+		return rc == -1 && e == EADDRINUSE ? -EADDRINUSE : -e;
 	}
 	int err = sr_progress_add_fd(qp->ctx, fd, qp);
 	if (err) {
 		close(fd);
-		return err;
+		return err > 0 ? -err : err;
 	}
-	r->rx_fd = fd;
-	return 0;
-bind_err:
-	if (errno == EADDRINUSE) {
-		/* Port 4791 belongs to a daemon of another user (root's): a
-		 * SO_REUSEPORT group takes sockets of one uid only.  The flow
-		 * then reaches us through that daemon, which routes it by
+	return fd;
+}
+
+static int rx_socket_open(struct sr_qp *qp)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	struct sockaddr_in6 peer = qp->av.dst;
+	peer.sin6_port = htons(sr_qpn_src_port(qp->attr.dest_qp_num));
+	int fd = flow_socket_open(qp, &qp->av.src, &peer);
+	if (fd >= 0) {
+		r->rx_fd = fd;
+		return 0;
+	}
+	if (fd == -EADDRINUSE) {
+		/* Port 4791 belongs to a daemon of another user (root's).  The
+		 * flow then reaches us through that daemon, which routes it by
 		 * QPN: slower, still correct. */
 		SR_DBG("QP %u: no flow socket (UDP 4791 is another user's): receiving through softrdmad",
 		       sr_roce_qpn(qp));
-		close(fd);
 		r->rx_via_daemon = true;
 		atomic_fetch_add(&qp->ctx->n_ud_qps, 1);
 		return 0;
 	}
-err:
-	{
-		int e = errno;
-		sr_log("QP %u: cannot open flow socket to peer: %s", sr_roce_qpn(qp), strerror(e));
-		close(fd);
-		return -e;
+	sr_log("QP %u: cannot open flow socket to peer: %s", sr_roce_qpn(qp), strerror(-fd));
+	return fd;
+}
+
+/* UD: before sending to peer QP dqpn at av->dst, make sure its answers
+ * (from its source port, as rxe picks it) reach this QP directly.  Not for
+ * QP1 (the CM's, routed by the daemon), multicast, or beyond
+ * SR_UD_FLOWS_MAX peers: those keep going through the daemon. */
+void sr_roce_ud_flow(struct sr_qp *qp, const struct sr_av *av, uint32_t dqpn)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	if (r->ud_flows_off || dqpn == SR_MCAST_QPN || dqpn <= 1 || sr_roce_qpn(qp) <= 1)
+		return;
+	struct sockaddr_in6 peer = av->dst;
+	peer.sin6_port = htons(sr_qpn_src_port(dqpn));
+	for (int i = 0; i < r->n_ud_flows; i++)
+		if (r->ud_flows[i].peer.sin6_port == peer.sin6_port &&
+		    IN6_ARE_ADDR_EQUAL(&r->ud_flows[i].peer.sin6_addr, &peer.sin6_addr) &&
+		    IN6_ARE_ADDR_EQUAL(&r->ud_flows[i].local.sin6_addr, &av->src.sin6_addr))
+			return;
+	if (r->n_ud_flows >= SR_UD_FLOWS_MAX || IN6_IS_ADDR_MULTICAST(&peer.sin6_addr) ||
+	    (is_v4(&peer) && (peer.sin6_addr.s6_addr[12] & 0xf0) == 0xe0))
+		return;
+	if (!r->ud_flows && !(r->ud_flows = calloc(SR_UD_FLOWS_MAX, sizeof(*r->ud_flows))))
+		return;
+	int fd = flow_socket_open(qp, &av->src, &peer);
+	if (fd < 0) {
+		if (fd == -EADDRINUSE)
+			r->ud_flows_off = true;
+		SR_DBG("UD QP %u: no flow socket to QP %u: %s", sr_roce_qpn(qp), dqpn, strerror(-fd));
+		return;
 	}
+	struct sr_ud_flow *f = &r->ud_flows[r->n_ud_flows++];
+	f->fd = fd;
+	f->peer = peer;
+	f->local = av->src;
 }
 
 static void rx_socket_close(struct sr_qp *qp)
 {
 	struct sr_roce_qp *r = rqp(qp);
+	for (int i = 0; i < r->n_ud_flows; i++) {
+		sr_progress_del_fd(qp->ctx, r->ud_flows[i].fd);
+		close(r->ud_flows[i].fd);
+	}
+	r->n_ud_flows = 0;
+	free(r->ud_flows);
+	r->ud_flows = NULL;
 	if (r->rx_via_daemon) {
 		r->rx_via_daemon = false;
 		atomic_fetch_sub(&qp->ctx->n_ud_qps, 1);
@@ -544,9 +600,22 @@ static void roce_rx_flush(struct sr_context *ctx)
 	}
 }
 
+static void rx_drain(struct sr_qp *qp, int fd, const struct sockaddr_in6 *local);
+
 static void roce_on_readable(struct sr_qp *qp, int fd_unused)
 {
 	struct sr_roce_qp *r = rqp(qp);
+
+	(void)fd_unused;
+	if (r->rx_fd >= 0)
+		rx_drain(qp, r->rx_fd, &qp->av.src);
+	for (int i = 0; i < r->n_ud_flows && !qp->dead; i++)
+		rx_drain(qp, r->ud_flows[i].fd, &r->ud_flows[i].local);
+}
+
+/* Receive what flow socket fd (bound to local) holds, in batches. */
+static void rx_drain(struct sr_qp *qp, int fd, const struct sockaddr_in6 *local)
+{
 	struct mmsghdr msgs[SR_RX_GRO_BATCH];
 	struct iovec iov[SR_RX_GRO_BATCH];
 	struct sockaddr_storage names[SR_RX_GRO_BATCH];
@@ -556,14 +625,11 @@ static void roce_on_readable(struct sr_qp *qp, int fd_unused)
 	} cbufs[SR_RX_GRO_BATCH];
 	struct sr_rx_env env;
 
-	(void)fd_unused;
-	if (r->rx_fd < 0)
-		return;
 	uint8_t *rx_bufs = sr_tls_buf(SR_TLS_RX, (size_t)SR_RX_GRO_BATCH * SR_RX_GRO_BUF);
 	if (!rx_bufs)
 		return;
 	memset(&env, 0, sizeof(env));
-	env.dst = qp->av.src;
+	env.dst = *local;
 	for (int rounds = 0; rounds < 16; rounds++) {
 		for (int i = 0; i < SR_RX_GRO_BATCH; i++) {
 			iov[i].iov_base = rx_bufs + (size_t)i * SR_RX_GRO_BUF;
@@ -576,7 +642,7 @@ static void roce_on_readable(struct sr_qp *qp, int fd_unused)
 			msgs[i].msg_hdr.msg_control = cbufs[i].buf;
 			msgs[i].msg_hdr.msg_controllen = sizeof(cbufs[i].buf);
 		}
-		int n = recvmmsg(r->rx_fd, msgs, SR_RX_GRO_BATCH, MSG_DONTWAIT, NULL);
+		int n = recvmmsg(fd, msgs, SR_RX_GRO_BATCH, MSG_DONTWAIT, NULL);
 		if (n <= 0)
 			break;
 		for (int i = 0; i < n && !qp->dead && qp->attr.qp_state != IBV_QPS_ERR; i++) {

@@ -174,6 +174,8 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
 	struct iovec iov[SR_MAX_SGE + 1];
 	const struct sr_av *av = t == IBV_QPT_UD ? &w->av : &qp->av;
 
+	if (t == IBV_QPT_UD && !w->sent_pkts)
+		sr_roce_ud_flow(qp, av, w->remote_qpn);
 	while (w->sent_pkts < w->npkts) {
 		uint32_t psn = psn_add(w->first_psn, w->sent_pkts);
 		int32_t inflight = psn_diff(psn, r->una_psn);

@@ -48,10 +48,20 @@ struct sr_atomic_res {
 #define SR_RX_BATCH 32
 #define SR_RX_BUF 8192
 
+/* A UD QP's flow socket to one peer QP (see net.c). */
+struct sr_ud_flow {
+	struct sockaddr_in6 local, peer; /* our address:4791, the peer's address:sport */
+	int fd;
+};
+#define SR_UD_FLOWS_MAX 64
+
 struct sr_roce_qp {
 	int tx4, tx6;            /* unconnected send sockets bound to :sport */
 	int rx_fd;               /* RC/UC: connected per-flow socket on :4791, else -1 */
 	bool rx_via_daemon;      /* RC/UC without one: port 4791 is another user's */
+	struct sr_ud_flow *ud_flows; /* UD: flow sockets to the peers we sent to */
+	int n_ud_flows;
+	bool ud_flows_off;       /* UD: port 4791 is another user's: all through the daemon */
 	uint16_t sport;          /* our UDP source port, from our QPN */
 	uint32_t mtu;            /* path MTU in bytes */
 
@@ -130,5 +140,7 @@ uint64_t sr_timeout_ns(uint8_t timeout);
 void sr_resp_rx(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_env *env);
 void sr_resp_flush_ack(struct sr_qp *qp);
 void sr_resp_reset(struct sr_qp *qp);
+
+void sr_roce_ud_flow(struct sr_qp *qp, const struct sr_av *av, uint32_t dqpn);
 
 #endif
