@@ -1,23 +1,24 @@
 # softrdma front door.
 #   make        install Debian packages (if missing), build, run the demo
-#   make test   build (normal and ASan+UBSan) and run every test
+#   make test   build (normal, ASan+UBSan, TSan) and run every test
 #   make deb    build softrdma_VERSION_ARCH.deb here (hardened build in
 #               build-deb/, lintian run on it)
 #   make install [PREFIX=/usr/local] [DESTDIR=]
 #               install (programs in bin/ and sbin/, libraries in the
 #               private <libdir>/softrdma, man pages, softrdma.pc)
-# Other targets: build, deps, demo, test-fast, test-asan, test-installed,
+# Other targets: build, deps, demo, test-fast, test-asan, test-tsan, test-installed,
 # test-stress (scripts/stress.sh: hogs on every core, two copies at once),
 # uninstall, bench, clean.
 
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
+BUILD_TSAN ?= build-tsan
 JOBS       ?= $(shell nproc)
 CTEST_ARGS ?=
 PREFIX     ?= /usr/local
 DESTDIR    ?=
 
-.PHONY: all deps build demo test test-fast test-asan test-installed test-stress install uninstall deb bench clean
+.PHONY: all deps build demo test test-fast test-asan test-tsan test-installed test-stress install uninstall deb bench clean
 
 all: deps build demo
 
@@ -36,8 +37,9 @@ demo: build
 $(BUILD_ASAN)/CMakeCache.txt:
 	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DSOFTRDMA_SANITIZE=ON
 
-# The whole suite on the normal build, then again under ASan+UBSan.
-test: deps test-fast test-asan
+# The whole suite on the normal build, then again under ASan+UBSan, then
+# our own test programs under ThreadSanitizer.
+test: deps test-fast test-asan test-tsan
 
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure $(CTEST_ARGS)
@@ -45,6 +47,16 @@ test-fast: build
 test-asan: $(BUILD_ASAN)/CMakeCache.txt
 	cmake --build $(BUILD_ASAN) -j$(JOBS)
 	cd $(BUILD_ASAN) && ctest --output-on-failure $(CTEST_ARGS)
+
+# ThreadSanitizer (clang): the tests of our own programs -- unit, verbs, cm,
+# rsocket.  Debian's RDMA programs are not TSan-instrumented and cannot load
+# a TSan library, so the conformance tests are not run here.
+$(BUILD_TSAN)/CMakeCache.txt:
+	CC=clang cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSOFTRDMA_SANITIZE=thread
+
+test-tsan: $(BUILD_TSAN)/CMakeCache.txt
+	cmake --build $(BUILD_TSAN) -j$(JOBS)
+	cd $(BUILD_TSAN) && ctest --output-on-failure -L 'unit|verbs|cm|rsocket' $(CTEST_ARGS)
 
 # The prefix is a configure-time choice (GNUInstallDirs picks lib/<multiarch>
 # for /usr), so install reconfigures the build tree with it.
@@ -73,4 +85,4 @@ bench: build
 	bash bench/run.sh
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) build-deb
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) build-deb

@@ -11,7 +11,7 @@ build-essential cmake pkg-config
 libibverbs-dev librdmacm-dev libisal-dev
 ibverbs-utils rdmacm-utils perftest qperf
 tshark iproute2 nftables
-clang valgrind gdb strace
+clang libclang-rt-dev valgrind gdb strace
 python3 iperf3 procps time gnuplot-nox
 ucx-utils openmpi-bin libopenmpi-dev libfabric-bin python3-pyverbs
 tgt libiscsi-bin libiscsi-dev fio linux-perf

@@ -61,8 +61,13 @@ struct sr_cm_event {
 
 struct sr_cm_chan {
 	struct rdma_event_channel ch;      /* ch.fd: read end, one byte per event */
-	int wfd;
+	int wfd;                           /* -1 once the channel is destroyed */
 	struct sr_cm_event *head, *tail;
+	/* threads inside rdma_get_cm_event: a channel destroyed under them
+	 * lives (and keeps ch.fd open) until the last of them leaves */
+	unsigned readers;
+	bool dead;
+	struct sr_cm_chan *next_live;      /* the live channels (cma.c) */
 };
 
 enum sr_cm_state {

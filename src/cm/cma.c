@@ -66,6 +66,25 @@ static int init_or_fail(void)
 
 /* ---- channels and events ---- */
 
+/* The channels not destroyed yet.  rping's CM thread acks an event and
+ * calls rdma_get_cm_event again while its main thread destroys the
+ * channel: the pointer it passes may be freed, so rdma_get_cm_event
+ * looks it up here before touching it.  chan_lock nests inside
+ * sr_cm.lock. */
+static pthread_mutex_t chan_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sr_cm_chan *live_chans;
+
+static bool chan_live(const struct sr_cm_chan *c)
+{
+	bool live = false;
+
+	pthread_mutex_lock(&chan_lock);
+	for (struct sr_cm_chan *l = live_chans; l && !live; l = l->next_live)
+		live = l == c;
+	pthread_mutex_unlock(&chan_lock);
+	return live;
+}
+
 static struct sr_cm_chan *chan_new(void)
 {
 	struct sr_cm_chan *c = calloc(1, sizeof(*c));
@@ -80,9 +99,17 @@ static struct sr_cm_chan *chan_new(void)
 	fcntl(sv[1], F_SETFL, O_NONBLOCK);
 	c->ch.fd = sv[0];
 	c->wfd = sv[1];
+	pthread_mutex_lock(&chan_lock);
+	c->next_live = live_chans;
+	live_chans = c;
+	pthread_mutex_unlock(&chan_lock);
 	return c;
 }
 
+/* Lock held.  Drops the queued events and ends the channel: at once if no
+ * thread is reading it, else when the last reader leaves.  Closing the
+ * write end wakes readers blocked in read() (EOF); the read end stays
+ * open while they are inside, so its number cannot be reused under them. */
 static void chan_free(struct sr_cm_chan *c)
 {
 	struct sr_cm_event *e = c->head;
@@ -91,8 +118,21 @@ static void chan_free(struct sr_cm_chan *c)
 		free(e);
 		e = n;
 	}
+	c->head = c->tail = NULL;
+	c->dead = true;
+	pthread_mutex_lock(&chan_lock);
+	for (struct sr_cm_chan **pp = &live_chans; *pp; pp = &(*pp)->next_live)
+		if (*pp == c) {
+			*pp = c->next_live;
+			break;
+		}
+	pthread_mutex_unlock(&chan_lock);
+	if (c->wfd >= 0)
+		close(c->wfd);
+	c->wfd = -1;
+	if (c->readers)
+		return;
 	close(c->ch.fd);
-	close(c->wfd);
 	free(c);
 }
 
@@ -112,8 +152,11 @@ SR_EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
 
 SR_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 {
-	if (channel)
-		chan_free((struct sr_cm_chan *)channel);
+	if (!channel)
+		return;
+	pthread_mutex_lock(&sr_cm.lock);
+	chan_free((struct sr_cm_chan *)channel);
+	pthread_mutex_unlock(&sr_cm.lock);
 }
 
 struct sr_cm_event *sr_cm_event_new(struct sr_cm_id *id, enum rdma_cm_event_type type, int status)
@@ -141,7 +184,7 @@ void sr_cm_event_post(struct sr_cm_id *owner, struct sr_cm_event *e)
 	else
 		c->head = e;
 	c->tail = e;
-	if (send(c->wfd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+	if (c->wfd >= 0 && send(c->wfd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
 		/* only when ~200K events wait unread: the reader still finds them */
 	}
 }
@@ -169,28 +212,45 @@ void sr_cm_fill_conn_param(struct sr_cm_event *e, const void *pdata, uint8_t len
 SR_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
 {
 	struct sr_cm_chan *c = (struct sr_cm_chan *)channel;
+	int fd;
 
 	if (!channel || !event)
 		return fail(EINVAL);
+	/* counted in, so that rdma_destroy_event_channel in another thread
+	 * neither frees c nor closes fd under us */
+	pthread_mutex_lock(&sr_cm.lock);
+	if (!chan_live(c)) {
+		/* destroyed before we came in: block, as on a destroyed one */
+		pthread_mutex_unlock(&sr_cm.lock);
+		for (;;)
+			pause();
+	}
+	c->readers++;
+	fd = c->ch.fd;
+	pthread_mutex_unlock(&sr_cm.lock);
 	for (;;) {
 		char b;
-		ssize_t n = read(c->ch.fd, &b, 1);
-		if (n < 0)
-			return -1; /* EAGAIN on a non-blocking channel, EINTR */
-		if (n == 0) {
-			/* the channel was destroyed under a reader: rdma-core's
-			 * reader stays blocked on its fd forever, and programs
-			 * (rping) rely on it; pause() is a cancellation point */
-			for (;;)
-				pause();
-		}
+		ssize_t n = read(fd, &b, 1);
+		int err = errno;
+		struct sr_cm_event *e = NULL;
+		bool gone;
+
 		pthread_mutex_lock(&sr_cm.lock);
-		struct sr_cm_event *e = c->head;
-		if (e) {
+		gone = c->dead;
+		if (n > 0 && !gone && (e = c->head)) {
 			c->head = e->next;
 			if (!c->head)
 				c->tail = NULL;
 			e->next = NULL;
+		}
+		if (!e && n > 0 && !gone) {
+			/* its event went with a destroyed or migrated id: read on */
+			pthread_mutex_unlock(&sr_cm.lock);
+			continue;
+		}
+		if (--c->readers == 0 && gone) {
+			close(c->ch.fd);
+			free(c);
 		}
 		pthread_mutex_unlock(&sr_cm.lock);
 		if (e) {
@@ -199,7 +259,15 @@ SR_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_
 			*event = &e->ev;
 			return 0;
 		}
-		/* its event went with a destroyed or migrated id: read on */
+		if (!gone) {
+			errno = err; /* EAGAIN on a non-blocking channel, EINTR */
+			return -1;
+		}
+		/* the channel was destroyed under a reader: rdma-core's reader
+		 * stays blocked on its fd forever, and programs (rping) rely on
+		 * it; pause() is a cancellation point */
+		for (;;)
+			pause();
 	}
 }
 
@@ -1448,9 +1516,9 @@ SR_EXPORT int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *
 	c->chan = to;
 	c->id.channel = &to->ch;
 	c->sync = channel == NULL;
-	pthread_mutex_unlock(&sr_cm.lock);
 	if (was_sync && from != to)
 		chan_free(from);
+	pthread_mutex_unlock(&sr_cm.lock);
 	return 0;
 }
 

@@ -131,6 +131,7 @@ struct sr_daemon_conn *sr_ctx_daemon(struct sr_context *ctx, int *err)
 		if (d) {
 			struct epoll_event ev = { .events = EPOLLIN, .data.ptr = SR_EP_DAEMON };
 			ctx->daemon = d;
+			sr_tsan_release(&ctx->epfd);
 			epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, sr_daemon_fd(d), &ev);
 		}
 	}
@@ -143,6 +144,8 @@ struct sr_daemon_conn *sr_ctx_daemon(struct sr_context *ctx, int *err)
 int sr_progress_add_fd(struct sr_context *ctx, int fd, struct sr_qp *qp)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = qp };
+
+	sr_tsan_release(&ctx->epfd);
 	return epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
 }
 
@@ -258,6 +261,8 @@ static void *progress_main(void *arg)
 			sr_log("epoll_pwait2: %s", strerror(errno));
 			break;
 		}
+		if (n > 0)
+			sr_tsan_acquire(&ctx->epfd); /* what epoll_ctl published */
 		/* An application spinning on its CQ is receiving for us; stepping
 		 * in would only fight it for the lock (and on a busy machine get
 		 * preempted while holding it).  Stay a backstop: look again soon. */

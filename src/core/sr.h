@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include "common/conf.h"
 #include "common/stats.h"
+#include "common/tsan.h"
 
 #define SR_VENDOR_ID 0xffffff /* as rxe */
 #define SR_MAX_QP 0x10000
@@ -360,6 +361,7 @@ static inline void sr_place(void *dst, const void *src, size_t n)
 	const uint8_t *s = src;
 	size_t i = n > SR_PLACE_TAIL ? n - SR_PLACE_TAIL : 0;
 
+	sr_dma_begin();
 	if (i)
 		memcpy(d, s, i);
 	/* the compiler keeps the bulk's stores before these volatile ones */
@@ -371,6 +373,7 @@ static inline void sr_place(void *dst, const void *src, size_t n)
 	}
 	for (; i < n; i++)
 		((volatile uint8_t *)d)[i] = s[i];
+	sr_dma_end();
 }
 
 /* Copy between a local SGE list (lkeys) and a flat buffer. offset is into

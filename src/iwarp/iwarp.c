@@ -104,6 +104,7 @@ void sr_iw_want_out(struct sr_qp *qp, bool on)
 
 	if (w->epollout == on || !w->in_epoll)
 		return;
+	sr_tsan_release(&qp->ctx->epfd);
 	if (!epoll_ctl(qp->ctx->epfd, EPOLL_CTL_MOD, w->fd, &ev))
 		w->epollout = on;
 }

@@ -645,12 +645,14 @@ static int rx_payload(struct sr_qp *qp)
 			for (int i = 0; i < n; i++)
 				want += iov[i].iov_len;
 			got = rx_read(w, tmp, want < SR_IW_LA ? want : SR_IW_LA);
+			sr_dma_begin();
 			for (int i = 0; i < n && k < (size_t)got; i++) {
 				size_t c = iov[i].iov_len < (size_t)got - k ? iov[i].iov_len : (size_t)got - k;
 
 				memcpy(iov[i].iov_base, tmp + k, c);
 				k += c;
 			}
+			sr_dma_end();
 		} else if (rx->sock_dry) {
 			got = -EAGAIN;
 		} else {
@@ -658,9 +660,11 @@ static int rx_payload(struct sr_qp *qp)
 
 			for (int i = 0; i < n; i++)
 				asked += iov[i].iov_len;
+			sr_dma_begin(); /* straight into registered memory */
 			do {
 				got = readv(w->fd, iov, n);
 			} while (got < 0 && errno == EINTR);
+			sr_dma_end();
 			if (got < 0)
 				got = errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
 			else if (got > 0 && (size_t)got < asked)
@@ -674,8 +678,11 @@ static int rx_payload(struct sr_qp *qp)
 			for (int i = 0; i < ndst && left; i++) {
 				size_t c = iov[i].iov_len < left ? iov[i].iov_len : left;
 
-				if (w->crc)
+				if (w->crc) {
+					sr_dma_begin();
 					rx->crc = sr_mpa_crc_update(rx->crc, iov[i].iov_base, c);
+					sr_dma_end();
+				}
 				rx->pay_done += (uint32_t)c;
 				left -= c;
 			}

@@ -306,8 +306,10 @@ static int add_fpdu(struct sr_qp *qp)
 	if (w->crc) {
 		uint32_t c = ~0u;
 
+		sr_dma_begin(); /* the payload is read from registered memory */
 		for (int i = first; i < b->niov; i++)
 			c = sr_mpa_crc_update(c, b->iov[i].iov_base, b->iov[i].iov_len);
+		sr_dma_end();
 		c = sr_mpa_crc_update(c, f->trl, pad);
 		crc = ~c;
 	}
@@ -418,7 +420,11 @@ static int txb_send(struct sr_qp *qp)
 	msg.msg_iov = iov;
 	msg.msg_iovlen = (size_t)n;
 	for (;;) {
-		ssize_t s = sendmsg(w->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+		ssize_t s;
+
+		sr_dma_begin(); /* gathers straight from registered memory */
+		s = sendmsg(w->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+		sr_dma_end();
 
 		if (s < 0) {
 			if (errno == EINTR)

@@ -373,9 +373,11 @@ static int tx_sendmsg(struct sr_qp *qp, const struct sr_av *av, struct iovec *io
 		msg.msg_controllen += CMSG_SPACE(sizeof(int));
 	}
 	ssize_t s;
+	sr_dma_begin(); /* gathers straight from registered memory */
 	do {
 		s = sendmsg(fd, &msg, 0);
 	} while (s < 0 && errno == EINTR);
+	sr_dma_end();
 	if (s < 0) {
 		/* datagram semantics: a lost send is recovered by retransmission */
 		SR_DBG("QP %u: sendmsg: %s", sr_roce_qpn(qp), strerror(errno));
@@ -426,7 +428,9 @@ bool sr_tx_batch_add(struct sr_tx_batch *b, struct sr_pkt *h, const struct iovec
 	uint32_t icrc = 0;
 	if (b->qp->ctx->dev->crc) {
 		struct sr_icrc_env env = tx_env(b->qp, b->av, (uint16_t)i);
+		sr_dma_begin(); /* the payload is read from registered memory */
 		icrc = sr_icrc_compute_iov(&env, &b->iov[first], b->niov - first);
+		sr_dma_end();
 	}
 	sr_icrc_store(b->icrc[i], icrc);
 	b->iov[b->niov].iov_base = b->icrc[i];
@@ -459,7 +463,9 @@ int sr_tx_batch_flush(struct sr_tx_batch *b)
 				int f = b->first_iov[i], l = b->first_iov[i + 1];
 				if (b->qp->ctx->dev->crc) {
 					struct sr_icrc_env env = tx_env(b->qp, b->av, 0);
+					sr_dma_begin();
 					sr_icrc_store(b->icrc[i], sr_icrc_compute_iov(&env, &b->iov[f], l - f - 1));
+					sr_dma_end();
 				}
 				int e = tx_sendmsg(b->qp, b->av, &b->iov[f], l - f, 0);
 				if (e)

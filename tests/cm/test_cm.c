@@ -326,6 +326,70 @@ static void test_ud(void)
 	rdma_destroy_id(l);
 }
 
+/* A thread that reads events until rdma_get_cm_event fails. */
+struct reader {
+	struct rdma_event_channel *ch;
+	int events;
+	bool returned;
+};
+
+static void *reader_main(void *arg)
+{
+	struct reader *r = arg;
+	struct rdma_cm_event *ev;
+
+	while (!rdma_get_cm_event(r->ch, &ev)) {
+		__atomic_add_fetch(&r->events, 1, __ATOMIC_RELAXED);
+		rdma_ack_cm_event(ev);
+	}
+	__atomic_store_n(&r->returned, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* rping's shape: a CM thread blocked in rdma_get_cm_event while the main
+ * thread destroys its id, then the channel.  Events arrive just before
+ * (address resolution), so the reader may be anywhere in
+ * rdma_get_cm_event when the channel goes: blocked in read(), or woken by
+ * an event its id took away.  It must not touch the freed channel nor
+ * read a descriptor closed (and reused) under it, and it stays blocked,
+ * as rdma-core's does (issue 15 item 11; ASan and TSan see the rest). */
+static void test_destroy_under_reader(void)
+{
+	enum { ROUNDS = 100 };
+	struct reader *r[ROUNDS];
+	int events = 0, returned = 0, setup = 0;
+
+	SECTION("rdma_destroy_event_channel while another thread waits in rdma_get_cm_event (%d rounds)", ROUNDS);
+	for (int i = 0; i < ROUNDS; i++) {
+		struct rdma_cm_id *id;
+		struct sockaddr_in a = vt_lo_addr(9);
+		pthread_t t;
+
+		r[i] = calloc(1, sizeof(*r[i]));
+		r[i]->ch = rdma_create_event_channel();
+		if (!r[i]->ch || pthread_create(&t, NULL, reader_main, r[i]))
+			break;
+		pthread_detach(t); /* it never returns */
+		if (rdma_create_id(r[i]->ch, &id, NULL, RDMA_PS_TCP))
+			break;
+		if (!rdma_resolve_addr(id, NULL, (struct sockaddr *)&a, 2000))
+			setup++;
+		if (i & 1)
+			vt_sleep_us(vt_rand(300));
+		rdma_destroy_id(id);
+		rdma_destroy_event_channel(r[i]->ch);
+	}
+	CHECK_INT(setup, ROUNDS, "address resolutions started (an event races with each destroy)");
+	vt_sleep_ms(200);
+	for (int i = 0; i < setup; i++) {
+		events += __atomic_load_n(&r[i]->events, __ATOMIC_RELAXED);
+		returned += __atomic_load_n(&r[i]->returned, __ATOMIC_ACQUIRE);
+	}
+	CHECK_INT(returned, 0, "every reader still waits in rdma_get_cm_event after its channel went (as rdma-core's)");
+	NOTE("%d of %d ADDR_RESOLVED events reached the reader before the destroy", events, setup);
+	/* r[] stays allocated: the readers block on it forever */
+}
+
 int main(void)
 {
 	vt_begin("test_cm", 120);
@@ -337,6 +401,7 @@ int main(void)
 	cmt_test_afonly();
 	test_connect();
 	test_ud();
+	test_destroy_under_reader();
 	rdma_destroy_event_channel(ch);
 	return vt_end();
 }

@@ -1013,7 +1013,7 @@ struct destroyer {
 	unsigned delay_us;
 	int order;
 	int rc[2];
-	volatile bool done;
+	bool done; /* atomic */
 };
 
 static void *destroy_thread(void *arg)
@@ -1024,7 +1024,7 @@ static void *destroy_thread(void *arg)
 		int i = d->order ? 1 - k : k;
 		d->rc[i] = ibv_destroy_qp(d->p->qp[i]);
 	}
-	d->done = true;
+	__atomic_store_n(&d->done, true, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -1080,7 +1080,7 @@ static void destroy_cycles(void)
 		struct destroyer d = { .p = &p, .delay_us = vt_rand(3000), .order = (int)vt_rand(2) };
 		pthread_t th;
 		pthread_create(&th, NULL, destroy_thread, &d);
-		while (!d.done) {
+		while (!__atomic_load_n(&d.done, __ATOMIC_ACQUIRE)) {
 			struct ibv_wc wc[16];
 			for (int i = 0; i < 2; i++) {
 				ibv_poll_cq(p.scq[i], 16, wc);

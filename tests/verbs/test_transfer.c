@@ -719,11 +719,10 @@ static void test_srq(void)
 		}
 	CHECK_RC(err, 0, "post 16 SENDs on each of the two QPs");
 	bool used[40] = { false };
-	bool ok = true;
 	for (int k = 0; k < 2; k++) {
 		struct ibv_wc wc[16];
 		int n = vt_poll(p[k].rcq[1], 16, wc, VT_TIMEOUT_MS);
-		ok &= CHECK_INT(n, 16, "QP %u received 16 messages through the SRQ", p[k].qp[1]->qp_num);
+		CHECK_INT(n, 16, "QP %u received 16 messages through the SRQ", p[k].qp[1]->qp_num);
 		int next = 0;
 		for (int i = 0; i < n; i++) {
 			uint64_t slot = wc[i].wr_id;
@@ -736,7 +735,7 @@ static void test_srq(void)
 				       vt_verify(r.p + slot * 1024, 100 + (size_t)next, 1000u * (uint32_t)k + (uint32_t)next) < 0;
 				next++;
 			}
-			ok &= CHECK(good, "SRQ completion %d of QP %u: success, its own qp_num, an unused SRQ slot, "
+			CHECK(good, "SRQ completion %d of QP %u: success, its own qp_num, an unused SRQ slot, "
 				    "the right message\t(status %s, qp_num %u, wr_id %" PRIu64 ", byte_len %u)",
 				    i, p[k].qp[1]->qp_num, vt_status_str(wc[i].status), wc[i].qp_num, slot, wc[i].byte_len);
 		}
