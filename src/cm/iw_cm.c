@@ -217,32 +217,19 @@ static void sockaddr_from_in6(const struct sockaddr_in6 *a, int family, struct s
 static int frame_read(struct sr_cm_id *c)
 {
 	for (;;) {
-		size_t need = SR_MPA_RR_HDR_LEN;
+		int need = sr_mpa_rr_need(c->iw_frame, c->iw_have, sizeof(c->iw_frame));
 		ssize_t n;
 
-		if (c->iw_have >= SR_MPA_RR_HDR_LEN) {
-			need = sr_mpa_rr_frame_len(c->iw_frame, c->iw_have);
-			if (!need)
-				return -EPROTO;
-			if (need > sizeof(c->iw_frame))
-				return -EMSGSIZE; /* over 512 bytes of private data */
-			if (c->iw_have == need)
-				return 1;
-		}
+		if (need <= 0)
+			return need ? need : 1; /* -EMSGSIZE: over 512 bytes of private data */
 		do {
-			n = recv(c->iw_fd, c->iw_frame + c->iw_have, need - c->iw_have, MSG_DONTWAIT);
+			n = recv(c->iw_fd, c->iw_frame + c->iw_have, (size_t)need, MSG_DONTWAIT);
 		} while (n < 0 && errno == EINTR);
 		if (n == 0)
 			return -ECONNRESET;
 		if (n < 0)
 			return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
 		c->iw_have = (uint16_t)(c->iw_have + n);
-		/* a wrong key shows in its first bytes: don't wait for 20 */
-		if (c->iw_have < SR_MPA_RR_HDR_LEN) {
-			struct sr_mpa_rr rr;
-			if (sr_mpa_rr_parse(&rr, c->iw_frame, c->iw_have) == -EPROTO)
-				return -EPROTO;
-		}
 	}
 }
 

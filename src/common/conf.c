@@ -423,36 +423,17 @@ static int parse_line(struct parser *p, char *line)
 	return parse_setting(p, s);
 }
 
-int sr_conf_load(struct sr_conf *conf)
+int sr_conf_parse(struct sr_conf *conf, FILE *f)
 {
-	struct parser p = { .conf = conf };
+	struct parser p = { .conf = conf, .path = conf->path };
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t n;
-	FILE *f;
 	int rc = 0;
 
-	memset(conf, 0, sizeof(*conf));
-	if (!sr_conf_path(conf->path, sizeof(conf->path))) {
-		fprintf(stderr, "softrdma: configuration file path too long\n");
-		return -ENAMETOOLONG;
-	}
-	f = fopen(conf->path, "re");
-	if (!f) {
-		rc = -errno;
-		if (rc == -ENOENT) {
-			char path[PATH_MAX];
-
-			memcpy(path, conf->path, sizeof(path));
-			sr_conf_default(conf);
-			memcpy(conf->path, path, sizeof(path));
-			return 0;
-		}
-		fprintf(stderr, "softrdma: cannot read %s: %s\n", conf->path, strerror(-rc));
-		return rc;
-	}
 	conf->crc = true;
-	p.path = conf->path;
+	conf->ndev = 0;
+	conf->is_default = false;
 	while ((n = getline(&line, &cap, f)) >= 0) {
 		p.line++;
 		/* A NUL inside the line would hide the rest of it from the parser. */
@@ -473,7 +454,6 @@ int sr_conf_load(struct sr_conf *conf)
 		rc = end_section(&p);
 	}
 	free(line);
-	fclose(f);
 	if (rc) {
 		char path[PATH_MAX];
 
@@ -484,6 +464,35 @@ int sr_conf_load(struct sr_conf *conf)
 	} else {
 		sr_conf_finish(conf);
 	}
+	return rc;
+}
+
+int sr_conf_load(struct sr_conf *conf)
+{
+	FILE *f;
+	int rc;
+
+	memset(conf, 0, sizeof(*conf));
+	if (!sr_conf_path(conf->path, sizeof(conf->path))) {
+		fprintf(stderr, "softrdma: configuration file path too long\n");
+		return -ENAMETOOLONG;
+	}
+	f = fopen(conf->path, "re");
+	if (!f) {
+		rc = -errno;
+		if (rc == -ENOENT) {
+			char path[PATH_MAX];
+
+			memcpy(path, conf->path, sizeof(path));
+			sr_conf_default(conf);
+			memcpy(conf->path, path, sizeof(path));
+			return 0;
+		}
+		fprintf(stderr, "softrdma: cannot read %s: %s\n", conf->path, strerror(-rc));
+		return rc;
+	}
+	rc = sr_conf_parse(conf, f);
+	fclose(f);
 	return rc;
 }
 
@@ -529,6 +538,27 @@ static int validate(const struct sr_conf *conf)
 	return 0;
 }
 
+int sr_conf_write(const struct sr_conf *conf, FILE *f)
+{
+	int rc = validate(conf);
+
+	if (rc)
+		return rc;
+	fprintf(f, "# softrdma configuration (written by softrdma-cfg)\n");
+	fprintf(f, "crc = %s\n", conf->crc ? "on" : "off");
+	for (int i = 0; i < conf->ndev; i++) {
+		const struct sr_conf_device *d = &conf->dev[i];
+
+		fprintf(f, "\n[%s]\ntype = %s\nnetdev = %s\n", d->name,
+			sr_dev_type_name(d->type), d->netdev);
+		if (d->mtu)
+			fprintf(f, "mtu = %d\n", d->mtu);
+		if (d->loopback >= 0)
+			fprintf(f, "loopback = %s\n", d->loopback ? "on" : "off");
+	}
+	return 0;
+}
+
 int sr_conf_save(const struct sr_conf *conf)
 {
 	char dir[PATH_MAX], tmp[PATH_MAX + 32];
@@ -561,20 +591,8 @@ int sr_conf_save(const struct sr_conf *conf)
 		unlink(tmp);
 		return rc;
 	}
-	fprintf(f, "# softrdma configuration (written by softrdma-cfg)\n");
-	fprintf(f, "crc = %s\n", conf->crc ? "on" : "off");
-	for (int i = 0; i < conf->ndev; i++) {
-		const struct sr_conf_device *d = &conf->dev[i];
-
-		fprintf(f, "\n[%s]\ntype = %s\nnetdev = %s\n", d->name,
-			sr_dev_type_name(d->type), d->netdev);
-		if (d->mtu)
-			fprintf(f, "mtu = %d\n", d->mtu);
-		if (d->loopback >= 0)
-			fprintf(f, "loopback = %s\n", d->loopback ? "on" : "off");
-	}
-	rc = 0;
-	if (fflush(f) || ferror(f) || fsync(fileno(f)))
+	rc = sr_conf_write(conf, f);
+	if (!rc && (fflush(f) || ferror(f) || fsync(fileno(f))))
 		rc = errno ? -errno : -EIO;
 	if (fclose(f) && !rc)
 		rc = -errno;

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <limits.h>
+#include <stdio.h>
 
 #define SR_MAX_DEVICES 16
 #define SR_DEVNAME_MAX 64
@@ -47,8 +48,16 @@ const char *sr_conf_path(char *buf, size_t len);
  * on stderr naming file and line). */
 int sr_conf_load(struct sr_conf *conf);
 
+/* Parse the configuration text in f (conf->path names it in messages):
+ * what sr_conf_load does once the file is open.  0 or -EINVAL; on error
+ * conf holds no device (only its path). */
+int sr_conf_parse(struct sr_conf *conf, FILE *f);
+
 /* Write atomically (temp file + rename), creating parent directories. */
 int sr_conf_save(const struct sr_conf *conf);
+/* The file's text, as sr_conf_save writes it; -EINVAL for a configuration
+ * that sr_conf_parse would not accept. */
+int sr_conf_write(const struct sr_conf *conf, FILE *f);
 
 /* IB MTU enum value (1=256 .. 5=4096) for a byte count, 0 if not one of them. */
 int sr_mtu_bytes_to_enum(int bytes);

@@ -9,40 +9,15 @@
  *  - sr_iw_hdr_need agrees with sr_iw_hdr_parse about the header length;
  *  - an FPDU we frame ourselves (with CRC) splits back with a good CRC.
  *
- * Built with -DSR_FUZZ_SEED_MAIN instead, this file is the seed extractor
- * run_fuzz_iwarp.sh uses: it turns the siw captures into corpus entries
- * (each TCP direction's first segments, which hold the MPA frame and the
- * first FPDUs). */
+ * Seeds (fuzz_seeds.c): every TCP payload of the siw captures. */
 #include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
+#include "fuzz.h"
 #include "iwarp/wire/iwarp_wire.h"
-
-#ifndef SR_FUZZ_SEED_MAIN
-
-#define REQUIRE(c)                                                                          \
-	do {                                                                                \
-		if (!(c)) {                                                                 \
-			fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #c); \
-			abort();                                                            \
-		}                                                                           \
-	} while (0)
-
-static uint8_t *dup_exact(const uint8_t *p, size_t n)
-{
-	uint8_t *d = malloc(n ? n : 1);
-
-	REQUIRE(d);
-	if (n)
-		memcpy(d, p, n);
-	return d;
-}
 
 static void one_mpa(const uint8_t *data, size_t size, size_t *used)
 {
-	uint8_t *x = dup_exact(data, size);
+	uint8_t *x = fz_dup(data, size);
 	struct sr_mpa_rr rr;
 	int n = sr_mpa_rr_parse(&rr, x, size);
 
@@ -63,7 +38,7 @@ static void one_mpa(const uint8_t *data, size_t size, size_t *used)
 
 static void one_ulpdu(const uint8_t *ulpdu, size_t len)
 {
-	uint8_t *x = dup_exact(ulpdu, len);
+	uint8_t *x = fz_dup(ulpdu, len);
 	struct sr_iw_hdr h;
 	int r = sr_iw_hdr_parse(&h, x, len, (uint32_t)len);
 
@@ -102,7 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	one_mpa(data, size, &used);
 	off = used;
 	while (off < size && nfpdu++ < 64) {
-		uint8_t *x = dup_exact(data + off, size - off);
+		uint8_t *x = fz_dup(data + off, size - off);
 		struct sr_mpa_fpdu f;
 		int n = sr_mpa_fpdu_split(&f, x, size - off);
 
@@ -134,43 +109,3 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	return 0;
 }
-
-#else /* SR_FUZZ_SEED_MAIN: seeds from the siw captures */
-
-#include "../unit/pcap.h"
-
-int main(int argc, char **argv)
-{
-	unsigned n = 0;
-
-	if (argc < 3) {
-		fprintf(stderr, "usage: %s OUTDIR CAPTURE...\n", argv[0]);
-		return 2;
-	}
-	for (int i = 2; i < argc; i++) {
-		struct pcap_file f;
-		struct pcap_tcp t;
-
-		if (pcap_open(&f, argv[i]))
-			continue;
-		while (pcap_next_tcp(&f, &t) == 1) {
-			char path[4096];
-			FILE *o;
-
-			if (!t.paylen)
-				continue;
-			snprintf(path, sizeof(path), "%s/siw-%u-%u", argv[1], i, t.frame);
-			o = fopen(path, "wb");
-			if (!o)
-				continue;
-			fwrite(t.payload, 1, t.paylen, o);
-			fclose(o);
-			n++;
-		}
-		pcap_close(&f);
-	}
-	printf("%u seeds\n", n);
-	return 0;
-}
-
-#endif

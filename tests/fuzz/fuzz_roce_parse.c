@@ -11,30 +11,18 @@
  * The envelope carries real addresses so that seeds taken from the kernel
  * rxe captures verify, and the fuzzer starts inside the accepting region.
  *
- * Built with -DSR_FUZZ_SEED_MAIN instead, this file is the seed extractor
- * run_fuzz.sh uses: it turns pcap/pcapng files into corpus entries. */
+ * Seeds (fuzz_seeds.c): every RoCE datagram of the rxe captures. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 
+#include "fuzz.h"
 #include "roce/wire/roce_hdr.h"
 
 #define ENVELOPE 14
 #define ROCE_PORT 4791
-
-#ifndef SR_FUZZ_SEED_MAIN
-
-/* abort(), not assert(): the harness must check in every build mode. */
-#define REQUIRE(c)                                                            \
-	do {                                                                  \
-		if (!(c)) {                                                   \
-			fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, \
-				__LINE__, #c);                                \
-			abort();                                              \
-		}                                                             \
-	} while (0)
 
 static void envelope(struct sr_icrc_env *env, const uint8_t *d)
 {
@@ -78,8 +66,6 @@ static void clear_reserved(uint8_t *hdr, uint32_t mask)
 	if (mask & SR_OP_DETH)
 		hdr[SR_BTH_BYTES + 4] = 0;
 }
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -178,63 +164,3 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(re);
 	return 0;
 }
-
-#else /* SR_FUZZ_SEED_MAIN */
-
-#include "../unit/pcap.h"
-
-/* usage: seed OUTDIR FILE.pcap... -- one corpus entry per UDP/4791 datagram. */
-int main(int argc, char **argv)
-{
-	unsigned n = 0;
-
-	if (argc < 3) {
-		fprintf(stderr, "usage: %s OUTDIR CAPTURE...\n", argv[0]);
-		return 2;
-	}
-	for (int i = 2; i < argc; i++) {
-		struct pcap_file f;
-		struct pcap_udp u;
-		const char *base = strrchr(argv[i], '/');
-		int rc = pcap_open(&f, argv[i]);
-
-		base = base ? base + 1 : argv[i];
-		if (rc) {
-			fprintf(stderr, "%s: %s\n", argv[i], strerror(-rc));
-			return 1;
-		}
-		while ((rc = pcap_next_udp(&f, &u)) == 1) {
-			uint8_t env[ENVELOPE] = { 0 };
-			char path[4096];
-			FILE *out;
-
-			if (u.dport != ROCE_PORT || u.ipver != 4)
-				continue;
-			/* Guess ID 0 with DF, as a softrdma receiver would: the
-			 * seeds exercise the ID solver from the first run. */
-			env[0] = 2;
-			env[3] = (uint8_t)(u.sport >> 8);
-			env[4] = (uint8_t)u.sport;
-			memcpy(env + 5, &u.saddr.s6_addr[12], 4);
-			memcpy(env + 9, &u.daddr.s6_addr[12], 4);
-			env[13] = (uint8_t)u.frame;
-			snprintf(path, sizeof(path), "%s/%s-%03u", argv[1], base, u.frame);
-			out = fopen(path, "wb");
-			if (!out || fwrite(env, 1, sizeof(env), out) != sizeof(env) ||
-			    fwrite(u.payload, 1, u.paylen, out) != u.paylen || fclose(out)) {
-				fprintf(stderr, "%s: %s\n", path, strerror(errno));
-				return 1;
-			}
-			n++;
-		}
-		if (rc < 0) {
-			fprintf(stderr, "%s: %s\n", argv[i], f.error);
-			return 1;
-		}
-		pcap_close(&f);
-	}
-	printf("%u seeds written to %s\n", n, argv[1]);
-	return 0;
-}
-
-#endif

@@ -80,6 +80,12 @@ void sr_mpa_rr_set_v2(struct sr_mpa_rr *rr, uint16_t ird, uint16_t ord, bool p2p
 /* Total frame length announced by a complete 20-byte header, or 0 when
  * hdr is not an MPA Request/Reply header (wrong key). */
 size_t sr_mpa_rr_frame_len(const uint8_t *hdr, size_t len);
+/* What a receiver holding the first `have` bytes of a Request/Reply in a
+ * buffer of cap bytes must do next: > 0, read that many more bytes (never
+ * past the frame's end); 0, the frame is complete (have is its length);
+ * -EPROTO, the bytes are not MPA (a wrong key is known from its first byte
+ * that differs); -EMSGSIZE, the frame announces more than cap bytes. */
+int sr_mpa_rr_need(const uint8_t *buf, size_t have, size_t cap);
 /* Parse one Request or Reply frame.  Returns its length, -EAGAIN if more
  * bytes are needed, -EPROTO for a wrong key, -EMSGSIZE for private data
  * over 512 bytes, -EINVAL for an enhanced frame too short for its IRD/ORD

@@ -61,6 +61,25 @@ size_t sr_mpa_rr_frame_len(const uint8_t *hdr, size_t len)
 	return SR_MPA_RR_HDR_LEN + get16(hdr + 18);
 }
 
+int sr_mpa_rr_need(const uint8_t *buf, size_t have, size_t cap)
+{
+	struct sr_mpa_rr rr;
+	size_t len;
+
+	if (have < SR_MPA_RR_HDR_LEN) {
+		/* a wrong key shows in its first bytes: don't wait for 20 */
+		if (sr_mpa_rr_parse(&rr, buf, have) == -EPROTO)
+			return -EPROTO;
+		return (int)(SR_MPA_RR_HDR_LEN - have);
+	}
+	len = sr_mpa_rr_frame_len(buf, have);
+	if (!len)
+		return -EPROTO;
+	if (len > cap)
+		return -EMSGSIZE;
+	return have >= len ? 0 : (int)(len - have);
+}
+
 int sr_mpa_rr_parse(struct sr_mpa_rr *rr, const uint8_t *buf, size_t len)
 {
 	int kind;

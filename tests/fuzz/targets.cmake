@@ -1,0 +1,23 @@
+# The fuzz targets and the production sources each one links, shared by
+# tests/CMakeLists.txt (replay programs, any compiler, any sanitizer) and
+# tests/fuzz/CMakeLists.txt (libFuzzer programs, clang).  A harness is
+# tests/fuzz/fuzz_NAME.c.
+set(SR_FZ_SRC ${CMAKE_CURRENT_LIST_DIR}/../../src)
+file(GLOB SR_FZ_ROCE_WIRE ${SR_FZ_SRC}/roce/wire/*.c)
+file(GLOB SR_FZ_IWARP_WIRE ${SR_FZ_SRC}/iwarp/wire/*.c)
+
+set(SR_FUZZ_TARGETS roce_parse iwarp_parse cm_mad mpa conf rsocket)
+set(SR_FUZZ_SRC_roce_parse ${SR_FZ_ROCE_WIRE})
+set(SR_FUZZ_SRC_iwarp_parse ${SR_FZ_IWARP_WIRE} ${SR_FZ_ROCE_WIRE})
+set(SR_FUZZ_SRC_cm_mad ${SR_FZ_SRC}/cm/cm_mad.c ${SR_FZ_ROCE_WIRE})
+set(SR_FUZZ_SRC_mpa ${SR_FZ_IWARP_WIRE} ${SR_FZ_ROCE_WIRE})
+set(SR_FUZZ_SRC_conf ${SR_FZ_SRC}/common/conf.c ${SR_FZ_SRC}/common/netdev.c)
+# rs_data.c against the fake RDMA device the harness defines
+set(SR_FUZZ_SRC_rsocket ${SR_FZ_SRC}/rsocket/rs_data.c)
+# Largest input each target is given (libFuzzer's -max_len).
+set(SR_FUZZ_MAXLEN_roce_parse 4200)
+set(SR_FUZZ_MAXLEN_iwarp_parse 4200)
+set(SR_FUZZ_MAXLEN_cm_mad 600)
+set(SR_FUZZ_MAXLEN_mpa 1200)
+set(SR_FUZZ_MAXLEN_conf 2048)
+set(SR_FUZZ_MAXLEN_rsocket 2048)
