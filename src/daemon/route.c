@@ -62,6 +62,29 @@ static struct route route(const uint8_t *dgram, uint32_t len, const struct sr_ip
 	return r;
 }
 
+/* Apart from udp_read so that the fuzzer (tests/fuzz/fuzz_daemon.c) can
+ * route datagrams without a socket. */
+void udp_dgram(uint8_t *slot, const struct sr_ipc_pkt *meta, int ifindex)
+{
+	struct sr_ipc_hdr h = { .type = SR_IPC_PKT, .version = SR_IPC_VERSION,
+				.len = (uint32_t)sizeof(*meta) + meta->len };
+	struct route r = route(slot + PKT_HDRS, meta->len, meta, NULL);
+
+	if (!r.mcast && !r.to) {
+		if (!r.answered)
+			drop(r.why);
+		return;
+	}
+	memcpy(slot, &h, sizeof(h));
+	memcpy(slot + sizeof(h), meta, sizeof(*meta));
+	if (r.mcast) {
+		if (!mc_fanout(&meta->dst.sin6_addr, ifindex, slot, PKT_HDRS + meta->len, NULL))
+			drop(r.why);
+		return;
+	}
+	deliver(r.to, slot, PKT_HDRS + meta->len);
+}
+
 void udp_read(int fd, bool v6)
 {
 	static struct mmsghdr mh[UDP_BATCH];
@@ -92,11 +115,9 @@ void udp_read(int fd, bool v6)
 			return;
 		for (int i = 0; i < got; i++) {
 			uint8_t *slot = d.udp_slots + (size_t)i * SLOT_BYTES;
-			struct sr_ipc_hdr h = { .type = SR_IPC_PKT, .version = SR_IPC_VERSION };
 			struct sr_ipc_pkt meta;
 			struct msghdr *m = &mh[i].msg_hdr;
 			uint32_t len = mh[i].msg_len;
-			struct route r;
 			int ifindex = 0;
 
 			d.rx_udp++;
@@ -135,24 +156,7 @@ void udp_read(int fd, bool v6)
 				}
 			}
 			meta.len = len;
-			r = route(slot + PKT_HDRS, len, &meta, NULL);
-			if (r.mcast) {
-				h.len = (uint32_t)sizeof(meta) + len;
-				memcpy(slot, &h, sizeof(h));
-				memcpy(slot + sizeof(h), &meta, sizeof(meta));
-				if (!mc_fanout(&meta.dst.sin6_addr, ifindex, slot, PKT_HDRS + len, NULL))
-					drop(r.why);
-				continue;
-			}
-			if (!r.to) {
-				if (!r.answered)
-					drop(r.why);
-				continue;
-			}
-			h.len = (uint32_t)sizeof(meta) + len;
-			memcpy(slot, &h, sizeof(h));
-			memcpy(slot + sizeof(h), &meta, sizeof(meta));
-			deliver(r.to, slot, PKT_HDRS + len);
+			udp_dgram(slot, &meta, ifindex);
 		}
 		if (got < UDP_BATCH)
 			return;

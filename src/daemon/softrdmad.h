@@ -386,6 +386,11 @@ bool mc_fanout(const struct in6_addr *group, int ifindex, const uint8_t *msg, si
 void drop(enum drop_reason r);
 void deliver(struct client *c, const uint8_t *msg, size_t len);
 void udp_read(int fd, bool v6);
+/* One datagram that arrived on UDP 4791: the datagram (meta->len bytes,
+ * at most SR_IPC_MAX_PKT) at slot + PKT_HDRS, whose first PKT_HDRS bytes
+ * are room for the message header; meta says where it came from and to;
+ * ifindex: the interface it came in on.  Routed, delivered or dropped. */
+void udp_dgram(uint8_t *slot, const struct sr_ipc_pkt *meta, int ifindex);
 void client_pkt(struct client *from, uint8_t *msg, size_t len);
 
 /* client.c */
