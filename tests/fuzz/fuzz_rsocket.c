@@ -51,7 +51,7 @@
 #define FAKE_FD 4242            /* the descriptor rs_lookup answers for */
 #define MAX_INLINE 64           /* the fake device's inline limit */
 #define RING 1024               /* > any queue depth the harness configures */
-#define PEER_RBUF (1u << 18)
+#define PEER_RBUF (1u << 16)
 #define PEER_IOMAP_MEM (1u << 16)
 #define PEER_IOMAP_ENTRIES 8
 #define MAX_ADV 4096
@@ -901,8 +901,14 @@ static struct rsocket *setup(struct fz *f)
 
 	peer.tsgl_len = RS_SGL_SIZE * sizeof(struct rs_sge) + PEER_IOMAP_ENTRIES * sizeof(struct rs_iomap);
 	peer.tsgl = calloc(1, peer.tsgl_len);
-	peer.rbuf = calloc(1, PEER_RBUF);
-	peer.iomap_mem = calloc(1, PEER_IOMAP_MEM);
+	/* the peer's memory: its contents matter to nobody, so it is not
+	 * cleared for each input */
+	{
+		static uint8_t rbuf[PEER_RBUF], iomap_mem[PEER_IOMAP_MEM];
+
+		peer.rbuf = rbuf;
+		peer.iomap_mem = iomap_mem;
+	}
 	peer.unread = calloc(1, rs->rbuf_size ? rs->rbuf_size : 1);
 	REQUIRE(peer.tsgl && peer.rbuf && peer.iomap_mem && peer.unread);
 	peer.tsgl_key = 0x7100001;
@@ -961,8 +967,6 @@ static void teardown(struct rsocket *rs)
 	pthread_cond_destroy(&rs->cond);
 	free(rs);
 	free(peer.tsgl);
-	free(peer.rbuf);
-	free(peer.iomap_mem);
 	free(peer.unread);
 	the_rs = NULL;
 }
