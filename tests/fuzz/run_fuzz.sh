@@ -14,7 +14,9 @@
 #   CC            clang by default
 # The output ends with one line per target: executions, executions per
 # second, edges covered of the instrumented total, corpus size, and
-# FAILED with the artifact when the target crashed.
+# FAILED with the artifact when the target crashed.  A "timeout" artifact
+# on a loaded machine is more often a starved process than a slow input:
+# time it with build/tests/fuzz/fuzz_TARGET_replay FILE.
 set -uo pipefail
 
 secs=${1:-60}
@@ -61,7 +63,7 @@ for t in "${targets[@]}"; do
 	if [ "$jobs" -gt 1 ]; then
 		extra=(-jobs="$jobs" -workers="$jobs")
 	fi
-	(cd "$work/artifacts/$t" && "$bin" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 \
+	(cd "$work/artifacts/$t" && "$bin" -max_total_time="$secs" -timeout=120 -rss_limit_mb=2048 \
 		-max_len="$(maxlen "$t")" -print_final_stats=1 -close_fd_mask=3 \
 		-artifact_prefix="$work/artifacts/$t/" "${extra[@]}" "${dirs[@]}") >"$log" 2>&1
 	rc=$?

@@ -25,7 +25,7 @@ dirs=("$work/corpus")
 [ -d "$seeds" ] && dirs+=("$seeds")
 [ -d "$regress" ] && dirs+=("$regress")
 
-"$bin" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 -max_len="$maxlen" \
+"$bin" -max_total_time="$secs" -timeout=60 -rss_limit_mb=2048 -max_len="$maxlen" \
 	-print_final_stats=1 -close_fd_mask=3 -artifact_prefix="$work/" "${dirs[@]}" >"$work/log" 2>&1
 rc=$?
 edges=$(sed -n 's/.*Loaded [0-9]* modules *(\([0-9]*\) inline 8-bit counters).*/\1/p' "$work/log" | head -1)
