@@ -936,7 +936,7 @@ struct eintr_waker {
 	pthread_t target;
 	struct ibv_qp *qp;
 	struct vt_buf *buf;
-	volatile bool returned;
+	bool returned; /* atomic */
 };
 
 static void eintr_handler(int sig)
@@ -950,9 +950,9 @@ static void *eintr_wake(void *arg)
 
 	vt_sleep_ms(100);
 	pthread_kill(w->target, SIGUSR1);
-	for (int i = 0; i < 200 && !w->returned; i++)
+	for (int i = 0; i < 200 && !__atomic_load_n(&w->returned, __ATOMIC_ACQUIRE); i++)
 		vt_sleep_ms(10);
-	if (!w->returned)
+	if (!__atomic_load_n(&w->returned, __ATOMIC_ACQUIRE))
 		vt_post_send(w->qp, 99, IBV_WR_SEND, w->buf->p, 8, w->buf->mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0);
 	return NULL;
 }
@@ -986,7 +986,7 @@ static void test_event_eintr(void)
 	void *ectx = NULL;
 	errno = 0;
 	int rc = ibv_get_cq_event(ch, &ecq, &ectx), e = errno;
-	w.returned = true;
+	__atomic_store_n(&w.returned, true, __ATOMIC_RELEASE);
 	pthread_join(t, NULL);
 	sigaction(SIGUSR1, &old, NULL);
 	CHECK(rc == -1 && e == EINTR, "ibv_get_cq_event returns -1, errno EINTR, on a signal\t(got %d, errno %d %s)",
