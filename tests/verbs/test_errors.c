@@ -1614,7 +1614,7 @@ struct garbage {
 	int quota;
 	int sent[8];
 	uint64_t rng;
-	volatile bool done;
+	bool done; /* atomic */
 };
 
 static const char *garbage_kind[8] = {
@@ -1701,7 +1701,7 @@ static void *garbage_thread(void *arg)
 		if (i % 32 == 31)
 			vt_sleep_us(150);
 	}
-	g->done = true;
+	__atomic_store_n(&g->done, true, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -1828,7 +1828,7 @@ static void garbage_storm(void)
 	uint64_t t0 = vt_now_ms();
 	int rounds = 0, bad_rounds = 0, recvs = 0;
 	struct ibv_wc wc[8];
-	while ((!g.done || rounds < 4) && vt_now_ms() - t0 < 40000) {
+	while ((!__atomic_load_n(&g.done, __ATOMIC_ACQUIRE) || rounds < 4) && vt_now_ms() - t0 < 40000) {
 		uint32_t seed = 1000 + (uint32_t)rounds;
 		vt_fill(src.p, MB, seed);
 		memset(back.p, 0, MB);
@@ -1862,7 +1862,7 @@ static void garbage_storm(void)
 		}
 		rounds++;
 	}
-	g.done = true; /* (if the transfer broke off) */
+	__atomic_store_n(&g.done, true, __ATOMIC_RELEASE); /* (if the transfer broke off) */
 	pthread_join(th, NULL);
 	uint64_t dt = vt_now_ms() - t0;
 	int total = 0;
