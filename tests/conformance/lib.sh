@@ -642,6 +642,19 @@ sr_gid_index() {
 	echo "${idx:-0}"
 }
 
+# perftest -R makes two rdma_cm connections (control, then test QPs); its
+# client may reach the port between the server's two listens and get
+# REJECTED (reason 8): a race in perftest itself, which the kernel's CM
+# meets the same way (and Debian's perftest 4.5 then crashes in its own
+# retry loop, using the ids it destroyed).  sr_perftest_raced: the last
+# sr_pair failed only that way; takes its failure back and says so, so
+# that the caller runs the pair once more.
+sr_perftest_raced() {
+	grep -q 'RDMA_CM_EVENT_REJECTED; error: 8' "$SR_CLIENT_OUT" || return 1
+	echo "# perftest's second connection raced its server's second listen; once more"
+	SR_NFAIL=$((SR_NFAIL - 1))
+}
+
 # ---- rdma_cm pieces shared by t_rdma_cm.sh and t_iwarp_cm.sh --------------
 # LISTEN is what sr_wait_listen waits for: cm:PORT on RoCE (softrdmad's
 # listen table), the TCP PORT itself on iWARP.

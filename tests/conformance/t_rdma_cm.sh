@@ -18,18 +18,13 @@ cm_pair() {
 	sr_pair "$desc" "cm:$P$kind" "$@"
 }
 
-# perftest -R makes two rdma_cm connections (control, then test QPs); its
-# client may reach the port between the server's two listens and get
-# REJECTED (reason 8), a race in perftest that upstream retries: run such a
-# pair once more, and say so.
+# perftest -R, once more if it meets its own race (sr_perftest_raced)
 perf_pair() {
 	local desc=$1
 	shift
 	P=$(sr_free_port)
 	if ! cm_pair "$desc" -- "$SR_RUN" "$@" -R -p "$P" -- "$SR_RUN" "$@" -R -p "$P" 127.0.0.1 &&
-		grep -q 'RDMA_CM_EVENT_REJECTED; error: 8' "$SR_CLIENT_OUT"; then
-		echo "# $desc: perftest's second connection raced its server's second listen; once more"
-		SR_NFAIL=$((SR_NFAIL - 1))
+		sr_perftest_raced; then
 		P=$(sr_free_port)
 		cm_pair "$desc (second try)" -- "$SR_RUN" "$@" -R -p "$P" -- "$SR_RUN" "$@" -R -p "$P" 127.0.0.1
 	fi

@@ -15,18 +15,13 @@ cm_pair() {
 	sr_pair --ns "$SR_NS_B" "$desc" "cm:$P$kind" "$@"
 }
 
-# perftest -R makes two rdma_cm connections (control, then test QPs); its
-# client may reach the port between the server's two listens and get
-# REJECTED (reason 8), a race in perftest that upstream retries: run such a
-# pair once more, and say so.
+# perftest -R, once more if it meets its own race (sr_perftest_raced)
 perf_pair() {
 	local desc=$1
 	shift
 	P=$(sr_free_port "$SR_NS_B")
 	if ! cm_pair "$desc" -- "${SR_AT_B[@]}" "$@" -R -p "$P" -- "${SR_AT_A[@]}" "$@" -R -p "$P" "$SR_IP_B" &&
-		grep -q 'RDMA_CM_EVENT_REJECTED; error: 8' "$SR_CLIENT_OUT"; then
-		echo "# $desc: perftest's second connection raced its server's second listen; once more"
-		SR_NFAIL=$((SR_NFAIL - 1))
+		sr_perftest_raced; then
 		P=$(sr_free_port "$SR_NS_B")
 		cm_pair "$desc (second try)" -- "${SR_AT_B[@]}" "$@" -R -p "$P" -- "${SR_AT_A[@]}" "$@" -R -p "$P" "$SR_IP_B"
 	fi
