@@ -209,10 +209,60 @@ void sr_cm_fill_conn_param(struct sr_cm_event *e, const void *pdata, uint8_t len
 	p->qp_num = qpn;
 }
 
+/* A reader leaves the channel (lock held): the last one out of a
+ * destroyed channel frees it. */
+static void chan_reader_leave(struct sr_cm_chan *c)
+{
+	if (--c->readers == 0 && c->dead) {
+		close(c->ch.fd);
+		free(c);
+	}
+}
+
+/* A reader cancelled in read() (a cancellation point) leaves too. */
+static void chan_reader_cancelled(void *arg)
+{
+	pthread_mutex_lock(&sr_cm.lock);
+	chan_reader_leave(arg);
+	pthread_mutex_unlock(&sr_cm.lock);
+}
+
+/* The next event of channel c, which the caller counted itself in
+ * (c->readers).  NULL when the read failed (*err: its errno) or the
+ * channel was destroyed (*gone); the caller has then left it. */
+static struct sr_cm_event *chan_read(struct sr_cm_chan *c, int fd, bool *gone, int *err)
+{
+	for (;;) {
+		char b;
+		ssize_t n = read(fd, &b, 1);
+		struct sr_cm_event *e = NULL;
+
+		*err = errno;
+		pthread_mutex_lock(&sr_cm.lock);
+		*gone = c->dead;
+		if (n > 0 && !*gone && (e = c->head)) {
+			c->head = e->next;
+			if (!c->head)
+				c->tail = NULL;
+			e->next = NULL;
+		}
+		if (!e && n > 0 && !*gone) {
+			/* its event went with a destroyed or migrated id: read on */
+			pthread_mutex_unlock(&sr_cm.lock);
+			continue;
+		}
+		chan_reader_leave(c);
+		pthread_mutex_unlock(&sr_cm.lock);
+		return e;
+	}
+}
+
 SR_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
 {
 	struct sr_cm_chan *c = (struct sr_cm_chan *)channel;
-	int fd;
+	struct sr_cm_event *volatile e; /* set between cleanup push and pop */
+	bool gone = false;
+	int fd, err = 0;
 
 	if (!channel || !event)
 		return fail(EINVAL);
@@ -228,47 +278,24 @@ SR_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_
 	c->readers++;
 	fd = c->ch.fd;
 	pthread_mutex_unlock(&sr_cm.lock);
-	for (;;) {
-		char b;
-		ssize_t n = read(fd, &b, 1);
-		int err = errno;
-		struct sr_cm_event *e = NULL;
-		bool gone;
-
-		pthread_mutex_lock(&sr_cm.lock);
-		gone = c->dead;
-		if (n > 0 && !gone && (e = c->head)) {
-			c->head = e->next;
-			if (!c->head)
-				c->tail = NULL;
-			e->next = NULL;
-		}
-		if (!e && n > 0 && !gone) {
-			/* its event went with a destroyed or migrated id: read on */
-			pthread_mutex_unlock(&sr_cm.lock);
-			continue;
-		}
-		if (--c->readers == 0 && gone) {
-			close(c->ch.fd);
-			free(c);
-		}
-		pthread_mutex_unlock(&sr_cm.lock);
-		if (e) {
-			sr_cm_dbg("event %s (status %d) for id %p", rdma_event_str(e->ev.event), e->ev.status,
-				  (void *)e->ev.id);
-			*event = &e->ev;
-			return 0;
-		}
-		if (!gone) {
-			errno = err; /* EAGAIN on a non-blocking channel, EINTR */
-			return -1;
-		}
-		/* the channel was destroyed under a reader: rdma-core's reader
-		 * stays blocked on its fd forever, and programs (rping) rely on
-		 * it; pause() is a cancellation point */
-		for (;;)
-			pause();
+	pthread_cleanup_push(chan_reader_cancelled, c);
+	e = chan_read(c, fd, &gone, &err);
+	pthread_cleanup_pop(0);
+	if (e) {
+		sr_cm_dbg("event %s (status %d) for id %p", rdma_event_str(e->ev.event), e->ev.status,
+			  (void *)e->ev.id);
+		*event = &e->ev;
+		return 0;
 	}
+	if (!gone) {
+		errno = err; /* EAGAIN on a non-blocking channel, EINTR */
+		return -1;
+	}
+	/* the channel was destroyed under a reader: rdma-core's reader stays
+	 * blocked on its fd forever, and programs (rping) rely on it; pause()
+	 * is a cancellation point */
+	for (;;)
+		pause();
 }
 
 SR_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
