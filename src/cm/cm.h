@@ -117,6 +117,7 @@ struct sr_cm_id {
 	bool sync;                         /* created without a channel */
 	bool destroyed;                    /* user gave it up; lingers to finish a DREQ */
 	bool reuseaddr, afonly, registered;
+	bool removed;                      /* RDMA_CM_EVENT_DEVICE_REMOVAL given (softrdmad died) */
 	bool afonly_set;                   /* RDMA_OPTION_ID_AFONLY given; else set at bind as the kernel does */
 	bool port_auto;                    /* bound to port 0: we picked it */
 	uint8_t gid_index;

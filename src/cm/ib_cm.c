@@ -1053,6 +1053,36 @@ again:
 	return next;
 }
 
+/* softrdmad is gone: nothing routes MADs to this process any more, and a
+ * new daemon would give its Communication IDs and listens to others.  So
+ * every RoCE id holding one gets RDMA_CM_EVENT_DEVICE_REMOVAL, as rdma_cm
+ * ids do when their device goes away, and its retries stop (no answer can
+ * reach it); the application destroys it.  Its QP is in error already:
+ * the verbs context lost its own connection to the daemon.  Lock held. */
+static void daemon_lost(void)
+{
+	unsigned n = 0;
+
+	for (struct sr_cm_id *id = sr_cm.ids; id; id = id->next) {
+		struct sr_cm_event *e;
+
+		if (id->destroyed || id->removed || sr_iwcm_id(id))
+			continue;
+		if (!id->dev && id->state != CM_LISTEN && !id->lcid)
+			continue;  /* bound to nothing of the daemon's */
+		id->removed = true;
+		if (id->timer == CM_T_RETRY)
+			id->timer = CM_T_NONE;
+		e = sr_cm_event_new(id, RDMA_CM_EVENT_DEVICE_REMOVAL, 0);
+		if (e) {
+			sr_cm_event_post(id, e);
+			n++;
+		}
+	}
+	fprintf(stderr, "softrdma: lost the connection to softrdmad: %u rdma_cm id(s) on RoCE get "
+			"RDMA_CM_EVENT_DEVICE_REMOVAL\n", n);
+}
+
 /* Watch fd for events (EPOLLIN, EPOLLOUT) in the CM thread; 0 stops. */
 void sr_cm_poll_fd(int fd, uint32_t events)
 {
@@ -1095,8 +1125,9 @@ static void *cm_thread(void *arg)
 				if (daemon_ok && sr_daemon_dead(sr_cm.daemon)) {
 					daemon_ok = false;
 					epoll_ctl(ep, EPOLL_CTL_DEL, dfd, NULL);
-					fprintf(stderr, "softrdma: lost the connection to softrdmad; "
-							"connection management stops working\n");
+					pthread_mutex_lock(&sr_cm.lock);
+					daemon_lost();
+					pthread_mutex_unlock(&sr_cm.lock);
 				}
 			} else if (evs[i].data.fd == sr_cm.wake_fd) {
 				uint64_t v;

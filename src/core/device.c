@@ -324,7 +324,7 @@ int sr_query_port(struct ibv_context *c, uint8_t port, struct ibv_port_attr *a)
 	if (port != 1)
 		return EINVAL;
 	ctx_refresh_netdev(ctx);
-	up = (ctx->nd.flags & IFF_UP) && (ctx->nd.flags & IFF_RUNNING);
+	up = (ctx->nd.flags & IFF_UP) && (ctx->nd.flags & IFF_RUNNING) && !atomic_load(&ctx->fatal);
 	memset(a, 0, sizeof(*a));
 	a->state = up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
 	a->max_mtu = IBV_MTU_4096;
@@ -425,6 +425,23 @@ void sr_post_async_event(struct sr_context *ctx, enum ibv_event_type type, void 
 		n = write(ctx->async_wr, &tok, 1);
 	} while (n < 0 && errno == EINTR);
 	pthread_mutex_unlock(&ctx->async_lock);
+}
+
+void sr_ctx_fatal(struct sr_context *ctx, const char *why)
+{
+	if (atomic_exchange(&ctx->fatal, true))
+		return;
+	sr_log("%s: %s: this context's QPs are in error (IBV_EVENT_DEVICE_FATAL); open the device again",
+	       ctx->dev->ibdev.name, why);
+	pthread_mutex_lock(&ctx->lock);
+	for (struct sr_qp *qp = ctx->qp_list; qp; qp = qp->next) {
+		pthread_mutex_lock(&qp->lock);
+		if (!qp->dead)
+			sr_qp_to_error(qp, IBV_EVENT_QP_FATAL);
+		pthread_mutex_unlock(&qp->lock);
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	sr_post_async_event(ctx, IBV_EVENT_DEVICE_FATAL, (void *)(intptr_t)1);
 }
 
 void sr_purge_async_events(struct sr_context *ctx, void *obj)

@@ -126,6 +126,12 @@ struct sr_daemon_conn *sr_ctx_daemon(struct sr_context *ctx, int *err)
 
 	pthread_mutex_lock(&ctx->lock);
 	d = ctx->daemon;
+	if (atomic_load(&ctx->fatal) || (d && sr_daemon_dead(d))) {
+		/* its QPNs may be handed out again by a new daemon */
+		pthread_mutex_unlock(&ctx->lock);
+		*err = -EIO;
+		return NULL;
+	}
 	if (!d) {
 		d = sr_daemon_open(daemon_pkt, ctx, err);
 		if (d) {
@@ -229,8 +235,11 @@ void sr_progress_poll(struct sr_context *ctx)
 	t->rx_flush(ctx);
 	/* datagrams through the daemon are UD (and rare collisions, which the
 	 * progress thread serves): only UD users pay for checking it here */
-	if (ctx->daemon && atomic_load(&ctx->n_ud_qps) && !sr_daemon_dead(ctx->daemon))
+	if (ctx->daemon && atomic_load(&ctx->n_ud_qps) && !sr_daemon_dead(ctx->daemon)) {
 		sr_daemon_on_readable(ctx->daemon);
+		if (sr_daemon_dead(ctx->daemon))
+			sr_ctx_fatal(ctx, "lost the connection to softrdmad");
+	}
 	pthread_mutex_unlock(&ctx->progress_lock);
 }
 
@@ -267,7 +276,13 @@ static void *progress_main(void *arg)
 		 * in would only fight it for the lock (and on a busy machine get
 		 * preempted while holding it).  Stay a backstop: look again soon. */
 		uint64_t lp = atomic_load_explicit(&ctx->last_poll_ns, memory_order_relaxed);
-		if (n > 0 && lp && sr_now_ns() - lp < 10000) {
+		bool daemon_gone = false;
+		for (int i = 0; i < n; i++)
+			if (evs[i].data.ptr == SR_EP_DAEMON && (evs[i].events & (EPOLLHUP | EPOLLERR)))
+				daemon_gone = true;
+		/* ...except when the daemon is gone: an RC poller does not read
+		 * the daemon's socket, and must hear of it (sr_ctx_fatal) */
+		if (n > 0 && lp && sr_now_ns() - lp < 10000 && !daemon_gone) {
 			for (int i = 0; i < n; i++)
 				if (evs[i].data.ptr == SR_EP_DOORBELL) {
 					uint64_t v;
@@ -288,9 +303,10 @@ static void *progress_main(void *arg)
 			} else if (p == SR_EP_DAEMON) {
 				sr_daemon_on_readable(ctx->daemon);
 				if (sr_daemon_dead(ctx->daemon)) {
-					/* EOF stays readable; QPs keep their flows, new ones will fail */
+					/* EOF stays readable.  A new daemon would hand out
+					 * our QPNs again, and nobody routes to us now. */
 					epoll_ctl(ctx->epfd, EPOLL_CTL_DEL, sr_daemon_fd(ctx->daemon), NULL);
-					sr_log("lost the connection to softrdmad");
+					sr_ctx_fatal(ctx, "lost the connection to softrdmad");
 				}
 			} else {
 				struct sr_qp *qp = p;

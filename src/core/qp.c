@@ -515,6 +515,11 @@ int sr_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		pthread_mutex_unlock(&qp->lock);
 		return EINVAL;
 	}
+	/* a dead device takes QPs to RESET and ERR only (sr_ctx_fatal) */
+	if (atomic_load(&qp->ctx->fatal) && next != IBV_QPS_RESET && next != IBV_QPS_ERR) {
+		pthread_mutex_unlock(&qp->lock);
+		return EIO;
+	}
 	err = check_attr(qp, attr, mask);
 	if (err) {
 		pthread_mutex_unlock(&qp->lock);

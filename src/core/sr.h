@@ -80,7 +80,11 @@ struct sr_context {
 	struct sr_qp **qpn_tab;    /* open hash qpn -> qp */
 	uint32_t qpn_tab_size;
 	struct sr_qp *zombies;     /* destroyed QPs freed by the progress thread */
-	struct sr_daemon_conn *daemon;
+	struct sr_daemon_conn *_Atomic daemon; /* set once, under lock; read without */
+	/* The context lost what its device needs (softrdmad died): its QPs
+	 * are in error, IBV_EVENT_DEVICE_FATAL was raised, new QPs and
+	 * modifies out of RESET/ERR fail with EIO, the port reads DOWN. */
+	atomic_bool fatal;
 
 	/* mr_lock protects the key table; the receive path holds it for
 	 * reading while it places data, so deregistration waits for it. */
@@ -322,6 +326,10 @@ int sr_query_gid_ex(struct ibv_context *c, uint32_t port, uint32_t index, struct
 int sr_query_pkey(struct ibv_context *c, uint8_t port, int index, __be16 *pkey);
 int sr_gid_to_sockaddr(struct sr_context *ctx, const union ibv_gid *gid, struct sockaddr_in6 *sa);
 void sr_post_async_event(struct sr_context *ctx, enum ibv_event_type type, void *obj);
+/* The device is gone for ctx (why: for the log): every QP to ERR with
+ * IBV_EVENT_QP_FATAL (outstanding work completes with WR_FLUSH_ERR), then
+ * IBV_EVENT_DEVICE_FATAL, as rdma-core reports a dead device.  Once. */
+void sr_ctx_fatal(struct sr_context *ctx, const char *why);
 int sr_get_async_event(struct ibv_context *c, struct ibv_async_event *ev);
 void sr_ack_async_event(struct ibv_async_event *ev);
 /* Forget unread async events naming obj (a QP or SRQ being destroyed). */
