@@ -274,6 +274,23 @@ static int perr(struct parser *p, const char *fmt, ...)
 	return -EINVAL;
 }
 
+/* What a message shows of a string from the file: at most 40 characters,
+ * control characters as '?', "..." if there was more.  A value of 16 MiB
+ * (or escape sequences for the terminal) would otherwise land whole on
+ * stderr. */
+static const char *shown(char *buf, size_t cap, const char *s)
+{
+	size_t i = 0, max = cap < 44 ? cap - 4 : 40;
+
+	for (; s[i] && i < max; i++)
+		buf[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+	if (s[i])
+		memcpy(buf + i, "...", 3), i += 3;
+	buf[i] = 0;
+	return buf;
+}
+#define SHOWN(s) shown((char[48]){ 0 }, 48, (s))
+
 static char *trim(char *s)
 {
 	char *e;
@@ -329,7 +346,7 @@ static int parse_section(struct parser *p, char *s)
 		return rc;
 	if (!sr_conf_valid_name(name))
 		return perr(p, "bad device name '%s' (1-%d characters of A-Z a-z 0-9 _ . -)",
-			    name, SR_DEVNAME_MAX - 1);
+			    SHOWN(name), SR_DEVNAME_MAX - 1);
 	if (sr_conf_find(p->conf, name))
 		return perr(p, "duplicate device name '%s'", name);
 	if (p->conf->ndev >= SR_MAX_DEVICES)
@@ -358,15 +375,15 @@ static int parse_setting(struct parser *p, char *s)
 	if (!key[0])
 		return perr(p, "missing key before '='");
 	if (!val[0])
-		return perr(p, "missing value for '%s'", key);
+		return perr(p, "missing value for '%s'", SHOWN(key));
 
 	if (!p->dev) {
 		if (strcmp(key, "crc"))
-			return perr(p, "unknown key '%s' (before the first [device] only 'crc' is allowed)", key);
+			return perr(p, "unknown key '%s' (before the first [device] only 'crc' is allowed)", SHOWN(key));
 		if (p->seen & SEEN_CRC)
 			return perr(p, "'crc' given twice");
 		if (parse_bool(val, &p->conf->crc))
-			return perr(p, "bad value '%s' for crc (on or off)", val);
+			return perr(p, "bad value '%s' for crc (on or off)", SHOWN(val));
 		p->seen |= SEEN_CRC;
 		return 0;
 	}
@@ -374,11 +391,11 @@ static int parse_setting(struct parser *p, char *s)
 	if (!strcmp(key, "type")) {
 		bit = SEEN_TYPE;
 		if (sr_dev_type_parse(val, &p->dev->type))
-			return perr(p, "bad type '%s' (roce or iwarp)", val);
+			return perr(p, "bad type '%s' (roce or iwarp)", SHOWN(val));
 	} else if (!strcmp(key, "netdev")) {
 		bit = SEEN_NETDEV;
 		if (!valid_netdev(val))
-			return perr(p, "bad netdev name '%s'", val);
+			return perr(p, "bad netdev name '%s'", SHOWN(val));
 		snprintf(p->dev->netdev, sizeof(p->dev->netdev), "%s", val);
 	} else if (!strcmp(key, "mtu")) {
 		char *end;
@@ -387,20 +404,21 @@ static int parse_setting(struct parser *p, char *s)
 		bit = SEEN_MTU;
 		errno = 0;
 		v = strtol(val, &end, 10);
-		if (errno || *end || v > 4096 || !sr_mtu_bytes_to_enum((int)v))
-			return perr(p, "bad mtu '%s' (256, 512, 1024, 2048 or 4096)", val);
+		/* the range first: (int)-4294967040 is 256 */
+		if (errno || *end || v < 256 || v > 4096 || !sr_mtu_bytes_to_enum((int)v))
+			return perr(p, "bad mtu '%s' (256, 512, 1024, 2048 or 4096)", SHOWN(val));
 		p->dev->mtu = (int)v;
 	} else if (!strcmp(key, "loopback")) {
 		bool on;
 
 		bit = SEEN_LOOPBACK;
 		if (parse_bool(val, &on))
-			return perr(p, "bad value '%s' for loopback (on or off)", val);
+			return perr(p, "bad value '%s' for loopback (on or off)", SHOWN(val));
 		p->dev->loopback = on;
 	} else if (!strcmp(key, "crc")) {
 		return perr(p, "'crc' is a global setting: put it before the first [device]");
 	} else {
-		return perr(p, "unknown key '%s' in [%s] (type, netdev, mtu, loopback)", key, p->dev->name);
+		return perr(p, "unknown key '%s' in [%s] (type, netdev, mtu, loopback)", SHOWN(key), p->dev->name);
 	}
 	if (p->seen & bit)
 		return perr(p, "'%s' given twice in [%s]", key, p->dev->name);

@@ -245,10 +245,16 @@ if [ -x "$run" ]; then
 		bad "LD_LIBRARY_PATH is '$v', wanted '$libdir' (no trailing colon)"
 	v=$(LD_LIBRARY_PATH=/x/y "$run" sh -c 'echo "$LD_LIBRARY_PATH"')
 	[ "$v" = "$libdir:/x/y" ] && ok "softrdma-run keeps the old LD_LIBRARY_PATH after" || bad "LD_LIBRARY_PATH is '$v'"
+	printf 'crc = on\n' >"$tmp/rel.conf"
 	v=$(cd "$tmp" && "$run" --conf rel.conf -- sh -c 'echo "$SOFTRDMA_CONF"' 2>/dev/null)
 	[ "$v" = "$tmp/rel.conf" ] && ok "--conf exports an absolute SOFTRDMA_CONF" || bad "SOFTRDMA_CONF is '$v'"
-	v=$("$run" --conf=/a/b.conf sh -c 'echo "$SOFTRDMA_CONF"' 2>/dev/null)
-	[ "$v" = "/a/b.conf" ] && ok "--conf=FILE works" || bad "SOFTRDMA_CONF is '$v'"
+	v=$("$run" --conf="$tmp/rel.conf" sh -c 'echo "$SOFTRDMA_CONF"' 2>/dev/null)
+	[ "$v" = "$tmp/rel.conf" ] && ok "--conf=FILE works" || bad "SOFTRDMA_CONF is '$v'"
+	# a file that is not there: an error, not a run on the built-in default
+	v=$("$run" --conf "$tmp/nonexistent.conf" sh -c 'echo ran' 2>"$tmp/run.err")
+	rc=$?
+	[ $rc -eq 2 ] && [ -z "$v" ] && grep -q 'nonexistent.conf' "$tmp/run.err" &&
+		ok "--conf with a missing file exits 2, says so, runs nothing" || bad "--conf missing: exit $rc, ran '$v'"
 	v=$("$run" -- sh -c 'exit 7')
 	[ $? -eq 7 ] && ok "softrdma-run passes the exit status through" || bad "exit status not passed through"
 	# a moved tree: the script finds its library directory relative to itself

@@ -296,6 +296,9 @@ static void test_errors(void)
 		{ "[rxe0]\nnetdev = lo\nmtu = 1500\n", 3, "bad mtu '1500'" },
 		{ "[rxe0]\nnetdev = lo\nmtu = 4096x\n", 3, "bad mtu" },
 		{ "[rxe0]\nnetdev = lo\nmtu = 8192\n", 3, "bad mtu" },
+		/* a long that truncates to 256 as an int (issue 15) */
+		{ "[rxe0]\nnetdev = lo\nmtu = -4294967040\n", 3, "bad mtu" },
+		{ "[rxe0]\nnetdev = lo\nmtu = 4294967552\n", 3, "bad mtu" },
 		{ "[rxe0]\nnetdev = lo\nmtu =\n", 3, "missing value" },
 		{ "[rxe0]\nnetdev = lo\nnetdev = eth0\n", 3, "twice" },
 		{ "[rxe0]\nnetdev = lo\n[rxe0]\nnetdev = lo\n", 3, "duplicate device name 'rxe0'" },
@@ -343,6 +346,24 @@ static void test_errors(void)
 		write_file(path, text);
 		CHECK(load_capture(&conf, err, sizeof(err)) == -EINVAL);
 		CHECK(strstr(err, "too many devices") != NULL);
+	}
+	/* A 16 MiB value is quoted in 40 characters, control characters
+	 * (a terminal's escape sequences) as '?' (issue 15). */
+	{
+		size_t big = 16u << 20;
+		char *text = malloc(big + 64);
+
+		if (text) {
+			int n = sprintf(text, "crc = \033[31m");
+			memset(text + n, 'x', big);
+			strcpy(text + n + big, "\n");
+			write_file(path, text);
+			free(text);
+			CHECK(load_capture(&conf, err, sizeof(err)) == -EINVAL);
+			CHECK(strlen(err) < 200);
+			CHECK(strstr(err, "bad value '?[31mxxx") != NULL && strstr(err, "...'") != NULL);
+			CHECK(!strchr(err, '\033'));
+		}
 	}
 	/* A NUL byte inside a line. */
 	{
