@@ -111,7 +111,10 @@ enum sr_ipc_type {
  *  - Each other uid holds at most 1024 connections (more are closed at
  *    once), 2^17 QPNs, 2^16 Communication IDs, 4096 listens, 16384 CM
  *    wills and 256 multicast memberships, in all its connections; beyond,
- *    -EDQUOT (logged once per uid and kind).
+ *    -EDQUOT (logged once per uid and kind).  Only its first 16
+ *    connections get the daemon's 4 MiB send buffer (datagrams queued for
+ *    a client that does not read are kernel memory), the rest the
+ *    kernel's default.
  *  - Clients trust the daemon only if it runs as root or as their own
  *    euid (SO_PEERCRED of the daemon's socket): it sees the datagrams of
  *    their QPs and could forge them.  A daemon started by another user is

@@ -83,7 +83,11 @@ struct client *client_new(int fd)
 	c->pid = cred.pid;
 	c->uid = cred.uid;
 	c->user = u;
-	set_bufsize(fd, SO_SNDBUFFORCE, SO_SNDBUF, SOCK_BUF_BYTES);
+	/* Datagrams queued for a client that does not read stay in kernel
+	 * memory: a user gets the big buffer on its first connections only,
+	 * the rest keep the kernel's default (net.core.wmem_default). */
+	if (u->uid == d.euid || u->n[Q_CLIENTS] <= USER_BIG_BUFFERS)
+		set_bufsize(fd, SO_SNDBUFFORCE, SO_SNDBUF, SOCK_BUF_BYTES);
 	ev.events = EPOLLIN;
 	ev.data.ptr = &c->src;
 	if (epoll_ctl(d.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {

@@ -42,6 +42,7 @@
 #define UDP_BATCHES_PER_WAKEUP 8     /* then let other sources have a turn */
 #define CLIENT_MSGS_PER_WAKEUP 64
 #define SOCK_BUF_BYTES (4 << 20)
+#define USER_BIG_BUFFERS 16          /* connections of a user with SOCK_BUF_BYTES */
 #define PKT_HDRS (sizeof(struct sr_ipc_hdr) + sizeof(struct sr_ipc_pkt))
 #define SLOT_BYTES ((PKT_HDRS + SR_IPC_MAX_PKT + 8 + 7) & ~(size_t)7)
 
