@@ -11,6 +11,10 @@
  *   cm_mad       every QP1 datagram (CM MAD) of the rxe captures
  *   mpa          the MPA Request/Reply segments of the siw captures, with
  *                the two bytes that choose how fuzz_mpa.c cuts the stream
+ *   iwarp_rx     each direction of each siw capture's TCP stream after its
+ *                MPA frame (the FPDUs a QP receives), behind the two bytes
+ *                fuzz_iwarp_rx.c reads (CRC as the frame negotiated, STags
+ *                rewritten, receives posted), 4 KiB at most
  *   daemon       IPC sessions built around the captured datagrams: a
  *                client that says hello, claims QPNs and Communication
  *                IDs, listens on the Service IDs the captured REQs ask for,
@@ -99,6 +103,75 @@ static void open_or_die(struct pcap_file *f, const char *path)
 	if (rc) {
 		fprintf(stderr, "fuzz_seeds: %s: %s\n", path, strerror(-rc));
 		exit(1);
+	}
+}
+
+/* ---- iWARP streams ---- */
+
+struct dir_stream {
+	struct in6_addr src, dst;
+	uint16_t sport, dport;
+	uint32_t next_seq;
+	bool started;
+	uint8_t b[4096];
+	size_t n;
+};
+
+/* The FPDUs of each TCP direction of a siw capture, after the MPA frame. */
+static void iwarp_rx_seeds(const char *path)
+{
+	static struct dir_stream d[8];
+	int nd = 0;
+	struct pcap_file f;
+	struct pcap_tcp t;
+
+	memset(d, 0, sizeof(d));
+	open_or_die(&f, path);
+	while (pcap_next_tcp(&f, &t) == 1) {
+		struct dir_stream *s = NULL;
+
+		if (!t.paylen)
+			continue;
+		for (int i = 0; i < nd && !s; i++)
+			if (!memcmp(&d[i].src, &t.saddr, 16) && !memcmp(&d[i].dst, &t.daddr, 16) &&
+			    d[i].sport == t.sport && d[i].dport == t.dport)
+				s = &d[i];
+		if (!s) {
+			if (nd == 8)
+				continue;
+			s = &d[nd++];
+			s->src = t.saddr;
+			s->dst = t.daddr;
+			s->sport = t.sport;
+			s->dport = t.dport;
+		}
+		if (s->started && t.seq != s->next_seq)
+			continue; /* a retransmission or a gap: keep it simple */
+		s->started = true;
+		s->next_seq = t.seq + (uint32_t)t.paylen;
+		size_t k = t.paylen < sizeof(s->b) - s->n ? t.paylen : sizeof(s->b) - s->n;
+		memcpy(s->b + s->n, t.payload, k);
+		s->n += k;
+	}
+	pcap_close(&f);
+	for (int i = 0; i < nd; i++) {
+		struct dir_stream *s = &d[i];
+		size_t frame;
+		uint8_t head[2];
+		char name[300];
+
+		if (s->n < 20 || memcmp(s->b, "MPA ID Re", 9))
+			continue;
+		frame = 20 + (size_t)(s->b[18] << 8 | s->b[19]);
+		if (frame >= s->n)
+			continue;
+		head[0] = (uint8_t)((s->b[16] & 0x40 ? 1 : 0) | 2 | (s->b[17] == 1 ? 4 : 0));
+		head[1] = 0x07; /* seven 256-byte receives */
+		snprintf(name, sizeof(name), "%s-%d", base(path), i);
+		put("iwarp_rx", name, head, sizeof(head), s->b + frame, s->n - frame);
+		head[0] &= (uint8_t)~2; /* and as it is, keys unknown to the QP */
+		snprintf(name, sizeof(name), "%s-%d-raw", base(path), i);
+		put("iwarp_rx", name, head, sizeof(head), s->b + frame, s->n - frame);
 	}
 }
 
@@ -380,6 +453,10 @@ int main(int argc, char **argv)
 		pcap_close(&f);
 	}
 	printf("iwarp_parse and mpa: %u seeds\n", count - before);
+	before = count;
+	for (int i = 0; i < nsiw; i++)
+		iwarp_rx_seeds(siw[i]);
+	printf("iwarp_rx: %u seeds\n", count - before);
 
 	before = count;
 	daemon_seeds(roce, nroce);
