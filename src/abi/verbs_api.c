@@ -492,6 +492,10 @@ static struct ibv_qp *op_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_
 {
 	return sr_create_qp_ex(c, a);
 }
+/* ibv_alloc_mw, ibv_bind_mw and ibv_dealloc_mw are inline in verbs.h */
+static struct ibv_mw *op_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type) { return sr_alloc_mw(pd, type); }
+static int op_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *b) { return sr_bind_mw(qp, mw, b); }
+static int op_dealloc_mw(struct ibv_mw *mw) { return sr_dealloc_mw(mw); }
 
 void sr_fill_ops(struct sr_context *ctx)
 {
@@ -501,6 +505,9 @@ void sr_fill_ops(struct sr_context *ctx)
 	o->post_send = op_post_send;
 	o->post_recv = op_post_recv;
 	o->post_srq_recv = op_post_srq_recv;
+	o->alloc_mw = op_alloc_mw;
+	o->bind_mw = op_bind_mw;
+	o->dealloc_mw = op_dealloc_mw;
 	ctx->vctx.query_port = op_query_port;
 	ctx->vctx.query_device_ex = op_query_device_ex;
 	ctx->vctx.create_cq_ex = op_create_cq_ex;

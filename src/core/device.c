@@ -239,6 +239,7 @@ int sr_close_device(struct ibv_context *c)
 		close(c->cmd_fd);
 	free(ctx->async_q);
 	free(ctx->mr_tab);
+	free(ctx->mw_tab);
 	free(ctx->qpn_tab);
 	free(ctx);
 	return 0;
@@ -266,6 +267,9 @@ int sr_query_device(struct ibv_context *c, struct ibv_device_attr *a)
 			      IBV_DEVICE_CHANGE_PHY_PORT | IBV_DEVICE_UD_AV_PORT_ENFORCE | IBV_DEVICE_PORT_ACTIVE_EVENT |
 			      IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE |
 			      IBV_DEVICE_MEM_MGT_EXTENSIONS;
+	/* memory windows as rxe (type 1 and 2B); siw has none */
+	if (!iwarp)
+		a->device_cap_flags |= IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
 	a->max_sge = SR_MAX_SGE;
 	a->max_sge_rd = iwarp ? 1 : SR_MAX_SGE; /* an iWARP Read Request names one sink buffer (siw: 1) */
 	a->max_cq = SR_MAX_CQ;
@@ -280,7 +284,7 @@ int sr_query_device(struct ibv_context *c, struct ibv_device_attr *a)
 	a->atomic_cap = iwarp ? IBV_ATOMIC_NONE : IBV_ATOMIC_HCA;
 	a->max_ee = 0;
 	a->max_rdd = 0;
-	a->max_mw = 0;
+	a->max_mw = iwarp ? 0 : SR_MAX_MW;
 	a->max_raw_ipv6_qp = 0;
 	a->max_raw_ethy_qp = 0;
 	a->max_mcast_grp = iwarp ? 0 : SR_MAX_MCAST_GRP;

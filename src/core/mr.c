@@ -36,7 +36,7 @@ int sr_dealloc_pd(struct ibv_pd *pd)
 }
 
 /* A key for slot idx that differs from old (0: none). */
-static uint32_t key_make(uint32_t idx, uint32_t old)
+uint32_t sr_key_make(uint32_t idx, uint32_t old)
 {
 	for (;;) {
 		uint32_t r, key;
@@ -54,30 +54,48 @@ static uint32_t key_make(uint32_t idx, uint32_t old)
 	}
 }
 
-static int key_slot_alloc(struct sr_context *ctx, struct sr_mr *mr)
+/* A free slot of the key table (caller holds mr_lock for writing), grown
+ * as needed; both tables (MRs and MWs) grow together.  mr_next is the
+ * lowest slot that may be free; slot 0 stays unused so that key 0 is
+ * never valid.  Returns the index, or 0 when the table is full. */
+uint32_t sr_key_slot_alloc(struct sr_context *ctx)
 {
-	/* caller holds mr_lock for writing; mr_next is the lowest slot that
-	 * may be free; slot 0 stays unused so that key 0 is never valid */
 	uint32_t idx = ctx->mr_next ? ctx->mr_next : 1;
 
-	while (idx < ctx->mr_tab_size && ctx->mr_tab[idx])
+	while (idx < ctx->mr_tab_size && (ctx->mr_tab[idx] || (ctx->mw_tab && ctx->mw_tab[idx])))
 		idx++;
 	if (idx >= ctx->mr_tab_size) {
 		uint32_t n = ctx->mr_tab_size, nn = n ? n * 2 : 256;
 		if (nn > SR_MAX_MR)
-			return -ENOMEM;
+			return 0;
 		struct sr_mr **t = realloc(ctx->mr_tab, nn * sizeof(*t));
 		if (!t)
-			return -ENOMEM;
+			return 0;
 		memset(t + n, 0, (nn - n) * sizeof(*t));
 		ctx->mr_tab = t;
+		if (ctx->mw_tab) {
+			struct sr_mw **w = realloc(ctx->mw_tab, nn * sizeof(*w));
+			if (!w)
+				return 0; /* mr_tab is larger now: harmless, it is sized by mr_tab_size */
+			memset(w + n, 0, (nn - n) * sizeof(*w));
+			ctx->mw_tab = w;
+		}
 		ctx->mr_tab_size = nn;
 		idx = n ? n : 1;
 	}
-	ctx->mr_tab[idx] = mr;
 	ctx->mr_next = idx + 1;
+	return idx;
+}
+
+static int key_slot_alloc(struct sr_context *ctx, struct sr_mr *mr)
+{
+	uint32_t idx = sr_key_slot_alloc(ctx);
+
+	if (!idx)
+		return -ENOMEM;
+	ctx->mr_tab[idx] = mr;
 	mr->index = idx;
-	mr->ibmr.lkey = mr->ibmr.rkey = key_make(idx, 0);
+	mr->ibmr.lkey = mr->ibmr.rkey = sr_key_make(idx, 0);
 	return 0;
 }
 
@@ -92,8 +110,8 @@ static int check_access(unsigned int access)
 	/* IB spec: remote write or atomic needs local write */
 	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
 		return EINVAL;
-	if (access & IBV_ACCESS_MW_BIND)
-		return EOPNOTSUPP; /* memory windows not implemented */
+	/* IBV_ACCESS_MW_BIND is accepted on both devices, as the kernel does
+	 * (it does not check it): siw has no windows to bind, rxe has */
 	return 0;
 }
 
@@ -186,6 +204,11 @@ int sr_dereg_mr(struct ibv_mr *ibmr)
 
 	/* the write lock waits for any in-progress placement into this region */
 	pthread_rwlock_wrlock(&ctx->mr_lock);
+	if (mr->num_mw) {
+		/* as rxe: not while memory windows are bound to it */
+		pthread_rwlock_unlock(&ctx->mr_lock);
+		return EINVAL;
+	}
 	if (mr->index < ctx->mr_tab_size && ctx->mr_tab[mr->index] == mr) {
 		ctx->mr_tab[mr->index] = NULL;
 		if (mr->index < ctx->mr_next)
@@ -195,6 +218,29 @@ int sr_dereg_mr(struct ibv_mr *ibmr)
 	atomic_fetch_sub(&mr->pd->usecnt, 1);
 	free(mr);
 	return 0;
+}
+
+int sr_mr_invalidate(struct sr_context *ctx, uint32_t key, struct sr_pd *pd)
+{
+	uint32_t idx = sr_key_index(key);
+	struct sr_mr *mr;
+	int err = 0;
+
+	pthread_rwlock_wrlock(&ctx->mr_lock);
+	if (idx == 0 || idx >= ctx->mr_tab_size || !(mr = ctx->mr_tab[idx]) || mr->ibmr.rkey != key) {
+		err = -EINVAL;
+	} else if (mr->pd != pd) {
+		err = -EACCES;
+	} else {
+		/* Out of the table: every lookup of the key fails from now on,
+		 * at no cost to the lookups of other keys.  ibv_dereg_mr still
+		 * frees it (and finds the slot no longer its own). */
+		ctx->mr_tab[idx] = NULL;
+		if (idx < ctx->mr_next)
+			ctx->mr_next = idx;
+	}
+	pthread_rwlock_unlock(&ctx->mr_lock);
+	return err;
 }
 
 uint8_t *sr_mr_lookup(struct sr_context *ctx, uint32_t key, bool remote, struct sr_pd *pd, uint64_t va,

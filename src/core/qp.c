@@ -219,6 +219,10 @@ static int rq_init(struct sr_rq *rq, uint32_t max_wr, uint32_t max_sge)
 
 void sr_qp_ex_init(struct sr_qp *qp); /* below */
 
+/* sr_qp.serial: 64 bits never wrap, so a destroyed QP's number is never
+ * anyone else's (a type 2 memory window keeps naming its QP by it) */
+static _Atomic uint64_t qp_serial_next = 1;
+
 struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *ia)
 {
 	struct sr_context *ctx = to_sctx(c);
@@ -260,10 +264,11 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 		uint64_t ok = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
 			      IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
 			      IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
-			      IBV_QP_EX_WITH_SEND_WITH_INV;
+			      IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV;
 		if (ctx->dev->conf.type == SR_DEV_IWARP)
 			ok &= ~(uint64_t)(IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-					  IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD);
+					  IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_BIND_MW |
+					  IBV_QP_EX_WITH_LOCAL_INV);
 		if (ia->send_ops_flags & ~ok) {
 			errno = EOPNOTSUPP;
 			return NULL;
@@ -276,6 +281,7 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 		return NULL;
 	}
 	qp->ctx = ctx;
+	qp->serial = atomic_fetch_add(&qp_serial_next, 1);
 	pthread_mutex_init(&qp->lock, NULL);
 	qp->sq.max_wr = cap->max_send_wr ? cap->max_send_wr : 1;
 	qp->sq.max_sge = cap->max_send_sge ? cap->max_send_sge : 1;
@@ -676,11 +682,13 @@ static bool opcode_ok(enum ibv_qp_type t, enum ibv_wr_opcode op)
 		return true;
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_BIND_MW: /* rxe: RC and UC */
 		return t == IBV_QPT_RC || t == IBV_QPT_UC;
 	case IBV_WR_RDMA_READ:
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 	case IBV_WR_SEND_WITH_INV:
+	case IBV_WR_LOCAL_INV:
 		return t == IBV_QPT_RC;
 	default:
 		return false;
@@ -688,13 +696,57 @@ static bool opcode_ok(enum ibv_qp_type t, enum ibv_wr_opcode op)
 }
 
 /* Soft-iWARP carries what siw does plus RDMA Write with Immediate (RFC
- * 7306 Immediate Data): no Send with Immediate, no atomics. */
+ * 7306 Immediate Data): no Send with Immediate, no atomics, and neither
+ * of the local operations (libsiw refuses BIND_MW and LOCAL_INV). */
 static bool qp_opcode_ok(struct sr_qp *qp, enum ibv_wr_opcode op)
 {
 	if (qp->ctx->dev->conf.type == SR_DEV_IWARP &&
-	    (op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD))
+	    (op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD ||
+	     sr_wr_is_local(op)))
 		return false;
 	return opcode_ok(qp->ibqp.qp_base.qp_type, op);
+}
+
+/* The WQE of a local operation: no payload, no PSN; what it needs is kept
+ * in the WQE's fields as sr_local_op reads them (mw.c). */
+static void local_wqe_fill(struct sr_send_wqe *w, enum ibv_wr_opcode op, uint32_t inv_rkey, const struct ibv_mw *mw,
+			   uint32_t rkey, const struct ibv_mw_bind_info *bi)
+{
+	w->opcode = op;
+	w->length = 0;
+	w->num_sge = 0;
+	if (op == IBV_WR_LOCAL_INV) {
+		w->imm_data = inv_rkey;
+		return;
+	}
+	w->rkey = mw->rkey;
+	w->imm_data = rkey;
+	w->remote_addr = bi->addr;
+	w->compare_add = bi->length;
+	w->swap = (uint64_t)(bi->mr ? bi->mr->lkey : 0) << 32 | bi->mw_access_flags;
+}
+
+/* IBV_WR_BIND_MW and IBV_WR_LOCAL_INV (qp->lock held, room checked).  A
+ * bind is checked as rdma-core's rxe provider checks it at post (no
+ * SGEs, no immediate data), plus what would make it crash: no window,
+ * or a length without a region; the rest is checked when it executes. */
+static int post_local(struct sr_qp *qp, const struct ibv_send_wr *wr)
+{
+	struct sr_send_wqe *w;
+
+	if (wr->opcode == IBV_WR_BIND_MW &&
+	    (wr->num_sge || wr->imm_data || !wr->bind_mw.mw ||
+	     (!wr->bind_mw.bind_info.mr && wr->bind_mw.bind_info.length)))
+		return EINVAL;
+	w = sr_sq_wqe(&qp->sq, qp->sq.head);
+	memset(w, 0, sizeof(*w));
+	w->wr_id = wr->wr_id;
+	w->send_flags = wr->send_flags & ~IBV_SEND_INLINE;
+	local_wqe_fill(w, wr->opcode, wr->invalidate_rkey, wr->bind_mw.mw, wr->bind_mw.rkey, &wr->bind_mw.bind_info);
+	w->state = SR_WQE_POSTED;
+	w->status = IBV_WC_SUCCESS;
+	qp->sq.head++;
+	return 0;
 }
 
 /* Validate and enqueue one send WR (qp->lock held). */
@@ -713,6 +765,8 @@ static int post_one_send(struct sr_qp *qp, const struct ibv_send_wr *wr)
 		return EINVAL;
 	if (sq->head - sq->tail >= sq->max_wr)
 		return ENOMEM;
+	if (sr_wr_is_local(wr->opcode))
+		return post_local(qp, wr);
 	for (int i = 0; i < wr->num_sge; i++)
 		len += wr->sg_list[i].length;
 	if (len > SR_MAX_MSG_SIZE)
@@ -1093,6 +1147,23 @@ static void x_send_inv(struct ibv_qp_ex *x, uint32_t rkey)
 	if (w)
 		w->imm_data = rkey;
 }
+static void x_bind_mw(struct ibv_qp_ex *x, struct ibv_mw *mw, uint32_t rkey, const struct ibv_mw_bind_info *bi)
+{
+	struct sr_send_wqe *w = wr_new(x, IBV_WR_BIND_MW);
+	if (!w)
+		return;
+	if (!mw || !bi || (!bi->mr && bi->length)) {
+		xqp(x)->wr_error = true;
+		return;
+	}
+	local_wqe_fill(w, IBV_WR_BIND_MW, 0, mw, rkey, bi);
+}
+static void x_local_inv(struct ibv_qp_ex *x, uint32_t rkey)
+{
+	struct sr_send_wqe *w = wr_new(x, IBV_WR_LOCAL_INV);
+	if (w)
+		local_wqe_fill(w, IBV_WR_LOCAL_INV, rkey, NULL, 0, NULL);
+}
 static void x_rdma(struct ibv_qp_ex *x, enum ibv_wr_opcode op, uint32_t rkey, uint64_t addr, __be32 imm)
 {
 	struct sr_send_wqe *w = wr_new(x, op);
@@ -1250,6 +1321,8 @@ void sr_qp_ex_init(struct sr_qp *qp)
 	x->wr_send = x_send;
 	x->wr_send_imm = x_send_imm;
 	x->wr_send_inv = x_send_inv;
+	x->wr_bind_mw = x_bind_mw;
+	x->wr_local_inv = x_local_inv;
 	x->wr_rdma_write = x_write;
 	x->wr_rdma_write_imm = x_write_imm;
 	x->wr_rdma_read = x_read;

@@ -29,6 +29,7 @@
  * them: 48 MiB at most for the largest CQ, 3 MiB for rxm's. */
 #define SR_MAX_CQE 0x100000
 #define SR_MAX_MR 0x40000
+#define SR_MAX_MW 0x10000 /* memory windows per context; they share the key table with MRs */
 #define SR_MAX_PD 0x10000
 #define SR_MAX_SRQ 0x4000
 #define SR_MAX_SRQ_WR 0x4000
@@ -90,8 +91,10 @@ struct sr_context {
 	 * reading while it places data, so deregistration waits for it. */
 	pthread_rwlock_t mr_lock;
 	struct sr_mr **mr_tab;
-	uint32_t mr_tab_size;
+	struct sr_mw **mw_tab;     /* the same slots' windows: NULL until the first ibv_alloc_mw */
+	uint32_t mr_tab_size;      /* entries of both tables */
 	uint32_t mr_next;
+	uint32_t n_mw;
 
 	/* progress engine */
 	pthread_t thread;
@@ -132,6 +135,26 @@ struct sr_mr {
 	uint64_t length;
 	unsigned int access;
 	uint32_t index;     /* slot in ctx->mr_tab */
+	uint32_t num_mw;    /* memory windows bound to it (mr_lock) */
+};
+
+/* A memory window (mw.c), as the kernel's rxe has them: type 1 bound by
+ * ibv_bind_mw, type 2 (2B) by a BIND_MW work request and tied to the QP
+ * that bound it.  Its rkey names a slot of ctx->mw_tab; the slot is taken
+ * from the same index space as the MRs', so an rkey is an MR's or an MW's,
+ * never both.  Everything below ibmw is protected by ctx->mr_lock. */
+enum sr_mw_state { SR_MW_FREE, SR_MW_VALID };
+struct sr_mw {
+	struct ibv_mw ibmw;
+	struct sr_pd *pd;
+	uint32_t rkey;      /* the key as the last bind set its low 8 bits */
+	uint32_t index;     /* slot in ctx->mw_tab */
+	enum sr_mw_state state; /* type 1: always VALID; type 2: FREE until bound */
+	struct sr_mr *mr;   /* the region it is bound to, or NULL */
+	uint64_t addr;      /* the window's start in the region's iova space */
+	uint64_t length;
+	unsigned int access;
+	uint64_t qp_serial; /* type 2: the QP it is bound to (sr_qp.serial) */
 };
 
 struct sr_comp_channel {
@@ -246,6 +269,7 @@ struct sr_roce_qp; /* transport private state, roce/ */
 struct sr_qp {
 	struct ibv_qp_ex ibqp;     /* ibv_qp is its prefix */
 	struct sr_context *ctx;
+	uint64_t serial;           /* unique in the process, never reused (a type 2 MW names its QP by it) */
 	/* lock protects everything below, the SQ/RQ and the transport state */
 	pthread_mutex_t lock;
 	struct ibv_qp_attr attr;   /* current attributes (state in attr.qp_state) */
@@ -300,6 +324,7 @@ static inline struct sr_qp *to_sqp(struct ibv_qp *q) { return (struct sr_qp *)q;
 static inline struct sr_cq *to_scq(struct ibv_cq *c) { return (struct sr_cq *)c; }
 static inline struct sr_pd *to_spd(struct ibv_pd *p) { return (struct sr_pd *)p; }
 static inline struct sr_mr *to_smr(struct ibv_mr *m) { return (struct sr_mr *)m; }
+static inline struct sr_mw *to_smw(struct ibv_mw *m) { return (struct sr_mw *)m; }
 static inline struct sr_srq *to_ssrq(struct ibv_srq *s) { return (struct sr_srq *)s; }
 static inline struct sr_ah *to_sah(struct ibv_ah *a) { return (struct sr_ah *)a; }
 
@@ -344,6 +369,10 @@ static inline uint32_t sr_key_index(uint32_t key)
 {
 	return (key >> 8) & (SR_MAX_MR - 1);
 }
+/* The key table (caller holds mr_lock for writing): a free slot for an MR
+ * or an MW (0 when full), and a fresh key for a slot, unlike old. */
+uint32_t sr_key_slot_alloc(struct sr_context *ctx);
+uint32_t sr_key_make(uint32_t idx, uint32_t old);
 struct ibv_pd *sr_alloc_pd(struct ibv_context *c);
 int sr_dealloc_pd(struct ibv_pd *pd);
 struct ibv_mr *sr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova, unsigned int access);
@@ -354,6 +383,27 @@ int sr_dereg_mr(struct ibv_mr *mr);
  * address for va, or NULL. */
 uint8_t *sr_mr_lookup(struct sr_context *ctx, uint32_t key, bool remote, struct sr_pd *pd,
 		      uint64_t va, uint64_t len, unsigned int need_access);
+/* Remote access through an rkey, as the responder makes it: an MR's key
+ * (in the QP's PD) or a bound memory window's (same PD; a type 2 window
+ * only from the QP it is bound to).  Caller holds ctx->mr_lock for
+ * reading.  The MR path is sr_mr_lookup's; windows are looked at only
+ * when no region has the key. */
+uint8_t *sr_mw_lookup(struct sr_qp *qp, uint32_t key, uint64_t va, uint64_t len, unsigned int need_access);
+static inline uint8_t *sr_rkey_lookup(struct sr_qp *qp, uint32_t key, uint64_t va, uint64_t len,
+				      unsigned int need_access)
+{
+	struct sr_context *ctx = qp->ctx;
+	uint8_t *p = sr_mr_lookup(ctx, key, true, to_spd(qp->ibqp.qp_base.pd), va, len, need_access);
+
+	if (!p && ctx->mw_tab)
+		p = sr_mw_lookup(qp, key, va, len, need_access);
+	return p;
+}
+/* Invalidate a region's STag as siw does for Send with Invalidate (a
+ * user MR's too): the key stops working, the MR stays registered until
+ * ibv_dereg_mr.  0, -EINVAL (no such key) or -EACCES (another PD).
+ * Takes ctx->mr_lock. */
+int sr_mr_invalidate(struct sr_context *ctx, uint32_t key, struct sr_pd *pd);
 /* Copy a peer's data into application memory as a NIC's DMA would: each
  * byte written once, the last ones last and in address order.  memcpy may
  * store a byte twice (glibc copies 64 bytes as two overlapping 64-byte
@@ -389,6 +439,24 @@ static inline void sr_place(void *dst, const void *src, size_t n)
  * Caller holds mr_lock for reading. */
 int sr_sge_copy(struct sr_context *ctx, struct sr_pd *pd, const struct ibv_sge *sge, uint32_t num_sge,
 		uint64_t offset, void *buf, uint64_t len, bool to_sge);
+
+/* mw.c: memory windows (rxe's), and the local operations of the send
+ * queue (IBV_WR_BIND_MW, IBV_WR_LOCAL_INV). */
+struct ibv_mw *sr_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+int sr_dealloc_mw(struct ibv_mw *mw);
+int sr_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind);
+static inline bool sr_wr_is_local(enum ibv_wr_opcode op)
+{
+	return op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV;
+}
+/* Execute a BIND_MW or LOCAL_INV WQE when the send queue reaches it
+ * (qp->lock held, ctx->mr_lock not held).  Returns its completion status:
+ * SUCCESS, MW_BIND_ERR or LOC_QP_OP_ERR, as rxe. */
+enum ibv_wc_status sr_local_op(struct sr_qp *qp, const struct sr_send_wqe *w);
+/* A Send with Invalidate's rkey, at the receiving QP (qp->lock held,
+ * ctx->mr_lock not held): 0, or -EINVAL/-EACCES when it names nothing
+ * this QP may invalidate. */
+int sr_rkey_invalidate_remote(struct sr_qp *qp, uint32_t rkey);
 
 /* cq.c */
 struct ibv_comp_channel *sr_create_comp_channel(struct ibv_context *c);

@@ -447,6 +447,26 @@ static int rx_header(struct sr_qp *qp)
 	return 1;
 }
 
+/* A Send with Invalidate has arrived whole: invalidate the STag it names,
+ * as siw does (a user MR's too, which stays registered but answers no
+ * more).  An STag that is not there (or of another PD) completes the
+ * receive with REM_INV_REQ_ERR and is answered with siw's Terminate:
+ * RDMAP, remote operation (protection) error, "cannot invalidate".
+ * Returns false when the stream ended so. */
+static bool rx_invalidate(struct sr_qp *qp)
+{
+	struct sr_iw_rx *rx = &iqp(qp)->rx;
+	int err = sr_mr_invalidate(qp->ctx, rx->h.rsvdulp, iw_pd(qp));
+
+	if (!err)
+		return true;
+	recv_complete(qp, IBV_WC_REM_INV_REQ_ERR, IBV_WC_RECV, rx->send_mo, false);
+	sr_iw_term_rx_error(qp, SR_TERM_LAYER_RDMAP, err == -EACCES ? SR_TERM_RDMAP_PROTECTION : SR_TERM_RDMAP_OPERATION,
+			    SR_TERM_RDMAP_CANNOT_INVALIDATE,
+			    err == -EACCES ? IBV_EVENT_QP_ACCESS_ERR : IBV_EVENT_QP_FATAL);
+	return false;
+}
+
 /* The FPDU passed its CRC: account for it, complete what it ends. */
 static void rx_complete(struct sr_qp *qp)
 {
@@ -489,6 +509,8 @@ static void rx_complete(struct sr_qp *qp)
 		if (h->last) {
 			rx->msn[SR_DDP_QN_SEND]++;
 			rx->in_send = false;
+			if (rx->rwqe_valid && sr_rdmap_op[h->opcode].inval && !rx_invalidate(qp))
+				return;
 			if (rx->rwqe_valid)
 				recv_complete(qp, IBV_WC_SUCCESS, IBV_WC_RECV, rx->send_mo, sr_rdmap_op[h->opcode].se);
 		}

@@ -272,7 +272,7 @@ void sr_req_progress(struct sr_qp *qp)
 	struct sr_roce_qp *r = rqp(qp);
 	struct sr_sq *sq = &qp->sq;
 	enum ibv_qp_type t = qp->ibqp.qp_base.qp_type;
-	bool sent = false;
+	bool sent = false, local_done = false;
 	struct sr_tx_batch *b;
 
 	/* SQD drains: WQEs already started go on, new ones wait for RTS */
@@ -295,6 +295,26 @@ void sr_req_progress(struct sr_qp *qp)
 			/* a fenced WQE waits for every earlier read/atomic to finish */
 			if ((w->send_flags & IBV_SEND_FENCE) && r->rd_outstanding)
 				break;
+			if (sr_wr_is_local(w->opcode)) {
+				/* BIND_MW, LOCAL_INV: done here, in order, no packet.
+				 * They change the key table, so the batch (which
+				 * points into registered memory) leaves first and
+				 * the read lock is let go meanwhile. */
+				sr_tx_batch_flush(b);
+				pthread_rwlock_unlock(&qp->ctx->mr_lock);
+				enum ibv_wc_status st = sr_local_op(qp, w);
+				pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+				w->first_psn = r->next_psn;
+				w->npkts = 0;
+				if (st != IBV_WC_SUCCESS) {
+					req_local_error(qp, w, st);
+					break;
+				}
+				w->state = SR_WQE_DONE;
+				local_done = true;
+				sq->cur++;
+				continue;
+			}
 			w->first_psn = r->next_psn;
 			w->npkts = wqe_npkts(w, r->mtu, t);
 			w->sent_pkts = 0;
@@ -321,8 +341,8 @@ void sr_req_progress(struct sr_qp *qp)
 	/* the batch points into registered memory: send before unlocking */
 	sr_tx_batch_flush(b);
 	pthread_rwlock_unlock(&qp->ctx->mr_lock);
-	if (t != IBV_QPT_RC)
+	if (t != IBV_QPT_RC || local_done)
 		sr_sq_complete(qp);
-	else if (sent)
+	if (t == IBV_QPT_RC && sent)
 		sr_comp_arm_timer(qp);
 }

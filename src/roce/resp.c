@@ -227,8 +227,7 @@ static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate)
 	}
 	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
 	if (len) {
-		src = sr_mr_lookup(qp->ctx, pkt->reth_rkey, true, to_spd(qp->ibqp.qp_base.pd), pkt->reth_va, len,
-				   IBV_ACCESS_REMOTE_READ);
+		src = sr_rkey_lookup(qp, pkt->reth_rkey, pkt->reth_va, len, IBV_ACCESS_REMOTE_READ);
 		if (!src) {
 			pthread_rwlock_unlock(&qp->ctx->mr_lock);
 			if (!duplicate)
@@ -305,8 +304,7 @@ static void resp_atomic(struct sr_qp *qp, struct sr_pkt *pkt)
 		return;
 	}
 	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
-	uint64_t *p = (uint64_t *)sr_mr_lookup(qp->ctx, pkt->atm_rkey, true, to_spd(qp->ibqp.qp_base.pd),
-					       pkt->atm_va, 8, IBV_ACCESS_REMOTE_ATOMIC);
+	uint64_t *p = (uint64_t *)sr_rkey_lookup(qp, pkt->atm_rkey, pkt->atm_va, 8, IBV_ACCESS_REMOTE_ATOMIC);
 	if (!p) {
 		pthread_rwlock_unlock(&qp->ctx->mr_lock);
 		resp_fatal(qp, pkt->psn, SR_AETH_NAK_REM_ACCESS);
@@ -464,8 +462,19 @@ static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt)
 		if (rc && pkt->ackreq)
 			r->ack_pending = true;
 		if (pkt->mask & SR_OP_LAST) {
+			/* Send with Invalidate: as rxe, the payload is placed and
+			 * acknowledged whatever becomes of the invalidation; one
+			 * that fails completes the receive with REM_INV_REQ_ERR and
+			 * takes the QP to the error state. */
+			bool inv_failed = (pkt->mask & SR_OP_IETH) && sr_rkey_invalidate_remote(qp, pkt->ieth_rkey);
+
 			r->msn = (r->msn + 1) & 0xffffff;
 			ack_before_completion(qp);
+			if (inv_failed) {
+				recv_complete(qp, IBV_WC_REM_INV_REQ_ERR, IBV_WC_RECV, 0, pkt, 0, SR_WC_NOGRH);
+				sr_qp_to_error(qp, IBV_EVENT_QP_REQ_ERR);
+				return;
+			}
 			recv_complete(qp, IBV_WC_SUCCESS, IBV_WC_RECV, (uint32_t)r->rwqe_off, pkt, 0, SR_WC_NOGRH);
 		}
 		return;
@@ -489,8 +498,7 @@ static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt)
 		/* the whole announced range must be ours to write */
 		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
 		bool ok = !pkt->reth_len ||
-			  sr_mr_lookup(qp->ctx, pkt->reth_rkey, true, to_spd(qp->ibqp.qp_base.pd), pkt->reth_va,
-				       pkt->reth_len, IBV_ACCESS_REMOTE_WRITE);
+			  sr_rkey_lookup(qp, pkt->reth_rkey, pkt->reth_va, pkt->reth_len, IBV_ACCESS_REMOTE_WRITE);
 		pthread_rwlock_unlock(&qp->ctx->mr_lock);
 		if (!ok) {
 			if (rc)
@@ -517,8 +525,7 @@ static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt)
 	}
 	if (pkt->paylen) {
 		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
-		uint8_t *dst = sr_mr_lookup(qp->ctx, r->write_rkey, true, to_spd(qp->ibqp.qp_base.pd), r->write_va,
-					    pkt->paylen, IBV_ACCESS_REMOTE_WRITE);
+		uint8_t *dst = sr_rkey_lookup(qp, r->write_rkey, r->write_va, pkt->paylen, IBV_ACCESS_REMOTE_WRITE);
 		if (dst)
 			sr_place(dst, pkt->payload, pkt->paylen);
 		pthread_rwlock_unlock(&qp->ctx->mr_lock);

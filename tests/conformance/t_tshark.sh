@@ -1,6 +1,7 @@
 #!/bin/bash
 # Wire conformance: capture softrdma's RoCEv2 traffic on lo while Debian's
-# tools run every opcode family (RC send/write/read/atomic, UC, UD), and
+# tools run every opcode family (RC send/write/read/atomic, UC, UD) and
+# test_mw the memory window traffic (Send with Invalidate), and
 # have Wireshark's infiniband dissector decode it: every packet must decode
 # as RoCE with no malformed packet and no expert warning, and each opcode
 # family must be present.  GSO is turned off (SOFTRDMA_GSO=0) so the capture
@@ -27,6 +28,10 @@ pair "rc write" ib_write_bw -x 0 -s 5000 -n 5
 pair "rc read" ib_read_bw -x 0 -s 5000 -n 5
 pair "rc atomic fetch&add" ib_atomic_bw -x 0 -n 5 -A FETCH_AND_ADD
 pair "rc atomic compare&swap" ib_atomic_bw -x 0 -n 5 -A CMP_AND_SWAP
+# memory windows (verbs/test_mw): Writes, Reads and atomics through a
+# window's rkey are ordinary packets, Send with Invalidate carries an IETH;
+# BIND_MW and LOCAL_INV are local and send nothing
+sr_run "memory windows (verbs/test_mw)" -- "$SR_BUILD_DIR/tests/test_mw"
 sleep 1
 sr_capture_stop
 
@@ -46,8 +51,8 @@ ops=$(tshark -r "$cap" -T fields -e infiniband.bth.opcode 2>/dev/null | sort -u 
 echo "opcodes seen: $ops"
 # RC: send first/middle/last 0,1,2; write first/last 6,8; write only imm 11;
 # read request/responses 12..16; ack 17; atomic ack 18; cmp&swap 19; fetch&add 20
-# UC send first 32; UD send only 100
-for op in 0 1 2 6 8 12 13 15 17 18 19 20 32 100; do
+# send only with invalidate 23; UC send first 32; UD send only 100
+for op in 0 1 2 6 8 12 13 15 17 18 19 20 23 32 100; do
 	case " $ops " in
 	*" $op "*) sr_pass "opcode $op present" ;;
 	*) sr_fail "opcode $op missing from the capture" ;;

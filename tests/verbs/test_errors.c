@@ -25,6 +25,7 @@
  * Run as "test_errors --peer <rfd> <wfd>" it is the child of the peer
  * process test. */
 #include "vt.h"
+#include "vt_roce.h"
 
 #include <fcntl.h>
 #include <libgen.h>
@@ -1347,69 +1348,6 @@ static void peer_process_killed(const char *self)
 /* garbage datagrams                                                    */
 /* ------------------------------------------------------------------ */
 
-/* The RoCEv2 ICRC (IBTA vol. 1, annex A17), written for this test from the
- * spec: CRC-32 over 8 bytes of ones, the IPv4 header with TOS, TTL and
- * checksum set to ones, the UDP header with its checksum set to ones, the
- * BTH with its resv8a byte set to ones, then the rest of the packet; the
- * result goes on the wire least significant byte first (as rxe sends it).
- * It is checked against the kernel rxe captures in tests/data first. */
-static uint32_t crc_tab[256];
-
-static void crc_init(void)
-{
-	for (uint32_t n = 0; n < 256; n++) {
-		uint32_t c = n;
-		for (int k = 0; k < 8; k++)
-			c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-		crc_tab[n] = c;
-	}
-}
-
-static uint32_t crc32_upd(uint32_t c, const uint8_t *p, size_t n)
-{
-	while (n--)
-		c = crc_tab[(c ^ *p++) & 0xff] ^ (c >> 8);
-	return c;
-}
-
-/* pkt: the UDP payload, len bytes including the 4-byte ICRC slot. */
-static uint32_t icrc_v4(const uint8_t src[4], const uint8_t dst[4], uint16_t ip_id, uint16_t flags_frag, uint16_t sport,
-			uint16_t dport, const uint8_t *pkt, size_t len)
-{
-	uint8_t ph[8 + 20 + 8 + 12];
-	uint8_t *ip = ph + 8, *udp = ip + 20;
-	size_t tot = 20 + 8 + len;
-	memset(ph, 0xff, 8);
-	ip[0] = 0x45;
-	ip[1] = 0xff;
-	ip[2] = (uint8_t)(tot >> 8);
-	ip[3] = (uint8_t)tot;
-	ip[4] = (uint8_t)(ip_id >> 8);
-	ip[5] = (uint8_t)ip_id;
-	ip[6] = (uint8_t)(flags_frag >> 8);
-	ip[7] = (uint8_t)flags_frag;
-	ip[8] = 0xff;
-	ip[9] = 17;
-	ip[10] = ip[11] = 0xff;
-	memcpy(ip + 12, src, 4);
-	memcpy(ip + 16, dst, 4);
-	udp[0] = (uint8_t)(sport >> 8);
-	udp[1] = (uint8_t)sport;
-	udp[2] = (uint8_t)(dport >> 8);
-	udp[3] = (uint8_t)dport;
-	udp[4] = (uint8_t)((8 + len) >> 8);
-	udp[5] = (uint8_t)(8 + len);
-	udp[6] = udp[7] = 0xff;
-	memcpy(udp + 8, pkt, 12);
-	udp[8 + 4] = 0xff;
-	uint32_t c = crc32_upd(0xffffffffu, ph, sizeof(ph));
-	c = crc32_upd(c, pkt + 12, len - 12 - 4);
-	return ~c;
-}
-
-static uint32_t le32(const uint8_t *p) { return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
-static uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
-
 /* Recomputes the ICRC of every RoCEv2 datagram in a pcapng capture.
  * Returns the number checked (-1: file unreadable), *bad the mismatches. */
 static int pcap_icrc_check(const char *path, int *bad)
@@ -1423,37 +1361,37 @@ static int pcap_icrc_check(const char *path, int *bad)
 	fclose(f);
 	int linktype = -1, checked = 0;
 	for (size_t off = 0; off + 12 <= n;) {
-		uint32_t type = le32(buf + off), blen = le32(buf + off + 4);
+		uint32_t type = vt_le32(buf + off), blen = vt_le32(buf + off + 4);
 		if (blen < 12 || off + blen > n)
 			break;
 		const uint8_t *fr = NULL;
 		size_t flen = 0;
-		if (type == 0x0a0d0d0a && le32(buf + off + 8) != 0x1A2B3C4D)
+		if (type == 0x0a0d0d0a && vt_le32(buf + off + 8) != 0x1A2B3C4D)
 			return -1; /* big-endian section: not handled */
 		if (type == 1)
 			linktype = buf[off + 8] | buf[off + 9] << 8;
 		if (type == 6) {
-			flen = le32(buf + off + 20);
+			flen = vt_le32(buf + off + 20);
 			fr = buf + off + 28;
 		}
 		off += blen;
 		if (!fr || flen > blen)
 			continue;
 		size_t l2 = linktype == 1 ? 14 : linktype == 113 ? 16 : linktype == 276 ? 20 : 0;
-		if (linktype == 1 && flen > 14 && be16(fr + 12) == 0x8100)
+		if (linktype == 1 && flen > 14 && vt_be16(fr + 12) == 0x8100)
 			l2 = 18;
 		if (flen < l2 + 28)
 			continue;
 		const uint8_t *ip = fr + l2;
-		if (ip[0] != 0x45 || ip[9] != 17 || be16(ip + 22) != 4791)
+		if (ip[0] != 0x45 || ip[9] != 17 || vt_be16(ip + 22) != 4791)
 			continue;
-		size_t ulen = be16(ip + 24);
+		size_t ulen = vt_be16(ip + 24);
 		if (ulen < 8 + 16 || l2 + 20 + ulen > flen)
 			continue;
 		const uint8_t *pl = ip + 28;
 		size_t plen = ulen - 8;
-		uint32_t want = le32(pl + plen - 4);
-		uint32_t got = icrc_v4(ip + 12, ip + 16, be16(ip + 4), be16(ip + 6), be16(ip + 20), 4791, pl, plen);
+		uint32_t want = vt_le32(pl + plen - 4);
+		uint32_t got = vt_icrc_v4(ip + 12, ip + 16, vt_be16(ip + 4), vt_be16(ip + 6), vt_be16(ip + 20), 4791, pl, plen);
 		checked++;
 		if (got != want)
 			(*bad)++;
@@ -1461,149 +1399,6 @@ static int pcap_icrc_check(const char *path, int *bad)
 	return checked;
 }
 
-/* ---- packet building ---- */
-
-static const uint8_t LO[4] = { 127, 0, 0, 1 };
-
-static size_t put_bth(uint8_t *p, uint8_t opcode, uint8_t pad, uint16_t pkey, uint32_t dqpn, bool ackreq, uint32_t psn)
-{
-	p[0] = opcode;
-	p[1] = (uint8_t)(pad << 4);
-	p[2] = (uint8_t)(pkey >> 8);
-	p[3] = (uint8_t)pkey;
-	p[4] = 0;
-	p[5] = (uint8_t)(dqpn >> 16);
-	p[6] = (uint8_t)(dqpn >> 8);
-	p[7] = (uint8_t)dqpn;
-	p[8] = ackreq ? 0x80 : 0;
-	p[9] = (uint8_t)(psn >> 16);
-	p[10] = (uint8_t)(psn >> 8);
-	p[11] = (uint8_t)psn;
-	return 12;
-}
-
-static size_t put_be(uint8_t *p, uint64_t v, int bytes)
-{
-	for (int i = 0; i < bytes; i++)
-		p[i] = (uint8_t)(v >> (8 * (bytes - 1 - i)));
-	return (size_t)bytes;
-}
-
-/* Appends pad (already counted in the BTH) and the ICRC; returns the length. */
-static size_t seal(uint8_t *pkt, size_t n, uint16_t sport, bool good_icrc)
-{
-	size_t pad = (4 - (n - 0) % 4) % 4; /* caller set BTH pad from the payload; n is header+payload */
-	(void)pad;
-	uint32_t c = icrc_v4(LO, LO, 0, 0x4000 /* DF */, sport, 4791, pkt, n + 4);
-	if (!good_icrc)
-		c ^= 1u << (vt_rand64() % 32) | 1;
-	pkt[n] = (uint8_t)c;
-	pkt[n + 1] = (uint8_t)(c >> 8);
-	pkt[n + 2] = (uint8_t)(c >> 16);
-	pkt[n + 3] = (uint8_t)(c >> 24);
-	return n + 4;
-}
-
-/* RC/UC WRITE_ONLY (opcode base + 0x0a) with RETH and payload. */
-static size_t mk_write_only(uint8_t *p, uint8_t base, uint16_t pkey, uint32_t dqpn, uint32_t psn, uint64_t va,
-			    uint32_t rkey, const uint8_t *data, uint32_t len, uint16_t sport, bool good)
-{
-	uint32_t pad = (4 - len % 4) % 4;
-	size_t n = put_bth(p, base + 0x0a, (uint8_t)pad, pkey, dqpn, true, psn);
-	n += put_be(p + n, va, 8);
-	n += put_be(p + n, rkey, 4);
-	n += put_be(p + n, len, 4);
-	memcpy(p + n, data, len);
-	n += len;
-	memset(p + n, 0, pad);
-	n += pad;
-	return seal(p, n, sport, good);
-}
-
-static size_t mk_send_only(uint8_t *p, uint8_t base, uint16_t pkey, uint32_t dqpn, uint32_t psn, const uint8_t *data,
-			   uint32_t len, uint16_t sport, bool good)
-{
-	uint32_t pad = (4 - len % 4) % 4;
-	size_t n = put_bth(p, base + 0x04, (uint8_t)pad, pkey, dqpn, true, psn);
-	memcpy(p + n, data, len);
-	n += len;
-	memset(p + n, 0, pad);
-	n += pad;
-	return seal(p, n, sport, good);
-}
-
-static size_t mk_ud_send(uint8_t *p, uint16_t pkey, uint32_t dqpn, uint32_t qkey, uint32_t sqpn, const uint8_t *data,
-			 uint32_t len, uint16_t sport, bool good)
-{
-	uint32_t pad = (4 - len % 4) % 4;
-	size_t n = put_bth(p, 0x64 /* UD SEND_ONLY */, (uint8_t)pad, pkey, dqpn, false, 0);
-	n += put_be(p + n, qkey, 4);
-	n += put_be(p + n, sqpn & 0xffffff, 4);
-	memcpy(p + n, data, len);
-	n += len;
-	memset(p + n, 0, pad);
-	n += pad;
-	return seal(p, n, sport, good);
-}
-
-/* An ACK, NAK, read response or atomic ACK (RC responses) to a requester. */
-static size_t mk_response(uint8_t *p, int kind, uint32_t dqpn, uint32_t psn, uint16_t sport, bool good)
-{
-	static const uint8_t syn[] = { 0x1f, 0x60, 0x61, 0x62, 0x63, 0x20 | 12 };
-	uint8_t opcode = kind < 6 ? 0x11 : kind == 6 ? 0x10 : 0x12;
-	size_t n = put_bth(p, opcode, 0, 0xffff, dqpn, false, psn);
-	p[n++] = kind < 6 ? syn[kind] : 0x1f;
-	n += put_be(p + n, vt_rand64() & 0xffffff, 3);
-	if (opcode == 0x10) {
-		for (int i = 0; i < 256; i++)
-			p[n++] = (uint8_t)vt_rand64();
-	}
-	if (opcode == 0x12)
-		n += put_be(p + n, vt_rand64(), 8);
-	return seal(p, n, sport, good);
-}
-
-static int udp_socket(uint16_t bind_port)
-{
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	int one = 1, sz = 4 << 20;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
-	if (bind_port) {
-	}
-	/* port 0: bound now, so its port is known before the first send */
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(bind_port) };
-	memcpy(&a.sin_addr, LO, 4);
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a))) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-static uint16_t local_port(int fd)
-{
-	struct sockaddr_in a;
-	socklen_t l = sizeof(a);
-	memset(&a, 0, sizeof(a));
-	getsockname(fd, (struct sockaddr *)&a, &l);
-	return ntohs(a.sin_port);
-}
-
-static void send_to_4791(int fd, const uint8_t *p, size_t n)
-{
-	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(4791) };
-	memcpy(&to.sin_addr, LO, 4);
-	for (int tries = 0; tries < 100; tries++) {
-		if (sendto(fd, p, n, 0, (struct sockaddr *)&to, sizeof(to)) >= 0 || errno != ENOBUFS)
-			return;
-		vt_sleep_us(200);
-	}
-}
-
-static uint16_t src_port_of(uint32_t qpn) { return (uint16_t)(0xC000u + ((qpn * 0x61C88647u) >> 18)); }
 
 struct garbage {
 	/* the RC pair: A (requester) -> B (responder) */
@@ -1639,7 +1434,7 @@ static void *garbage_thread(void *arg)
 		uint64_t r = vt_rand64_r(&g->rng);
 		bool to_b = r & 1; /* else to A */
 		int fd = (r >> 1) % 3 == 0 ? g->fd_any : to_b ? g->fd_as_a : g->fd_as_b;
-		uint16_t sport = fd == g->fd_any ? local_port(g->fd_any) : to_b ? src_port_of(g->qpn_a) : src_port_of(g->qpn_b);
+		uint16_t sport = fd == g->fd_any ? vt_local_port(g->fd_any) : to_b ? vt_src_port_of(g->qpn_a) : vt_src_port_of(g->qpn_b);
 		uint32_t dqpn = to_b ? g->qpn_b : g->qpn_a;
 		uint32_t behind = ((to_b ? g->psn_a : g->psn_b) - 100000u - (uint32_t)(r >> 40) % 5000) & 0xffffff;
 		uint32_t dl = (uint32_t)((r >> 8) % 257);
@@ -1654,11 +1449,11 @@ static void *garbage_thread(void *arg)
 			break;
 		case 1: {
 			uint32_t pl = (uint32_t)((r >> 16) % 4200);
-			n = put_bth(pkt, (uint8_t)(r >> 24), (uint8_t)(r >> 32) & 3, 0xffff, dqpn, (r >> 34) & 1,
+			n = vt_put_bth(pkt, (uint8_t)(r >> 24), (uint8_t)(r >> 32) & 3, 0xffff, dqpn, (r >> 34) & 1,
 				    (uint32_t)(r >> 35) & 0xffffff);
 			memcpy(pkt + n, data, pl);
 			n += pl;
-			n = seal(pkt, n, sport, false);
+			n = vt_seal(pkt, n, sport, false);
 			break;
 		}
 		case 2:
@@ -1669,34 +1464,34 @@ static void *garbage_thread(void *arg)
 			break;
 		case 3:
 			if (to_b)
-				n = mk_write_only(pkt, 0x00, 0xffff, dqpn, behind, g->dup_b_addr + dl * 8, g->dup_b_rkey, data,
+				n = vt_mk_write_only(pkt, 0x00, 0xffff, dqpn, behind, g->dup_b_addr + dl * 8, g->dup_b_rkey, data,
 						  dl + 1, sport, true);
 			else
-				n = mk_write_only(pkt, 0x00, 0xffff, dqpn, behind, g->dup_a_addr + dl * 8, g->dup_a_rkey, data,
+				n = vt_mk_write_only(pkt, 0x00, 0xffff, dqpn, behind, g->dup_a_addr + dl * 8, g->dup_a_rkey, data,
 						  dl + 1, sport, true);
 			memcpy(valid, pkt, n);
 			vlen = n;
 			break;
 		case 4:
-			n = mk_send_only(pkt, 0x00, 0xffff, dqpn, behind, data, dl, sport, true);
+			n = vt_mk_send_only(pkt, 0x00, 0xffff, dqpn, behind, data, dl, sport, true);
 			break;
 		case 5: {
 			/* to A, which is the requester: PSNs far ahead of anything sent or far behind */
 			uint32_t psn = (r >> 20) & 1 ? (g->psn_a + 4000000u) & 0xffffff : (g->psn_a - 1000000u) & 0xffffff;
-			sport = fd == g->fd_any ? sport : src_port_of(g->qpn_b);
+			sport = fd == g->fd_any ? sport : vt_src_port_of(g->qpn_b);
 			fd = fd == g->fd_any ? fd : g->fd_as_b;
-			n = mk_response(pkt, (int)((r >> 21) % 8), g->qpn_a, psn, sport, true);
+			n = vt_mk_response(pkt, (int)((r >> 21) % 8), g->qpn_a, psn, sport, true);
 			break;
 		}
 		case 6:
-			n = mk_ud_send(pkt, 0xffff, dqpn, 0x11111111, g->qpn_a, data, dl, sport, true);
+			n = vt_mk_ud_send(pkt, 0xffff, dqpn, 0x11111111, g->qpn_a, data, dl, sport, true);
 			break;
 		case 7:
-			n = mk_write_only(pkt, 0x00, 0x1234, dqpn, (to_b ? g->psn_a : g->psn_b), to_b ? g->dup_b_addr : g->dup_a_addr,
+			n = vt_mk_write_only(pkt, 0x00, 0x1234, dqpn, (to_b ? g->psn_a : g->psn_b), to_b ? g->dup_b_addr : g->dup_a_addr,
 					  to_b ? g->dup_b_rkey : g->dup_a_rkey, data, dl + 1, sport, true);
 			break;
 		}
-		send_to_4791(fd, pkt, n);
+		vt_send_to_4791(fd, pkt, n);
 		g->sent[kind]++;
 		if (i % 32 == 31)
 			vt_sleep_us(150);
@@ -1720,30 +1515,30 @@ static bool spoof_self_check(int fd)
 	for (int i = 0; i < 4; i++)
 		vt_post_recv(p.qp[1], (uint64_t)i, r.p + i * 1024, 1024, r.mr->lkey);
 	uint8_t pkt[256], data[24];
-	uint16_t sport = local_port(fd);
+	uint16_t sport = vt_local_port(fd);
 	vt_fill(data, sizeof(data), 31);
 	uint32_t q = p.qp[1]->qp_num;
 	struct ibv_wc wc;
-	send_to_4791(fd, pkt, mk_ud_send(pkt, 0xffff, q, c.qkey, 0xabcde, data, 24, sport, true));
+	vt_send_to_4791(fd, pkt, vt_mk_ud_send(pkt, 0xffff, q, c.qkey, 0xabcde, data, 24, sport, true));
 	if (EXPECT_WC(p.rcq[1], 0, IBV_WC_SUCCESS, IBV_WC_RECV, &wc,
 		      "a UD SEND built by this test (ICRC by annex A17) is received by a UD QP"))
 		ok &= CHECK(wc.byte_len == 64 && wc.src_qp == 0xabcde && vt_verify(r.p + 40, 24, 31) < 0,
 			    "  ...byte_len 64, src_qp 0xabcde, payload\t(byte_len %u, src_qp 0x%x)", wc.byte_len, wc.src_qp);
 	else
 		ok = false;
-	send_to_4791(fd, pkt, mk_ud_send(pkt, 0xffff, q, c.qkey, 0xabcde, data, 24, sport, false));
+	vt_send_to_4791(fd, pkt, vt_mk_ud_send(pkt, 0xffff, q, c.qkey, 0xabcde, data, 24, sport, false));
 	ok &= CHECK_CQ_EMPTY(p.rcq[1], 200, "the same packet with a wrong ICRC is dropped");
-	send_to_4791(fd, pkt, mk_ud_send(pkt, 0x1234, q, c.qkey, 0xabcde, data, 24, sport, true));
+	vt_send_to_4791(fd, pkt, vt_mk_ud_send(pkt, 0x1234, q, c.qkey, 0xabcde, data, 24, sport, true));
 	ok &= CHECK_CQ_EMPTY(p.rcq[1], 200, "the same packet with P_Key 0x1234 (ICRC correct) is dropped");
-	send_to_4791(fd, pkt, mk_ud_send(pkt, 0xffff, q, c.qkey ^ 4, 0xabcde, data, 24, sport, true));
+	vt_send_to_4791(fd, pkt, vt_mk_ud_send(pkt, 0xffff, q, c.qkey ^ 4, 0xabcde, data, 24, sport, true));
 	ok &= CHECK_CQ_EMPTY(p.rcq[1], 200, "the same packet with a wrong Q_Key (ICRC correct) is dropped");
 	for (size_t cut = 0; cut < 24 + 20 + 4; cut += 3) {
-		size_t n = mk_ud_send(pkt, 0xffff, q, c.qkey, 0xabcde, data, 24, sport, true);
-		send_to_4791(fd, pkt, cut);
+		size_t n = vt_mk_ud_send(pkt, 0xffff, q, c.qkey, 0xabcde, data, 24, sport, true);
+		vt_send_to_4791(fd, pkt, cut);
 		(void)n;
 	}
 	ok &= CHECK_CQ_EMPTY(p.rcq[1], 200, "truncated copies of it are dropped");
-	send_to_4791(fd, pkt, mk_ud_send(pkt, 0xffff, q, c.qkey, 0xabcde, data, 24, sport, true));
+	vt_send_to_4791(fd, pkt, vt_mk_ud_send(pkt, 0xffff, q, c.qkey, 0xabcde, data, 24, sport, true));
 	ok &= EXPECT_WC(p.rcq[1], 1, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "the good packet again lands in the next receive");
 	CHECK_GUARDS(&r, "UD receive region");
 	vt_buf_free(&r);
@@ -1754,7 +1549,7 @@ static bool spoof_self_check(int fd)
 static void garbage_storm(void)
 {
 	SECTION("garbage datagrams to UDP 4791 (also from the peers' source ports) during a verified transfer");
-	crc_init();
+	vt_crc_init();
 	char path[1024];
 	snprintf(path, sizeof(path), "%s", __FILE__);
 	char *dir = dirname(path);
@@ -1770,7 +1565,7 @@ static void garbage_storm(void)
 			CHECK(n > 0 && bad == 0, "this test's ICRC code reproduces the ICRC of all %d RoCEv2 packets in the "
 				"kernel rxe capture %s\t(%d differ)", n, caps[i], bad);
 	}
-	int fd_any = udp_socket(0);
+	int fd_any = vt_udp_socket(0);
 	if (!CHECK(fd_any >= 0, "a plain UDP socket"))
 		return;
 	bool spoof_ok = spoof_self_check(fd_any);
@@ -1807,21 +1602,21 @@ static void garbage_storm(void)
 	g.dup_b_addr = (uintptr_t)dupB.p;
 	g.dup_b_rkey = dupB.mr->rkey;
 	g.fd_any = fd_any;
-	g.fd_as_a = udp_socket(src_port_of(A->qp_num));
-	g.fd_as_b = udp_socket(src_port_of(B->qp_num));
+	g.fd_as_a = vt_udp_socket(vt_src_port_of(A->qp_num));
+	g.fd_as_b = vt_udp_socket(vt_src_port_of(B->qp_num));
 	g.quota = 12000;
 	g.rng = vt_rand64() | 1;
 	if (!CHECK(g.fd_as_a >= 0 && g.fd_as_b >= 0,
 		   "bind plain UDP sockets to 127.0.0.1:%u and :%u, the source ports of QP %u and QP %u (SO_REUSEADDR)\t(%s)",
-		   src_port_of(A->qp_num), src_port_of(B->qp_num), A->qp_num, B->qp_num, strerror(errno))) {
+		   vt_src_port_of(A->qp_num), vt_src_port_of(B->qp_num), A->qp_num, B->qp_num, strerror(errno))) {
 		if (g.fd_as_a >= 0)
 			close(g.fd_as_a);
 		if (g.fd_as_b >= 0)
 			close(g.fd_as_b);
 		g.fd_as_a = g.fd_as_b = fd_any; /* still send the garbage, through the daemon */
 	}
-	NOTE("sending %d datagrams: A = QP %u (port %u), B = QP %u (port %u)", g.quota, A->qp_num, src_port_of(A->qp_num),
-	     B->qp_num, src_port_of(B->qp_num));
+	NOTE("sending %d datagrams: A = QP %u (port %u), B = QP %u (port %u)", g.quota, A->qp_num, vt_src_port_of(A->qp_num),
+	     B->qp_num, vt_src_port_of(B->qp_num));
 
 	pthread_t th;
 	pthread_create(&th, NULL, garbage_thread, &g);

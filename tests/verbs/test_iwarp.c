@@ -325,9 +325,27 @@ static void test_opcodes(struct side s[2], const char *tag)
 	}
 	CHECK(bad == 0, "%s: no byte next to a message changed (%u)", tag, bad);
 
-	/* Send with Invalidate and with Solicited Event */
+	/* the local operations: libsiw refuses them at post (EINVAL) */
+	{
+		struct ibv_send_wr wr, *badwr = NULL;
+
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = 690;
+		wr.opcode = IBV_WR_LOCAL_INV;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.invalidate_rkey = dst.mr->rkey;
+		CHECK_RC(ibv_post_send(s[0].qp, &wr, &badwr), EINVAL, "%s post LOCAL_INV", tag);
+		CHECK(badwr == &wr, "%s LOCAL_INV: bad_wr is it", tag);
+		wr.opcode = IBV_WR_BIND_MW;
+		CHECK_RC(ibv_post_send(s[0].qp, &wr, &badwr), EINVAL, "%s post BIND_MW", tag);
+	}
+
+	/* Send with Invalidate and with Solicited Event: the STag of a region
+	 * of the receiver's, which siw invalidates (test_raw: what then) */
 	vt_fill(src.p, 77, 77);
 	CHECK_RC(vt_post_recv(s[1].qp, 700, dst.p, 100, dst.mr->lkey), 0, "post recv");
+	struct ibv_mr *inv_mr = ibv_reg_mr(s[1].d.pd, dst.p + 4096, 4096, (int)acc);
+	CHECK(inv_mr, "a region to invalidate");
 	{
 		struct ibv_sge sge = { (uintptr_t)src.p, 77, src.mr->lkey };
 		struct ibv_send_wr wr, *badwr;
@@ -338,15 +356,18 @@ static void test_opcodes(struct side s[2], const char *tag)
 		wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED;
 		wr.sg_list = &sge;
 		wr.num_sge = 1;
-		wr.invalidate_rkey = 0x12345678;
+		wr.invalidate_rkey = inv_mr ? inv_mr->rkey : 0;
 		CHECK_RC(ibv_post_send(s[0].qp, &wr, &badwr), 0, "%s post Send with Invalidate + SE", tag);
 	}
 	EXPECT_WC(s[0].scq, 701, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "%s Send with Invalidate", tag);
 	if (EXPECT_WC(s[1].rcq, 700, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "%s Send with Invalidate: receive", tag))
-		CHECK((wc.wc_flags & IBV_WC_WITH_INV) && wc.invalidated_rkey == 0x12345678 && wc.byte_len == 77,
+		CHECK((wc.wc_flags & IBV_WC_WITH_INV) && inv_mr && wc.invalidated_rkey == inv_mr->rkey &&
+			      wc.byte_len == 77,
 		      "%s Send with Invalidate: the rkey reported\t(flags %#x rkey %#x)", tag, wc.wc_flags,
 		      wc.invalidated_rkey);
 	CHECK_DATA(dst.p, 77, 77, "%s Send with Invalidate data", tag);
+	if (inv_mr)
+		CHECK_RC(ibv_dereg_mr(inv_mr), 0, "%s the invalidated region deregisters", tag);
 
 	/* inline; three-SGE send into a three-SGE receive */
 	{
@@ -923,6 +944,66 @@ next3:
 		raw_down(&r);
 	}
 
+	/* Send with Invalidate, as siw: an STag that is not there, or of
+	 * another PD, cannot be invalidated (the receive completes with
+	 * REM_INV_REQ_ERR, RDMAP Terminate "cannot invalidate"); one of the
+	 * QP's PD is invalidated: the receive says so, and the region is then
+	 * out of reach of the peer */
+	for (int k = 0; k < 3; k++) {
+		static const char *what[] = { "Send with Invalidate of an unknown STag",
+					      "Send with Invalidate of another PD's STag",
+					      "Send with Invalidate of the target's STag" };
+		struct ibv_pd *pd2 = NULL;
+		struct ibv_mr *mr2 = NULL;
+		struct ibv_wc wc;
+
+		if (!CHECK(raw_up(&r, true, 0, true), "%s: connected", what[k]))
+			goto next5;
+		sr_iw_hdr_init(&h, SR_RDMAP_SEND_INV, true);
+		h.msn = 1;
+		h.rsvdulp = r.tgt.mr->rkey + 0x100; /* the next slot: never registered */
+		if (k == 1) {
+			pd2 = ibv_alloc_pd(r.v.d.ctx);
+			mr2 = pd2 ? ibv_reg_mr(pd2, r.ro.p, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) : NULL;
+			if (!CHECK(mr2, "%s: a region of another PD", what[k]))
+				goto next5;
+			h.rsvdulp = mr2->rkey;
+		} else if (k == 2) {
+			h.rsvdulp = r.tgt.mr->rkey;
+		}
+		n = vt_fpdu(fp, &h, pay, 100, true, false);
+		hl = sr_iw_hdr_build(hb, &h);
+		CHECK(vt_write_all(r.fd, fp, n), "%s sent", what[k]);
+		if (k < 2) {
+			raw_expect(&r, what[k], SR_TERM_LAYER_RDMAP,
+				   k ? SR_TERM_RDMAP_PROTECTION : SR_TERM_RDMAP_OPERATION, SR_TERM_RDMAP_CANNOT_INVALIDATE,
+				   hb, hl, hl + 100, k ? IBV_EVENT_QP_ACCESS_ERR : IBV_EVENT_QP_FATAL,
+				   IBV_WC_REM_INV_REQ_ERR);
+			goto next5;
+		}
+		if (EXPECT_WC(r.v.rcq, 77, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "%s: the receive", what[k]))
+			CHECK((wc.wc_flags & IBV_WC_WITH_INV) && wc.invalidated_rkey == r.tgt.mr->rkey &&
+				      wc.byte_len == 100 && !memcmp(r.rbuf.p, pay, 100),
+			      "%s: 100 bytes, WITH_INV and the STag\t(flags %#x rkey %#x len %u)", what[k],
+			      wc.wc_flags, wc.invalidated_rkey, wc.byte_len);
+		CHECK(vt_qp_state(r.v.qp) == IBV_QPS_RTS, "%s: the QP is still in RTS", what[k]);
+		/* the invalidated STag: a Write to it is refused */
+		sr_iw_hdr_init(&h, SR_RDMAP_WRITE, true);
+		h.stag = r.tgt.mr->rkey;
+		h.to = (uintptr_t)r.tgt.p;
+		n = vt_fpdu(fp, &h, pay, 200, true, false);
+		hl = sr_iw_hdr_build(hb, &h);
+		CHECK(vt_write_all(r.fd, fp, n), "a Write to the invalidated STag sent");
+		raw_expect(&r, "Write to an invalidated STag", SR_TERM_LAYER_DDP, SR_TERM_DDP_TAGGED,
+			   SR_TERM_DDP_T_INV_STAG, hb, hl, hl + 200, IBV_EVENT_QP_ACCESS_ERR, -1);
+next5:
+		if (mr2)
+			ibv_dereg_mr(mr2);
+		if (pd2)
+			ibv_dealloc_pd(pd2);
+		raw_down(&r);
+	}
+
 	/* RDMAP: a version and an opcode we don't speak */
 	for (int k = 0; k < 2; k++) {
 		static const char *what[] = { "RDMAP version 2", "an unknown opcode" };
@@ -1271,6 +1352,47 @@ static void test_device(void)
 	      "%s: transport iWARP, node type RNIC", d.name);
 	CHECK(d.attr.max_sge_rd == 1 && d.attr.atomic_cap == IBV_ATOMIC_NONE, "max_sge_rd 1, no atomics");
 	CHECK(!sr_iw_query(d.ctx, &da) && da.iwarp && da.crc, "sr_iw_query: an iWARP device that wants CRC");
+	/* memory windows: siw has none (no alloc_mw: EOPNOTSUPP), and accepts
+	 * an MR with IBV_ACCESS_MW_BIND as the kernel does */
+	CHECK(d.attr.max_mw == 0 && !(d.attr.device_cap_flags & (IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B)),
+	      "no memory windows: max_mw 0, no MEM_WINDOW capability\t(max_mw %d, flags %#x)", d.attr.max_mw,
+	      (unsigned)d.attr.device_cap_flags);
+	for (int t = IBV_MW_TYPE_1; t <= IBV_MW_TYPE_2; t++) {
+		struct ibv_mw *mw = ibv_alloc_mw(d.pd, (enum ibv_mw_type)t);
+
+		e = errno;
+		CHECK(!mw && e == EOPNOTSUPP, "ibv_alloc_mw(type %d): EOPNOTSUPP, as siw\t(%p, errno %d)", t, (void *)mw,
+		      e);
+		if (mw)
+			ibv_dealloc_mw(mw);
+	}
+	{
+		static uint8_t m[4096];
+		struct ibv_mr *mr = ibv_reg_mr(d.pd, m, sizeof(m), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+
+		CHECK(mr, "an MR with IBV_ACCESS_MW_BIND registers, as on siw\t(errno %d)", errno);
+		if (mr)
+			ibv_dereg_mr(mr);
+	}
+	for (int k = 0; k < 2; k++) {
+		struct ibv_qp_init_attr_ex ix;
+		struct ibv_qp *q;
+
+		memset(&ix, 0, sizeof(ix));
+		ix.qp_type = IBV_QPT_RC;
+		ix.send_cq = ix.recv_cq = ibv_create_cq(d.ctx, 16, NULL, NULL, 0);
+		ix.cap.max_send_wr = ix.cap.max_recv_wr = 1;
+		ix.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+		ix.pd = d.pd;
+		ix.send_ops_flags = IBV_QP_EX_WITH_SEND | (k ? IBV_QP_EX_WITH_LOCAL_INV : IBV_QP_EX_WITH_BIND_MW);
+		q = ibv_create_qp_ex(d.ctx, &ix);
+		e = errno;
+		CHECK(!q && e == EOPNOTSUPP, "ibv_create_qp_ex with %s: EOPNOTSUPP\t(errno %d)",
+		      k ? "IBV_QP_EX_WITH_LOCAL_INV" : "IBV_QP_EX_WITH_BIND_MW", e);
+		if (q)
+			ibv_destroy_qp(q);
+		ibv_destroy_cq(ix.send_cq);
+	}
 	memset(&ia, 0, sizeof(ia));
 	ia.qp_type = IBV_QPT_UC;
 	ia.send_cq = ia.recv_cq = ibv_create_cq(d.ctx, 16, NULL, NULL, 0);
