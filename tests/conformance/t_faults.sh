@@ -1,15 +1,15 @@
 #!/bin/bash
 # Fault injection (SOFTRDMA_FAULTS, softrdma-run --faults) under Debian's
-# unmodified RDMA programs, on one host, no root needed.  The client
-# process gets the faults, the server none: what the client sends is
-# dropped, duplicated, reordered or corrupted, and with both ends at 20%
-# loss RC's retry_cnt of 7 would now and then run out (as on any RoCE
-# NIC), which is not what these tests are about.
+# unmodified RDMA programs, on one host, no root needed.  One process gets
+# the faults, its peer none: what it sends is dropped, duplicated,
+# reordered or corrupted.  (With both ends at 20% loss RC's retry_cnt of 7
+# would now and then run out, as on any RoCE NIC, which is not what these
+# tests are about.)
 #
 #  RoCE (rxe0 on lo):
-#  - ibv_rc_pingpong -c, 64 KiB messages, at 0, 1, 5, 10 and 20% loss:
-#    every run completes, no "invalid data", goodput in a table beside the
-#    fault-free run, fault_drop counted (softrdma-cfg statistic);
+#  - ib_write_bw, 64 KiB writes, at 0, 1, 5, 10 and 20% loss: every run
+#    completes, goodput in a table beside the fault-free run, fault_drop
+#    counted (softrdma-cfg statistic);
 #  - rping -V (each ping's data validated) under dup, reorder, corrupt and
 #    drop: the data the two ends print match, the fault counted;
 #  - a corrupt=100% client whose ICRC the server checks: nothing gets
@@ -21,7 +21,7 @@
 #    peer's MPA CRC check (or framing) sends a Terminate or sees the reset,
 #    and both ends end with an error, in well under a second.
 . "$(dirname "$0")/lib.sh"
-sr_need_cmd ibv_rc_pingpong rping ib_write_bw
+sr_need_cmd rping ib_write_bw
 sr_init
 # counters of this test's processes only (device totals include exited ones)
 export SOFTRDMA_RUNTIME_DIR=$SR_TMP/run
@@ -46,9 +46,14 @@ injected() {
 	fi
 }
 
-# ---- RoCE: loss matrix with ibv_rc_pingpong ---------------------------------
+# ---- RoCE: loss matrix with ib_write_bw ------------------------------------
+# perftest ends with a barrier over its TCP side channel, after every
+# completion: a peer never leaves while the other still waits for an ACK.
+# (ibv_rc_pingpong does not: its last ACK lost, the other end retries at a
+# process that is gone and fails with RETRY_EXC_ERR, as on any lossy RoCE
+# network.)  Data integrity under loss: rping -V below, verbs/test_faults.
 
-echo "--- RoCE: ibv_rc_pingpong -c -s 65536 -n 20, faults in the client"
+echo "--- RoCE: ib_write_bw -s 65536 -n 200 (QP timeout 67 ms), faults in the client"
 declare -a rows
 base=
 for rate in 0 1 5 10 20; do
@@ -56,19 +61,17 @@ for rate in 0 1 5 10 20; do
 	before=$(counter fault_drop)
 	faults=off
 	[ "$rate" = 0 ] || faults="drop=$rate%,seed=$rate"
-	if sr_pair "pingpong, client at drop=$rate%" "$P" -- "$SR_RUN" ibv_rc_pingpong -g 0 -c -s 65536 -n 20 -p "$P" \
-		-- "$SR_RUN" --faults "$faults" ibv_rc_pingpong -g 0 -c -s 65536 -n 20 -p "$P" 127.0.0.1; then
-		sr_reject "$SR_CLIENT_OUT" 'invalid data' "  client: data intact"
-		sr_reject "$SR_SERVER_OUT" 'invalid data' "  server: data intact"
-		mbit=$(sed -n 's/.* = \([0-9.]*\) Mbit\/sec.*/\1/p' "$SR_CLIENT_OUT" | head -n 1)
-		[ -z "$base" ] && base=$mbit
+	if sr_pair "ib_write_bw, client at drop=$rate%" "$P" -- "$SR_RUN" ib_write_bw -x 0 -s 65536 -n 200 -p "$P" \
+		-- "$SR_RUN" --faults "$faults" ib_write_bw -x 0 -s 65536 -n 200 -p "$P" 127.0.0.1; then
+		mbs=$(awk '$1 == 65536 { print $4 }' "$SR_CLIENT_OUT")
+		[ -z "$base" ] && base=$mbs
 		injected_n=$(($(counter fault_drop) - before))
 		[ "$rate" = 0 ] || injected fault_drop "$before" "drop=$rate%"
-		rows+=("$(printf '  %5s%%  %10s Mbit/s  %6s x  %5s dropped' "$rate" "$mbit" \
-			"$(awk -v a="$mbit" -v b="$base" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }')" "$injected_n")")
+		rows+=("$(printf '  %5s%%  %10s MB/s  %6s x  %5s dropped' "$rate" "$mbs" \
+			"$(awk -v a="$mbs" -v b="$base" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }')" "$injected_n")")
 	fi
 done
-echo "  loss    goodput (client's count)   ratio to 0%"
+echo "  loss    goodput (perftest's average)   ratio to 0%"
 printf '%s\n' "${rows[@]}"
 
 # ---- RoCE: each fault kind under rping -V -----------------------------------
@@ -183,7 +186,8 @@ iw_fatal() {
 # the flipped bit may fall in the CRC-covered payload (an MPA CRC error)
 # or in the DDP/RDMAP header (that layer's error): a Terminate either way
 iw_fatal corrupt 'Terminate: ' 'Terminate received'
-iw_fatal reset 'receive failed|connection ended \(4\)' 'fault: resetting the connection'
+# the reset may reach the server before its rdma_accept is through
+iw_fatal reset 'receive failed|connection ended \(4\)|rdma_accept' 'fault: resetting the connection'
 iw_fatal truncate 'Terminate: .*(TCP|LLP|lost)' 'fault: stream ended'
 
 sr_finish
