@@ -16,7 +16,7 @@
  * own, never freed). */
 static struct sr_fault_dev *fault_devs[SR_MAX_DEVICES];
 static const char *fault_dev_names[SR_MAX_DEVICES];
-static int n_fault_devs;
+static atomic_int n_fault_devs; /* entries below it are complete (release/acquire) */
 
 static uint64_t mix64(uint64_t z)
 {
@@ -85,9 +85,13 @@ int sr_fault_devices_init(struct sr_device **devs, int n, const struct sr_conf *
 		d->faults = dev_new(&spec, origin);
 		if (!d->faults)
 			return -ENOMEM;
-		if (n_fault_devs < SR_MAX_DEVICES) {
-			fault_devs[n_fault_devs] = d->faults;
-			fault_dev_names[n_fault_devs++] = d->conf.name;
+		d->faults->unit = d->conf.type == SR_DEV_IWARP ? "FPDUs" : "datagrams";
+		int k = atomic_load_explicit(&n_fault_devs, memory_order_relaxed);
+
+		if (k < SR_MAX_DEVICES) {
+			fault_devs[k] = d->faults;
+			fault_dev_names[k] = d->conf.name;
+			atomic_store_explicit(&n_fault_devs, k + 1, memory_order_release);
 		}
 	}
 	return 0;
@@ -143,9 +147,9 @@ void sr_fault_qp_fini(struct sr_qp *qp)
 
 	if (!fq)
 		return;
-	SR_DBG("QP %u: faults (stream %" PRIu64 "): %" PRIu64 " sent through, dropped %" PRIu64 ", duplicated %" PRIu64
+	SR_DBG("QP %u: faults (stream %" PRIu64 "): %" PRIu64 " %s, dropped %" PRIu64 ", duplicated %" PRIu64
 	       ", reordered %" PRIu64 ", corrupted %" PRIu64 ", reset %" PRIu64 ", truncated %" PRIu64,
-	       qp->ibqp.qp_base.qp_num, fq->stream, fq->k, fq->n[SR_FAULT_DROP], fq->n[SR_FAULT_DUP],
+	       qp->ibqp.qp_base.qp_num, fq->stream, fq->k, fq->dev->unit, fq->n[SR_FAULT_DROP], fq->n[SR_FAULT_DUP],
 	       fq->n[SR_FAULT_REORDER], fq->n[SR_FAULT_CORRUPT], fq->n[SR_FAULT_RESET], fq->n[SR_FAULT_TRUNCATE]);
 	qp->faults = NULL;
 	free(fq->buf);
@@ -195,14 +199,16 @@ uint8_t *sr_fault_buf(struct sr_fault_qp *fq)
 /* SOFTRDMA_DEBUG: what was injected, per device, when the process ends. */
 __attribute__((destructor)) static void fault_summary(void)
 {
-	for (int i = 0; i < n_fault_devs && sr_debug; i++) {
+	int n = atomic_load_explicit(&n_fault_devs, memory_order_acquire);
+
+	for (int i = 0; i < n && sr_debug; i++) {
 		struct sr_fault_dev *fd = fault_devs[i];
 
 		if (!atomic_load(&fd->announced))
 			continue;
-		sr_log("faults on %s (%s): %" PRIu64 " units sent through, dropped %" PRIu64 ", duplicated %" PRIu64
+		sr_log("faults on %s (%s): %" PRIu64 " %s, dropped %" PRIu64 ", duplicated %" PRIu64
 		       ", reordered %" PRIu64 ", corrupted %" PRIu64 ", reset %" PRIu64 ", truncated %" PRIu64,
-		       fault_dev_names[i], fd->text, atomic_load(&fd->units), atomic_load(&fd->n[SR_FAULT_DROP]),
+		       fault_dev_names[i], fd->text, atomic_load(&fd->units), fd->unit, atomic_load(&fd->n[SR_FAULT_DROP]),
 		       atomic_load(&fd->n[SR_FAULT_DUP]), atomic_load(&fd->n[SR_FAULT_REORDER]),
 		       atomic_load(&fd->n[SR_FAULT_CORRUPT]), atomic_load(&fd->n[SR_FAULT_RESET]),
 		       atomic_load(&fd->n[SR_FAULT_TRUNCATE]));

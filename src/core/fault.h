@@ -23,6 +23,7 @@ struct sr_fault_dev {
 	struct sr_fault_spec spec;
 	char text[SR_FAULT_SPEC_MAX];    /* canonical, seed resolved */
 	char origin[PATH_MAX];           /* "SOFTRDMA_FAULTS" or the configuration file */
+	const char *unit;                /* "datagrams" (RoCE), "FPDUs" (iWARP) */
 	atomic_bool announced;
 	_Atomic uint64_t streams;        /* QPs created so far: the next one's stream */
 	_Atomic uint64_t units;          /* datagrams / FPDUs that got a fate */
