@@ -38,6 +38,7 @@ static void usage(FILE *f)
 		"                             configuration (of device NAME, default all), e.g.\n"
 		"                             drop=5%%,dup=1%%,reorder=2%%,corrupt=0.5%%,seed=42\n"
 		"                             (SOFTRDMA_FAULTS overrides it per process)\n"
+		"  faults --check SPEC        print SPEC's canonical form, or why it is wrong\n"
 		"  start [--idle-exit SECS]   start the daemon (default: runs until stopped)\n"
 		"  stop                       stop the daemon\n"
 		"  system enable [--force]    every program uses softrdma, no softrdma-run needed\n"
@@ -418,6 +419,16 @@ static int cmd_faults(int argc, char **argv)
 	const char *text;
 	char err[256], canon[SR_FAULT_SPEC_MAX];
 
+	if (argc == 3 && !strcmp(argv[1], "--check")) {
+		/* softrdma-run --faults asks before it runs anything */
+		if (sr_fault_spec_parse(argv[2], &spec, err, sizeof(err))) {
+			fprintf(stderr, "%s\n", err);
+			return EXIT_USAGE;
+		}
+		sr_fault_spec_format(&spec, canon, sizeof(canon));
+		printf("%s\n", canon);
+		return 0;
+	}
 	if (argc > 3)
 		return bad_args("usage: faults [[NAME] SPEC|off]");
 	if (load(&conf))

@@ -21,7 +21,7 @@
 #    peer's MPA CRC check (or framing) sends a Terminate or sees the reset,
 #    and both ends end with an error, in well under a second.
 . "$(dirname "$0")/lib.sh"
-sr_need_cmd rping ib_write_bw
+sr_need_cmd rping ib_write_bw ibv_devinfo
 sr_init
 # counters of this test's processes only (device totals include exited ones)
 export SOFTRDMA_RUNTIME_DIR=$SR_TMP/run
@@ -45,6 +45,14 @@ injected() {
 		sr_fail "  $3: $1 did not grow ($2 -> $now)"
 	fi
 }
+
+# ---- the knob itself -----------------------------------------------------------
+sr_run_fail "softrdma-run --faults drop=5x: refused before the program runs" -- "$SR_RUN" --faults drop=5x true &&
+	sr_expect "$SR_OUT" "^softrdma-run: --faults 'drop=5x': drop=5x: expected a percentage" "  and says why"
+sr_run "softrdma-cfg faults --check gives the canonical form" -- "$CFG" faults --check " duplicate=0.50 drop=5" &&
+	sr_expect "$SR_OUT" '^drop=5%,dup=0.5%,seed=0$' "  drop=5%,dup=0.5%,seed=0"
+sr_run_fail "SOFTRDMA_FAULTS=drop=5x: the program gets no device" -- env SOFTRDMA_FAULTS=drop=5x "$SR_RUN" ibv_devinfo &&
+	sr_expect "$SR_OUT" "SOFTRDMA_FAULTS='drop=5x'" "  and the library says why"
 
 # ---- RoCE: loss matrix with ib_write_bw ------------------------------------
 # perftest ends with a barrier over its TCP side channel, after every
