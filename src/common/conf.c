@@ -14,6 +14,8 @@
  *   - Global settings come before the first section:
  *       crc = on|off        ICRC (RoCE) and MPA CRC (iWARP) generated and
  *                           checked (default on); also yes/no, true/false, 1/0.
+ *       faults = SPEC       fault injection in every process using the file
+ *                           (common/fault_spec.h; SOFTRDMA_FAULTS overrides).
  *   - Each "[NAME]" section is one device.  NAME is 1-63 characters of
  *     A-Z a-z 0-9 _ . - and unique in the file.
  *       type = roce|iwarp   Soft-RoCE (RoCEv2/UDP, like rxe) or Soft-iWARP
@@ -26,6 +28,8 @@
  *                           (127.0.0.1, ::1: GIDs after the interface's own).
  *                           Default: on for the first device of each type
  *                           when no device is on lo (sr_conf_finish).
+ *       faults = SPEC       fault injection on this device (overrides the
+ *                           global one; "off" turns it off here).
  *   - At most 16 devices.  A file with no section is valid and has no devices.
  *   - Anything else (unknown key or section, bad value, a key given twice,
  *     a duplicate device name) is an error reported as "FILE:LINE: message";
@@ -257,7 +261,7 @@ struct parser {
 	unsigned seen;               /* keys given in the current section (bits) */
 };
 
-enum { SEEN_CRC = 1, SEEN_TYPE = 2, SEEN_NETDEV = 4, SEEN_MTU = 8, SEEN_LOOPBACK = 16 };
+enum { SEEN_CRC = 1, SEEN_TYPE = 2, SEEN_NETDEV = 4, SEEN_MTU = 8, SEEN_LOOPBACK = 16, SEEN_FAULTS = 32 };
 
 static int perr(struct parser *p, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -322,6 +326,24 @@ static int parse_bool(const char *v, bool *out)
 	return -EINVAL;
 }
 
+/* "faults = SPEC": checked as the library will read it, kept in its
+ * canonical form (what softrdma-cfg writes back). */
+static int parse_faults(struct parser *p, const char *val, char *out, size_t len)
+{
+	struct sr_fault_spec spec;
+	char err[256];
+
+	if (sr_fault_spec_parse(val, &spec, err, sizeof(err))) {
+		/* the reason quotes the item: no control character reaches a terminal */
+		for (char *c = err; *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				*c = '?';
+		return perr(p, "bad faults '%s': %s", SHOWN(val), err);
+	}
+	sr_fault_spec_format(&spec, out, len);
+	return 0;
+}
+
 static int end_section(struct parser *p)
 {
 	if (p->dev && !(p->seen & SEEN_NETDEV)) {
@@ -378,8 +400,15 @@ static int parse_setting(struct parser *p, char *s)
 		return perr(p, "missing value for '%s'", SHOWN(key));
 
 	if (!p->dev) {
+		if (!strcmp(key, "faults")) {
+			if (p->seen & SEEN_FAULTS)
+				return perr(p, "'faults' given twice");
+			p->seen |= SEEN_FAULTS;
+			return parse_faults(p, val, p->conf->faults, sizeof(p->conf->faults));
+		}
 		if (strcmp(key, "crc"))
-			return perr(p, "unknown key '%s' (before the first [device] only 'crc' is allowed)", SHOWN(key));
+			return perr(p, "unknown key '%s' (before the first [device] only 'crc' and 'faults' are allowed)",
+				    SHOWN(key));
 		if (p->seen & SEEN_CRC)
 			return perr(p, "'crc' given twice");
 		if (parse_bool(val, &p->conf->crc))
@@ -415,10 +444,19 @@ static int parse_setting(struct parser *p, char *s)
 		if (parse_bool(val, &on))
 			return perr(p, "bad value '%s' for loopback (on or off)", SHOWN(val));
 		p->dev->loopback = on;
+	} else if (!strcmp(key, "faults")) {
+		bit = SEEN_FAULTS;
+		if (!(p->seen & bit)) {
+			int rc = parse_faults(p, val, p->dev->faults, sizeof(p->dev->faults));
+
+			if (rc)
+				return rc;
+		}
 	} else if (!strcmp(key, "crc")) {
 		return perr(p, "'crc' is a global setting: put it before the first [device]");
 	} else {
-		return perr(p, "unknown key '%s' in [%s] (type, netdev, mtu, loopback)", SHOWN(key), p->dev->name);
+		return perr(p, "unknown key '%s' in [%s] (type, netdev, mtu, loopback, faults)", SHOWN(key),
+			    p->dev->name);
 	}
 	if (p->seen & bit)
 		return perr(p, "'%s' given twice in [%s]", key, p->dev->name);
@@ -564,6 +602,8 @@ int sr_conf_write(const struct sr_conf *conf, FILE *f)
 		return rc;
 	fprintf(f, "# softrdma configuration (written by softrdma-cfg)\n");
 	fprintf(f, "crc = %s\n", conf->crc ? "on" : "off");
+	if (conf->faults[0])
+		fprintf(f, "faults = %s\n", conf->faults);
 	for (int i = 0; i < conf->ndev; i++) {
 		const struct sr_conf_device *d = &conf->dev[i];
 
@@ -573,6 +613,8 @@ int sr_conf_write(const struct sr_conf *conf, FILE *f)
 			fprintf(f, "mtu = %d\n", d->mtu);
 		if (d->loopback >= 0)
 			fprintf(f, "loopback = %s\n", d->loopback ? "on" : "off");
+		if (d->faults[0])
+			fprintf(f, "faults = %s\n", d->faults);
 	}
 	return 0;
 }

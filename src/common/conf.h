@@ -11,6 +11,8 @@
 #include <limits.h>
 #include <stdio.h>
 
+#include "common/fault_spec.h"
+
 #define SR_MAX_DEVICES 16
 #define SR_DEVNAME_MAX 64
 
@@ -27,10 +29,13 @@ struct sr_conf_device {
 	int loopback;                /* "loopback =" in the file: 1 on, 0 off, -1 not given */
 	bool lo_addrs;               /* in force: the GID table also holds the loopback
 	                              * addresses (127.0.0.1, ::1); see sr_conf_finish */
+	char faults[SR_FAULT_SPEC_MAX]; /* "faults =": fault injection for this device
+	                              * (canonical text, "" = not given: the global one) */
 };
 
 struct sr_conf {
 	bool crc;                    /* ICRC / MPA CRC on (default true) */
+	char faults[SR_FAULT_SPEC_MAX]; /* global "faults =" (common/fault_spec.h), "" = none */
 	int ndev;
 	struct sr_conf_device dev[SR_MAX_DEVICES];
 	bool is_default;             /* no configuration file existed: built-in default */

@@ -27,6 +27,12 @@ const char *const sr_stat_names[SR_STAT_N] = {
 	[SR_STAT_SEND_RNR] = "send_rnr_err",
 	[SR_STAT_RCVD_RNR] = "rcvd_rnr_err",
 	[SR_STAT_CRC_ERR] = "crc_err",
+	[SR_STAT_FAULT_DROP] = "fault_drop",
+	[SR_STAT_FAULT_DUP] = "fault_dup",
+	[SR_STAT_FAULT_REORDER] = "fault_reorder",
+	[SR_STAT_FAULT_CORRUPT] = "fault_corrupt",
+	[SR_STAT_FAULT_RESET] = "fault_reset",
+	[SR_STAT_FAULT_TRUNCATE] = "fault_truncate",
 };
 
 #define SR_TOTALS_ROWS (4 * SR_MAX_DEVICES)

@@ -33,6 +33,13 @@ enum sr_stat {
 	SR_STAT_SEND_RNR,        /* RNR NAKs sent (rxe send_rnr_err) */
 	SR_STAT_RCVD_RNR,        /* RNR NAKs received (rxe rcvd_rnr_err) */
 	SR_STAT_CRC_ERR,         /* dropped: bad ICRC / MPA CRC */
+	/* injected by SOFTRDMA_FAULTS (core/fault.c), in enum sr_fault_kind order */
+	SR_STAT_FAULT_DROP,
+	SR_STAT_FAULT_DUP,
+	SR_STAT_FAULT_REORDER,
+	SR_STAT_FAULT_CORRUPT,
+	SR_STAT_FAULT_RESET,
+	SR_STAT_FAULT_TRUNCATE,
 	SR_STAT_N
 };
 
@@ -43,7 +50,7 @@ struct sr_stat_ctrs {
 };
 
 #define SR_STATS_MAGIC 0x54535253u /* "SRST" */
-#define SR_STATS_VERSION 1
+#define SR_STATS_VERSION 2 /* 2: the fault_* counters */
 #define SR_STATS_QP_SLOTS 16384     /* per process; further QPs count at destroy */
 
 struct sr_stats_dev {

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include "core/sr.h"
+#include "core/fault.h"
 #include "abi/ops.h"
 #include "abi/export.h"
 
@@ -88,6 +89,15 @@ static void sr_devices_load(void)
 		snprintf(d->ibdev.dev_path, sizeof(d->ibdev.dev_path), "/sys/class/infiniband_verbs/uverbs%d", i);
 		snprintf(d->ibdev.ibdev_path, sizeof(d->ibdev.ibdev_path), "/sys/class/infiniband/%s", d->conf.name);
 		sr_dev_tab[sr_ndev++] = d;
+	}
+	if (sr_fault_devices_init(sr_dev_tab, sr_ndev, &conf)) {
+		/* a fault plan we cannot follow must not pass for none */
+		for (int i = 0; i < sr_ndev; i++) {
+			free(sr_dev_tab[i]->faults);
+			free(sr_dev_tab[i]);
+			sr_dev_tab[i] = NULL;
+		}
+		sr_ndev = 0;
 	}
 }
 

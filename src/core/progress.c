@@ -253,6 +253,13 @@ static void *progress_main(void *arg)
 
 	while (!atomic_load(&ctx->stop)) {
 		free_zombies(ctx);
+		/* While the timers are read, a deadline armed from another
+		 * thread must wake us: after run_timers has passed its QP, the
+		 * sleep_until it compares with would otherwise be the last
+		 * pass's (a time long gone), no wake-up would be sent, and we
+		 * would sleep past the new deadline, for ever if nothing else
+		 * happens (an iWARP QP stalled by fault injection hung so). */
+		atomic_store(&ctx->sleep_until, UINT64_MAX);
 		uint64_t next = run_timers(ctx);
 		struct timespec ts, *tsp = NULL;
 		atomic_store(&ctx->sleep_until, next ? next : UINT64_MAX);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/sr.h"
+#include "core/fault.h"
 
 /* ---------------- the state machine ---------------- */
 
@@ -337,7 +338,12 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 	}
 
 	qp->stats = &sr_stats_sink;
-	err = ctx->dev->tops->qp_create(qp);
+	err = sr_fault_qp_init(qp);
+	if (!err) {
+		err = ctx->dev->tops->qp_create(qp);
+		if (err)
+			sr_fault_qp_fini(qp);
+	}
 	if (!err) {
 		qp->stats = sr_stats_qp_open(ctx->dev->conf.name, ctx->dev->conf.type, q->qp_num, q->qp_type,
 					     &qp->stats_slot);
@@ -657,6 +663,7 @@ int sr_destroy_qp(struct ibv_qp *ibqp)
 	/* outside qp->lock: the transport talks to the daemon, and packets
 	 * delivered meanwhile take ctx->lock before a qp->lock */
 	ctx->dev->tops->qp_destroy(qp);
+	sr_fault_qp_fini(qp);
 	sr_stats_qp_close(qp->stats_slot, qp->stats);
 	qp->stats = &sr_stats_sink;
 	atomic_fetch_sub(&to_spd(ibqp->pd)->usecnt, 1);

@@ -43,6 +43,8 @@
 
 struct sr_transport_ops;
 struct sr_ipc_pkt;
+struct sr_fault_dev;
+struct sr_fault_qp;
 struct sr_mcg;
 
 /* One configured device. Lives for the life of the process. */
@@ -51,6 +53,7 @@ struct sr_device {
 	struct sr_conf_device conf;
 	bool crc;
 	const struct sr_transport_ops *tops;
+	struct sr_fault_dev *faults; /* fault injection (core/fault.h), NULL = none */
 };
 
 struct sr_gid_entry {
@@ -294,6 +297,8 @@ struct sr_qp {
 	/* traffic counters (common/stats.h): relaxed atomic adds, never NULL */
 	struct sr_stat_ctrs *stats;
 	int stats_slot;
+	/* fault injection (core/fault.h): NULL unless asked for */
+	struct sr_fault_qp *faults;
 };
 
 /* What core/ asks of a transport (roce/, iwarp/). All are called

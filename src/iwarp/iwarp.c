@@ -15,6 +15,7 @@
 #include <linux/sockios.h>
 
 #include "iwarp/iwarp.h"
+#include "core/fault.h"
 #include "abi/export.h"
 
 /* A closing QP whose drain doesn't finish (a Read the peer never
@@ -444,7 +445,7 @@ static void iw_on_readable(struct sr_qp *qp, int fd_unused)
 		sr_progress_wake(qp->ctx); /* the progress thread's timer pass closes it */
 }
 
-static uint64_t iw_next_deadline(struct sr_qp *qp)
+static uint64_t iw_deadline(struct sr_qp *qp)
 {
 	struct sr_iw_qp *w = iqp(qp);
 
@@ -455,9 +456,19 @@ static uint64_t iw_next_deadline(struct sr_qp *qp)
 	return iw_drained(w) ? 1 : w->close_deadline;
 }
 
+static uint64_t iw_next_deadline(struct sr_qp *qp)
+{
+	if (sr_faults_on(qp) && qp->tp)
+		return sr_fault_earlier(iw_deadline(qp), qp->faults->deadline);
+	return iw_deadline(qp);
+}
+
 static void iw_on_timer(struct sr_qp *qp, uint64_t now)
 {
 	struct sr_iw_qp *w = iqp(qp);
+
+	if (sr_faults_on(qp) && w)
+		sr_iw_fault_timer(qp, now);
 
 	if (w && w->lingering) {
 		int outq;

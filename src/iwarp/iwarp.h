@@ -226,6 +226,19 @@ void sr_iw_tx_reset(struct sr_qp *qp);
  * short bounded wait (error path only). */
 void sr_iw_tx_flush_term(struct sr_qp *qp);
 
+/* fault.c: fault injection on the send path (core/fault.h) */
+/* add_fpdu, before cutting the next FPDU: its fate is drawn; true if
+ * the batch must end before it. */
+bool sr_iw_fault_before(struct sr_qp *qp, const struct sr_iw_txb *b);
+/* add_fpdu, FPDU f complete (its iovecs from first on, f->len set). */
+void sr_iw_fault_built(struct sr_qp *qp, struct sr_iw_txb *b, struct sr_iw_fpdu_out *f, int first);
+/* txb_send: lowers *left to what may go now; 0, -ETIME while the stream
+ * stalls (the fault timer resumes it), or the error of a stream the
+ * fault ended (-ECONNRESET, -EPIPE). */
+int sr_iw_fault_send(struct sr_qp *qp, size_t *left);
+void sr_iw_fault_reset(struct sr_qp *qp);
+void sr_iw_fault_timer(struct sr_qp *qp, uint64_t now);
+
 /* qp_rx.c */
 void sr_iw_rx_progress(struct sr_qp *qp);
 void sr_iw_rx_reset(struct sr_qp *qp);

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include "iwarp/iwarp.h"
+#include "core/fault.h"
 
 /* How long the error path waits for the socket to take what is left of
  * an FPDU and then the Terminate. */
@@ -39,6 +40,8 @@ void sr_iw_tx_reset(struct sr_qp *qp)
 	w->tx_err = false;
 	if (w->in_epoll)
 		sr_iw_want_out(qp, false);
+	if (sr_faults_on(qp))
+		sr_iw_fault_reset(qp);
 }
 
 static uint8_t memerr_rdmap(enum sr_iw_memerr e)
@@ -227,6 +230,8 @@ static int add_fpdu(struct sr_qp *qp)
 
 	if (b->n >= SR_IW_TXB_FPDUS || b->niov + SR_MAX_SGE + 2 > SR_IW_TXB_IOV || b->total >= SR_IW_TXB_BYTES)
 		return 0;
+	if (sr_faults_on(qp) && sr_iw_fault_before(qp, b))
+		return 0;
 	f = &b->f[b->n];
 	f->rr_len = 0;
 	f->pay_niov = 0;
@@ -317,6 +322,8 @@ static int add_fpdu(struct sr_qp *qp)
 	b->iov[b->niov].iov_base = f->trl;
 	b->iov[b->niov++].iov_len = pad + SR_MPA_CRC_BYTES;
 	f->len = sr_mpa_fpdu_len(ulen);
+	if (sr_faults_on(qp))
+		sr_iw_fault_built(qp, b, f, first);
 	b->total += f->len;
 	b->n++;
 	w->stat_fpdus_tx++;
@@ -400,20 +407,29 @@ static int txb_send(struct sr_qp *qp)
 	struct sr_iw_txb *b = &w->txb;
 	struct iovec iov[SR_IW_TXB_IOV];
 	struct msghdr msg;
-	size_t skip = b->sent;
+	size_t skip = b->sent, left = b->total - b->sent;
 	int i = 0, n = 0;
 
+	if (sr_faults_on(qp)) {
+		int r = sr_iw_fault_send(qp, &left);
+
+		if (r)
+			return r;
+	}
 	while (i < b->niov && skip >= b->iov[i].iov_len) {
 		skip -= b->iov[i].iov_len;
 		i++;
 	}
-	for (; i < b->niov; i++) {
+	for (; i < b->niov && left; i++) {
 		iov[n] = b->iov[i];
 		if (skip) {
 			iov[n].iov_base = (uint8_t *)iov[n].iov_base + skip;
 			iov[n].iov_len -= skip;
 			skip = 0;
 		}
+		if (iov[n].iov_len > left)
+			iov[n].iov_len = left;
+		left -= iov[n].iov_len;
 		n++;
 	}
 	memset(&msg, 0, sizeof(msg));
@@ -520,8 +536,9 @@ void sr_iw_tx_progress(struct sr_qp *qp)
 			break;
 	}
 	pthread_rwlock_unlock(&qp->ctx->mr_lock);
-	if (r == -EAGAIN) {
-		sr_iw_want_out(qp, true);
+	if (r == -EAGAIN || r == -ETIME) {
+		/* -ETIME: an injected stall, which its timer ends */
+		sr_iw_want_out(qp, r == -EAGAIN);
 		return;
 	}
 	if (r) {

@@ -29,6 +29,7 @@
 
 #include "roce/roce.h"
 #include "common/daemon_client.h"
+#include "core/fault.h"
 
 uint32_t sr_roce_qpn(struct sr_qp *qp) { return qp->ibqp.qp_base.qp_num; }
 
@@ -445,34 +446,65 @@ bool sr_tx_batch_add(struct sr_tx_batch *b, struct sr_pkt *h, const struct iovec
 	return true;
 }
 
-int sr_tx_batch_flush(struct sr_tx_batch *b)
+/* The ICRC of packet i for the IPv4 ID it will be sent with. */
+void sr_tx_batch_icrc(struct sr_tx_batch *b, int i, uint16_t id)
+{
+	int f = b->first_iov[i], l = b->first_iov[i + 1];
+
+	if (b->qp->ctx->dev->crc) {
+		struct sr_icrc_env env = tx_env(b->qp, b->av, id);
+		sr_dma_begin(); /* the payload is read from registered memory */
+		sr_icrc_store(b->icrc[i], sr_icrc_compute_iov(&env, &b->iov[f], l - f - 1));
+		sr_dma_end();
+	}
+}
+
+int sr_tx_batch_send(struct sr_tx_batch *b, int a, int z)
 {
 	int err = 0;
-	if (!b->npkts)
+
+	if (z <= a)
 		return 0;
-	if (b->npkts == 1) {
-		err = tx_sendmsg(b->qp, b->av, b->iov, b->niov, 0);
-	} else {
-		err = tx_sendmsg(b->qp, b->av, b->iov, b->niov, (uint16_t)b->seg_size);
-		if (err == -EINVAL || err == -EOPNOTSUPP || err == -EIO) {
-			/* no GSO here: send each datagram on its own, its ICRC
-			 * recomputed for the ID 0 a plain send gets */
-			rqp(b->qp)->no_gso = true;
-			err = 0;
-			for (int i = 0; i < b->npkts; i++) {
-				int f = b->first_iov[i], l = b->first_iov[i + 1];
-				if (b->qp->ctx->dev->crc) {
-					struct sr_icrc_env env = tx_env(b->qp, b->av, 0);
-					sr_dma_begin();
-					sr_icrc_store(b->icrc[i], sr_icrc_compute_iov(&env, &b->iov[f], l - f - 1));
-					sr_dma_end();
-				}
-				int e = tx_sendmsg(b->qp, b->av, &b->iov[f], l - f, 0);
-				if (e)
-					err = e;
-			}
+	if (a) {
+		/* GSO segment i - a gets IPv4 ID i - a */
+		for (int i = a; i < z; i++)
+			sr_tx_batch_icrc(b, i, (uint16_t)(i - a));
+	}
+	if (z - a == 1)
+		return tx_sendmsg(b->qp, b->av, &b->iov[b->first_iov[a]], b->first_iov[z] - b->first_iov[a], 0);
+	err = tx_sendmsg(b->qp, b->av, &b->iov[b->first_iov[a]], b->first_iov[z] - b->first_iov[a],
+			 (uint16_t)b->seg_size);
+	if (err == -EINVAL || err == -EOPNOTSUPP || err == -EIO) {
+		/* no GSO here: send each datagram on its own, its ICRC
+		 * recomputed for the ID 0 a plain send gets */
+		rqp(b->qp)->no_gso = true;
+		err = 0;
+		for (int i = a; i < z; i++) {
+			int f = b->first_iov[i], l = b->first_iov[i + 1];
+
+			sr_tx_batch_icrc(b, i, 0);
+			int e = tx_sendmsg(b->qp, b->av, &b->iov[f], l - f, 0);
+			if (e)
+				err = e;
 		}
 	}
+	return err;
+}
+
+int sr_roce_tx_one(struct sr_qp *qp, const struct sr_av *av, struct iovec *iov, int niov)
+{
+	return tx_sendmsg(qp, av, iov, niov, 0);
+}
+
+int sr_tx_batch_flush(struct sr_tx_batch *b)
+{
+	int err;
+
+	if (!b->npkts)
+		return 0;
+	if (sr_faults_on(b->qp))
+		return sr_roce_fault_flush(b);
+	err = sr_tx_batch_send(b, 0, b->npkts);
 	sr_tx_batch_init(b, b->qp, b->av);
 	return err;
 }
@@ -798,8 +830,21 @@ static int roce_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask, 
 static void roce_sq_kick(struct sr_qp *qp) { sr_req_progress(qp); }
 static void roce_rq_kick(struct sr_qp *qp) { (void)qp; }
 
-static void roce_on_timer(struct sr_qp *qp, uint64_t now) { sr_comp_timer(qp, now); }
-static uint64_t roce_next_deadline(struct sr_qp *qp) { return qp->tp ? sr_comp_deadline(qp) : 0; }
+static void roce_on_timer(struct sr_qp *qp, uint64_t now)
+{
+	sr_comp_timer(qp, now);
+	if (sr_faults_on(qp))
+		sr_roce_fault_timer(qp, now);
+}
+
+static uint64_t roce_next_deadline(struct sr_qp *qp)
+{
+	if (!qp->tp)
+		return 0;
+	if (sr_faults_on(qp))
+		return sr_fault_earlier(sr_comp_deadline(qp), qp->faults->deadline);
+	return sr_comp_deadline(qp);
+}
 
 const struct sr_transport_ops sr_roce_ops = {
 	.qp_create = roce_qp_create,

@@ -123,6 +123,19 @@ void sr_tx_batch_init(struct sr_tx_batch *b, struct sr_qp *qp, const struct sr_a
 /* Add a packet; false when it cannot join this batch (flush, then add). */
 bool sr_tx_batch_add(struct sr_tx_batch *b, struct sr_pkt *h, const struct iovec *pay, int npay, uint32_t paylen);
 int sr_tx_batch_flush(struct sr_tx_batch *b);
+/* Send packets [a, z) of a batch (one sendmsg with GSO where the kernel
+ * has it), the batch left as it is.  Used by flush and by fault.c. */
+int sr_tx_batch_send(struct sr_tx_batch *b, int a, int z);
+/* Recompute packet i's ICRC for IPv4 ID id (a no-op with CRC off). */
+void sr_tx_batch_icrc(struct sr_tx_batch *b, int i, uint16_t id);
+/* One datagram, gathered from iov, to av->dst. */
+int sr_roce_tx_one(struct sr_qp *qp, const struct sr_av *av, struct iovec *iov, int niov);
+
+/* fault.c: fault injection on the send path (core/fault.h) */
+/* Flush a batch applying the QP's faults. */
+int sr_roce_fault_flush(struct sr_tx_batch *b);
+/* The QP's fault timer is due: a held datagram goes out. */
+void sr_roce_fault_timer(struct sr_qp *qp, uint64_t now);
 
 /* req.c */
 void sr_req_progress(struct sr_qp *qp);

@@ -34,6 +34,11 @@ static void usage(FILE *f)
 		"  mtu [NAME] 256|512|1024|2048|4096\n"
 		"                             cap the active MTU of NAME (default: all devices)\n"
 		"  crc enable|disable         ICRC / MPA CRC on or off\n"
+		"  faults [[NAME] SPEC|off]   fault injection in every process using the\n"
+		"                             configuration (of device NAME, default all), e.g.\n"
+		"                             drop=5%%,dup=1%%,reorder=2%%,corrupt=0.5%%,seed=42\n"
+		"                             (SOFTRDMA_FAULTS overrides it per process)\n"
+		"  faults --check SPEC        print SPEC's canonical form, or why it is wrong\n"
 		"  start [--idle-exit SECS]   start the daemon (default: runs until stopped)\n"
 		"  stop                       stop the daemon\n"
 		"  system enable [--force]    every program uses softrdma, no softrdma-run needed\n"
@@ -54,8 +59,10 @@ static void usage(FILE *f)
 		"                             per-QP counters of the live QPs\n"
 		"\n"
 		"Counters: sent_pkts rcvd_pkts sent_bytes rcvd_bytes retransmits\n"
-		"out_of_seq_request rcvd_seq_err send_rnr_err rcvd_rnr_err crc_err, kept\n"
-		"by each process in $SOFTRDMA_RUNTIME_DIR (default /dev/shm/softrdma-UID).\n"
+		"out_of_seq_request rcvd_seq_err send_rnr_err rcvd_rnr_err crc_err, and\n"
+		"fault_drop fault_dup fault_reorder fault_corrupt fault_reset fault_truncate\n"
+		"(injected), kept by each process in $SOFTRDMA_RUNTIME_DIR (default\n"
+		"/dev/shm/softrdma-UID).\n"
 		"\n"
 		"Configuration file: $SOFTRDMA_CONF, else $XDG_CONFIG_HOME/softrdma/softrdma.conf\n"
 		"(~/.config/softrdma/softrdma.conf), else /etc/softrdma.conf.  Without one, a\n"
@@ -130,6 +137,8 @@ static void print_device(const struct sr_conf_device *dev)
 		printf(" (not present)\n");
 		if (dev->mtu)
 			printf("    mtu cap %d\n", dev->mtu);
+		if (dev->faults[0])
+			printf("    faults %s\n", dev->faults);
 		return;
 	}
 	printf(" (");
@@ -139,6 +148,8 @@ static void print_device(const struct sr_conf_device *dev)
 	if (dev->mtu)
 		printf(" (cap %d)", dev->mtu);
 	printf("\n");
+	if (dev->faults[0])
+		printf("    faults %s\n", dev->faults);
 	if (!ni.naddr)
 		printf("    no GIDs (no IP address on %s)\n", dev->netdev);
 	for (int i = 0; i < ni.naddr; i++) {
@@ -185,6 +196,16 @@ static void print_daemon(void)
 	sr_daemon_close(c);
 }
 
+static void print_faults(const struct sr_conf *conf)
+{
+	const char *env = getenv("SOFTRDMA_FAULTS");
+
+	printf("Faults: %s", conf->faults[0] ? conf->faults : "off");
+	if (env)
+		printf(" (overridden here by SOFTRDMA_FAULTS='%s')", env);
+	printf("\n");
+}
+
 static int cmd_status(int argc, char **argv)
 {
 	struct sr_conf conf;
@@ -198,6 +219,7 @@ static int cmd_status(int argc, char **argv)
 	else
 		printf("Configuration: %s\n", conf.path);
 	printf("CRC: %s\n", conf.crc ? "enabled" : "disabled");
+	print_faults(&conf);
 	printf("Devices: %d\n", conf.ndev);
 	for (int i = 0; i < conf.ndev; i++)
 		print_device(&conf.dev[i]);
@@ -387,6 +409,59 @@ static int cmd_crc(int argc, char **argv)
 	return 0;
 }
 
+/* faults [[NAME] SPEC|off]: the fault injection plan of the configuration
+ * (core/fault.h); "off" alone clears it everywhere. */
+static int cmd_faults(int argc, char **argv)
+{
+	struct sr_conf conf;
+	struct sr_conf_device *dev = NULL;
+	struct sr_fault_spec spec;
+	const char *text;
+	char err[256], canon[SR_FAULT_SPEC_MAX];
+
+	if (argc == 3 && !strcmp(argv[1], "--check")) {
+		/* softrdma-run --faults asks before it runs anything */
+		if (sr_fault_spec_parse(argv[2], &spec, err, sizeof(err))) {
+			fprintf(stderr, "%s\n", err);
+			return EXIT_USAGE;
+		}
+		sr_fault_spec_format(&spec, canon, sizeof(canon));
+		printf("%s\n", canon);
+		return 0;
+	}
+	if (argc > 3)
+		return bad_args("usage: faults [[NAME] SPEC|off]");
+	if (load(&conf))
+		return 1;
+	if (argc == 1) {
+		print_faults(&conf);
+		for (int i = 0; i < conf.ndev; i++)
+			if (conf.dev[i].faults[0])
+				printf("  %s: %s\n", conf.dev[i].name, conf.dev[i].faults);
+		return 0;
+	}
+	text = argv[argc - 1];
+	if (sr_fault_spec_parse(text, &spec, err, sizeof(err)))
+		return bad_args("faults: '%s': %s", text, err);
+	sr_fault_spec_format(&spec, canon, sizeof(canon));
+	if (argc == 3) {
+		dev = sr_conf_find(&conf, argv[1]);
+		if (!dev)
+			return fail("no device named '%s'", argv[1]);
+		snprintf(dev->faults, sizeof(dev->faults), "%s", canon);
+	} else if (spec.any) {
+		snprintf(conf.faults, sizeof(conf.faults), "%s", canon);
+	} else {
+		conf.faults[0] = 0;
+		for (int i = 0; i < conf.ndev; i++)
+			conf.dev[i].faults[0] = 0;
+	}
+	if (save(&conf))
+		return 1;
+	printf("faults %s on %s\n", canon, dev ? dev->name : "all devices");
+	return 0;
+}
+
 /* ---- daemon ---- */
 
 static int cmd_start(int argc, char **argv)
@@ -497,7 +572,8 @@ int main(int argc, char **argv)
 		int (*fn)(int, char **);
 	} cmds[] = {
 		{ "status", cmd_status }, { "add", cmd_add }, { "remove", cmd_remove },
-		{ "mtu", cmd_mtu }, { "crc", cmd_crc }, { "start", cmd_start }, { "stop", cmd_stop },
+		{ "mtu", cmd_mtu }, { "crc", cmd_crc }, { "faults", cmd_faults }, { "start", cmd_start },
+		{ "stop", cmd_stop },
 		{ "link", cmd_link }, { "statistic", cmd_statistic }, { "stat", cmd_statistic },
 		{ "system", cmd_system },
 	};

@@ -19,8 +19,9 @@
 
 static void same(const struct sr_conf *a, const struct sr_conf *b)
 {
-	REQUIRE(a->crc == b->crc && a->ndev == b->ndev);
+	REQUIRE(a->crc == b->crc && a->ndev == b->ndev && !strcmp(a->faults, b->faults));
 	for (int i = 0; i < a->ndev; i++) {
+		REQUIRE(!strcmp(a->dev[i].faults, b->dev[i].faults));
 		REQUIRE(!strcmp(a->dev[i].name, b->dev[i].name));
 		REQUIRE(!strcmp(a->dev[i].netdev, b->dev[i].netdev));
 		REQUIRE(a->dev[i].type == b->dev[i].type && a->dev[i].mtu == b->dev[i].mtu);

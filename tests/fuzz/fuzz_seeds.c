@@ -358,6 +358,8 @@ static void conf_seeds(void)
 		"crc = off\n[rxe0]\nnetdev = eth0\nmtu = 1024\n[siw0]\ntype = iwarp\nnetdev = eth0\n",
 		"\n# nothing but a comment\n",
 		"crc = yes\n[a.b-c_d]\n  type=roce  \n\tnetdev = veth1\r\n",
+		"faults = drop=5%,dup=1%,corrupt=0.5%,seed=42\n[rxe0]\nnetdev = lo\nfaults = reorder=2%\n",
+		"[siw0]\ntype = iwarp\nnetdev = lo\nfaults = reset=0.01% truncate=.5 rto=50ms seed=0x10\n",
 	};
 
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {

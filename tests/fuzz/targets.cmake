@@ -11,7 +11,7 @@ set(SR_FUZZ_SRC_roce_parse ${SR_FZ_ROCE_WIRE})
 set(SR_FUZZ_SRC_iwarp_parse ${SR_FZ_IWARP_WIRE} ${SR_FZ_ROCE_WIRE})
 set(SR_FUZZ_SRC_cm_mad ${SR_FZ_SRC}/cm/cm_mad.c ${SR_FZ_ROCE_WIRE})
 set(SR_FUZZ_SRC_mpa ${SR_FZ_IWARP_WIRE} ${SR_FZ_ROCE_WIRE})
-set(SR_FUZZ_SRC_conf ${SR_FZ_SRC}/common/conf.c ${SR_FZ_SRC}/common/netdev.c)
+set(SR_FUZZ_SRC_conf ${SR_FZ_SRC}/common/conf.c ${SR_FZ_SRC}/common/fault_spec.c ${SR_FZ_SRC}/common/netdev.c)
 # rs_data.c against the fake RDMA device the harness defines
 set(SR_FUZZ_SRC_rsocket ${SR_FZ_SRC}/rsocket/rs_data.c)
 # softrdmad without main.c; what the daemon sends itself and its multicast

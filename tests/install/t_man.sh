@@ -72,7 +72,7 @@ src_keys=$(grep -o 'strcmp(key, "[a-z_]*")' "$src_conf" | sed 's/.*"\(.*\)")/\1/
 # every documented value is accepted: "key = v1 | v2" -> one file per value
 cfg_ok() { SOFTRDMA_CONF=$1 "$bin/softrdma-cfg" status >/dev/null 2>"$SR_TMP/cfg.err"; }
 sed -n '/^\.SH KEYS/,/^\.SH /{s/^\.BR \([a-z]*\) " = " \(.*\)/\1 \2/p}' "$conf_page" | while read -r key vals; do
-	case $vals in *IFNAME*) vals=lo ;; esac
+	case $vals in *IFNAME*) vals=lo ;; *SPEC*) vals='drop=1%,seed=3' ;; esac
 	for v in $(echo "$vals" | tr -d '"' | tr '|' ' '); do
 		if [ "$key" = crc ]; then
 			printf 'crc = %s\n[rxe0]\nnetdev = lo\n' "$v" >"$SR_TMP/k.conf"

@@ -224,6 +224,9 @@ static void test_roundtrip(void)
 	snprintf(a.dev[2].name, sizeof(a.dev[2].name), "x.y-z_9");
 	snprintf(a.dev[2].netdev, sizeof(a.dev[2].netdev), "veth-a");
 	a.dev[2].type = SR_DEV_ROCE;
+	snprintf(a.faults, sizeof(a.faults), "drop=5%%,seed=42");
+	snprintf(a.dev[1].faults, sizeof(a.dev[1].faults), "corrupt=0.5%%,reset=0.01%%,seed=1,rto=50ms");
+	snprintf(a.dev[2].faults, sizeof(a.dev[2].faults), "off");
 	CHECK(sr_conf_save(&a) == 0);
 	setenv("SOFTRDMA_CONF", a.path, 1);
 	CHECK(sr_conf_load(&b) == 0);
@@ -234,7 +237,9 @@ static void test_roundtrip(void)
 		CHECK(!strcmp(a.dev[i].netdev, b.dev[i].netdev));
 		CHECK(a.dev[i].type == b.dev[i].type);
 		CHECK(a.dev[i].mtu == b.dev[i].mtu);
+		CHECK(!strcmp(a.dev[i].faults, b.dev[i].faults));
 	}
+	CHECK(!strcmp(a.faults, b.faults));
 	/* Saving again gives the same bytes (stable output). */
 	{
 		char p2[PATH_MAX];
@@ -301,6 +306,10 @@ static void test_errors(void)
 		{ "[rxe0]\nnetdev = lo\nmtu = 4294967552\n", 3, "bad mtu" },
 		{ "[rxe0]\nnetdev = lo\nmtu =\n", 3, "missing value" },
 		{ "[rxe0]\nnetdev = lo\nnetdev = eth0\n", 3, "twice" },
+		{ "faults = drop=5x\n", 1, "bad faults 'drop=5x': drop=5x: expected a percentage" },
+		{ "faults = drop=1%\nfaults = dup=1%\n", 2, "'faults' given twice" },
+		{ "[rxe0]\nnetdev = lo\nfaults = loss=3%\n", 3, "unknown key 'loss'" },
+		{ "[rxe0]\nnetdev = lo\nfaults = drop=1%\nfaults = off\n", 4, "twice" },
 		{ "[rxe0]\nnetdev = lo\n[rxe0]\nnetdev = lo\n", 3, "duplicate device name 'rxe0'" },
 		{ "[rxe0]\ntype = roce\n\n[rxe1]\nnetdev = lo\n", 1, "no 'netdev" },
 		{ "[rxe0]\nnetdev = lo\n[rxe1]\n", 3, "no 'netdev" },

@@ -1,0 +1,105 @@
+/* Fault injection specifications (common/fault_spec.c): what
+ * SOFTRDMA_FAULTS, softrdma.conf's "faults =" and softrdma-cfg accept,
+ * what they refuse and why, and the canonical text written back. */
+#include "common/fault_spec.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                                                      \
+	do {                                                                  \
+		if (!(cond)) {                                                \
+			fprintf(stderr, "%s:%d: FAIL: %s: ", __FILE__, __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__);                         \
+			fputc('\n', stderr);                                  \
+			failures++;                                           \
+		}                                                             \
+	} while (0)
+
+static void good(const char *text, const char *canon)
+{
+	struct sr_fault_spec s;
+	char err[256], out[SR_FAULT_SPEC_MAX];
+	int rc = sr_fault_spec_parse(text, &s, err, sizeof(err));
+
+	CHECK(rc == 0, "'%s' accepted (%s)", text, err);
+	sr_fault_spec_format(&s, out, sizeof(out));
+	CHECK(!strcmp(out, canon), "'%s' -> '%s', want '%s'", text, out, canon);
+	/* the canonical text reads back the same */
+	if (!rc) {
+		struct sr_fault_spec t;
+
+		CHECK(sr_fault_spec_parse(out, &t, err, sizeof(err)) == 0 &&
+			      (s.any ? !memcmp(&s, &t, sizeof(s)) : !t.any),
+		      "'%s' round-trips", out);
+	}
+}
+
+static void bad(const char *text, const char *why)
+{
+	struct sr_fault_spec s;
+	char err[256];
+	int rc = sr_fault_spec_parse(text, &s, err, sizeof(err));
+
+	CHECK(rc == -EINVAL, "'%s' refused (rc %d)", text, rc);
+	CHECK(strstr(err, why), "'%s': message '%s' says '%s'", text, err, why);
+	CHECK(!s.any, "'%s': nothing half-parsed left on", text);
+}
+
+int main(void)
+{
+	struct sr_fault_spec s;
+	char err[64];
+
+	good("drop=5%,dup=1%,reorder=2%,corrupt=0.5%,seed=42", "drop=5%,dup=1%,reorder=2%,corrupt=0.5%,seed=42");
+	good("drop=5", "drop=5%,seed=0");
+	good(" drop=5%  corrupt=0.0001%\t", "drop=5%,corrupt=0.0001%,seed=0");
+	good("duplicate=3%,seed=0x10", "dup=3%,seed=16");
+	good("reset=0.1%,truncate=0.25%,rto=50ms", "reset=0.1%,truncate=0.25%,seed=0,rto=50ms");
+	good("drop=1%,rto=200", "drop=1%,seed=0");
+	good("drop=100%", "drop=100%,seed=0");
+	good("drop=60%,corrupt=40%", "drop=60%,corrupt=40%,seed=0");
+	good("seed=random,drop=.5%", "drop=0.5%,seed=random");
+	good("", "off");
+	good("off", "off");
+	good("none", "off");
+	good("drop=0%,seed=9", "off");
+
+	bad("drop", "expected KEY=VALUE");
+	bad("drop=5x", "expected a percentage");
+	bad("drop=-1%", "expected a percentage");
+	bad("drop=101%", "more than 100%");
+	bad("drop=100.0001%", "more than 100%");
+	bad("drop=0.00001%", "at most four decimals");
+	bad("drop=%", "expected a percentage");
+	bad("loss=5%", "unknown key 'loss'");
+	bad("drop=1%,drop=2%", "'drop' given twice");
+	bad("dup=1%,duplicate=2%", "'dup' given twice");
+	bad("seed=abc", "expected a number");
+	bad("seed=-3", "expected a number");
+	bad("rto=0", "from 1 to 60000");
+	bad("rto=60001ms", "from 1 to 60000");
+	bad("drop=60%,corrupt=50%", "add up to 110%");
+	bad("drop=33.3333%,dup=33.3333%,reorder=33.3335%", "add up to 100.0001%");
+
+	/* a short error buffer is cut, never overrun */
+	CHECK(sr_fault_spec_parse("unknownkey=1", &s, err, sizeof(err)) == -EINVAL && strlen(err) < sizeof(err),
+	      "short error buffer");
+	CHECK(sr_fault_spec_parse(NULL, &s, NULL, 0) == 0 && !s.any, "NULL is no faults");
+	{
+		char huge[2048];
+
+		memset(huge, 'a', sizeof(huge) - 1);
+		huge[sizeof(huge) - 1] = 0;
+		CHECK(sr_fault_spec_parse(huge, &s, err, sizeof(err)) == -EINVAL, "2047 characters refused");
+	}
+	if (failures) {
+		fprintf(stderr, "test_fault_spec: %d failure(s)\n", failures);
+		return 1;
+	}
+	printf("test_fault_spec: all passed\n");
+	return 0;
+}
