@@ -17,6 +17,7 @@
 
 #define SR_EP_DOORBELL ((void *)1)
 #define SR_EP_DAEMON ((void *)2)
+#define SR_EP_DATA ((void *)3)
 
 struct sr_ep_tag {
 	struct sr_qp *qp;
@@ -47,45 +48,75 @@ static void qpn_tab_insert(struct sr_context *ctx, struct sr_qp *qp)
 	uint32_t i = qpn_slot(qp->ibqp.qp_base.qp_num, ctx->qpn_tab_size);
 	while (ctx->qpn_tab[i] && ctx->qpn_tab[i] != (struct sr_qp *)-1)
 		i = (i + 1) & (ctx->qpn_tab_size - 1);
+	if (!ctx->qpn_tab[i])
+		ctx->qpn_tab_used++;
 	ctx->qpn_tab[i] = qp;
 }
 
-void sr_ctx_add_qp(struct sr_context *ctx, struct sr_qp *qp)
+/* Rebuild the table at a size that keeps it at most a quarter full of
+ * live entries, dropping the tombstones. */
+static int qpn_tab_rehash(struct sr_context *ctx)
+{
+	uint32_t ns = 64;
+	while (ns < (ctx->n_qps + 1) * 4)
+		ns *= 2;
+	struct sr_qp **t = calloc(ns, sizeof(*t));
+	if (!t)
+		return ENOMEM;
+	free(ctx->qpn_tab);
+	ctx->qpn_tab = t;
+	ctx->qpn_tab_size = ns;
+	ctx->qpn_tab_used = 0;
+	for (struct sr_qp *q = ctx->qp_list; q; q = q->next)
+		qpn_tab_insert(ctx, q);
+	return 0;
+}
+
+/* O(1) (amortised): a process may hold tens of thousands of QPs.  The
+ * table stays at most half full counting tombstones, so probes are short. */
+int sr_ctx_add_qp(struct sr_context *ctx, struct sr_qp *qp)
 {
 	pthread_mutex_lock(&ctx->lock);
-	uint32_t n = 0;
-	for (struct sr_qp *q = ctx->qp_list; q; q = q->next)
-		n++;
-	if ((n + 1) * 2 > ctx->qpn_tab_size) {
-		/* grow and rehash, dropping tombstones */
-		uint32_t ns = ctx->qpn_tab_size ? ctx->qpn_tab_size * 2 : 64;
-		struct sr_qp **t = calloc(ns, sizeof(*t));
-		if (t) {
-			free(ctx->qpn_tab);
-			ctx->qpn_tab = t;
-			ctx->qpn_tab_size = ns;
-			for (struct sr_qp *q = ctx->qp_list; q; q = q->next)
-				qpn_tab_insert(ctx, q);
+	if ((ctx->qpn_tab_used + 1) * 2 > ctx->qpn_tab_size) {
+		ctx->n_qps++; /* sized with qp counted */
+		int err = qpn_tab_rehash(ctx);
+		ctx->n_qps--;
+		if (err) {
+			pthread_mutex_unlock(&ctx->lock);
+			return err;
 		}
 	}
+	qp->prev = NULL;
 	qp->next = ctx->qp_list;
+	if (ctx->qp_list)
+		ctx->qp_list->prev = qp;
 	ctx->qp_list = qp;
-	if (ctx->qpn_tab_size)
-		qpn_tab_insert(ctx, qp);
+	ctx->n_qps++;
+	qpn_tab_insert(ctx, qp);
 	pthread_mutex_unlock(&ctx->lock);
+	return 0;
 }
 
 void sr_ctx_remove_qp(struct sr_context *ctx, struct sr_qp *qp)
 {
 	pthread_mutex_lock(&ctx->lock);
-	for (struct sr_qp **pp = &ctx->qp_list; *pp; pp = &(*pp)->next)
-		if (*pp == qp) {
-			*pp = qp->next;
+	if (qp->prev)
+		qp->prev->next = qp->next;
+	else
+		ctx->qp_list = qp->next;
+	if (qp->next)
+		qp->next->prev = qp->prev;
+	qp->next = qp->prev = NULL;
+	ctx->n_qps--;
+	for (uint32_t i = qpn_slot(qp->ibqp.qp_base.qp_num, ctx->qpn_tab_size), n = 0; n < ctx->qpn_tab_size;
+	     i = (i + 1) & (ctx->qpn_tab_size - 1), n++) {
+		if (!ctx->qpn_tab[i])
+			break;
+		if (ctx->qpn_tab[i] == qp) {
+			ctx->qpn_tab[i] = (struct sr_qp *)-1; /* tombstone keeps probe chains */
 			break;
 		}
-	for (uint32_t i = 0; i < ctx->qpn_tab_size; i++)
-		if (ctx->qpn_tab[i] == qp)
-			ctx->qpn_tab[i] = (struct sr_qp *)-1; /* tombstone keeps probe chains */
+	}
 	pthread_mutex_unlock(&ctx->lock);
 }
 
@@ -141,25 +172,83 @@ struct sr_daemon_conn *sr_ctx_daemon(struct sr_context *ctx, int *err)
 
 /* ---- fds ---- */
 
+/* The QPs' sockets live in data_epfd, itself watched by the progress
+ * thread's epfd: an application thread polling an empty CQ asks the
+ * kernel which sockets have input (one epoll_wait) instead of trying
+ * every QP, so its cost does not grow with idle QPs. */
 int sr_progress_add_fd(struct sr_context *ctx, int fd, struct sr_qp *qp)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = qp };
 
-	sr_tsan_release(&ctx->epfd);
-	return epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
+	sr_tsan_release(&ctx->data_epfd);
+	return epoll_ctl(ctx->data_epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
+}
+
+int sr_progress_mod_fd(struct sr_context *ctx, int fd, struct sr_qp *qp, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = qp };
+
+	sr_tsan_release(&ctx->data_epfd);
+	return epoll_ctl(ctx->data_epfd, EPOLL_CTL_MOD, fd, &ev) ? -errno : 0;
 }
 
 void sr_progress_del_fd(struct sr_context *ctx, int fd)
 {
-	epoll_ctl(ctx->epfd, EPOLL_CTL_DEL, fd, NULL);
+	epoll_ctl(ctx->data_epfd, EPOLL_CTL_DEL, fd, NULL);
 }
 
-void sr_progress_deadline(struct sr_context *ctx, uint64_t when)
+static void progress_deadline(struct sr_context *ctx, uint64_t when)
 {
-	/* a timer armed from an application thread that falls before the
-	 * progress thread's wake-up time must wake it, or it fires late */
+	/* A timer armed from an application thread that falls before the
+	 * progress thread's wake-up time must wake it, or it fires late.
+	 * timers_dirty closes the window in which the thread has looked at
+	 * the timers but not yet published its new wake-up time: either it
+	 * sees the flag and looks again, or we see that time. */
+	atomic_store(&ctx->timers_dirty, true);
 	if (when < atomic_load(&ctx->sleep_until))
 		sr_progress_wake(ctx);
+}
+
+/* ---- timers: only QPs with a deadline are visited ---- */
+
+void sr_qp_timer_arm(struct sr_qp *qp, uint64_t when)
+{
+	struct sr_context *ctx = qp->ctx;
+
+	if (!qp->timer_slot && !qp->dead) {
+		pthread_mutex_lock(&ctx->timer_lock);
+		if (ctx->n_timer_qps == ctx->timer_qps_cap) {
+			uint32_t nc = ctx->timer_qps_cap ? ctx->timer_qps_cap * 2 : 64;
+			struct sr_qp **t = realloc(ctx->timer_qps, nc * sizeof(*t));
+			if (!t) {
+				/* no room: the timer fires when the QP next is in the set */
+				pthread_mutex_unlock(&ctx->timer_lock);
+				sr_log("out of memory for a QP timer");
+				return;
+			}
+			ctx->timer_qps = t;
+			ctx->timer_qps_cap = nc;
+		}
+		ctx->timer_qps[ctx->n_timer_qps++] = qp;
+		qp->timer_slot = ctx->n_timer_qps;
+		pthread_mutex_unlock(&ctx->timer_lock);
+	}
+	progress_deadline(ctx, when);
+}
+
+void sr_qp_timer_disarm(struct sr_qp *qp)
+{
+	struct sr_context *ctx = qp->ctx;
+
+	if (!qp->timer_slot)
+		return;
+	pthread_mutex_lock(&ctx->timer_lock);
+	uint32_t i = qp->timer_slot - 1;
+	struct sr_qp *last = ctx->timer_qps[--ctx->n_timer_qps];
+	ctx->timer_qps[i] = last;
+	last->timer_slot = i + 1;
+	qp->timer_slot = 0;
+	pthread_mutex_unlock(&ctx->timer_lock);
 }
 
 void sr_progress_wake(struct sr_context *ctx)
@@ -179,6 +268,12 @@ static void free_zombies(struct sr_context *ctx)
 	z = ctx->zombies;
 	ctx->zombies = NULL;
 	pthread_mutex_unlock(&ctx->lock);
+	/* A poller may hold a zombie's address from an epoll_wait made before
+	 * its socket left data_epfd; it does so only under progress_lock. */
+	if (z) {
+		pthread_mutex_lock(&ctx->progress_lock);
+		pthread_mutex_unlock(&ctx->progress_lock);
+	}
 	while (z) {
 		struct sr_qp *n = z->zombie_next;
 		free(z->sq.buf);
@@ -188,25 +283,68 @@ static void free_zombies(struct sr_context *ctx)
 	}
 }
 
+/* Fires the deadlines that are due and returns the next one (0 = none).
+ * Only the progress thread calls it, so QPs in the snapshot stay
+ * allocated: destroyed ones are freed by this thread (free_zombies). */
 static uint64_t run_timers(struct sr_context *ctx)
 {
 	uint64_t now = sr_now_ns(), next = 0;
 	const struct sr_transport_ops *t = ctx->dev->tops;
+	uint32_t n;
+	bool truncated = false;
 
-	pthread_mutex_lock(&ctx->lock);
-	for (struct sr_qp *qp = ctx->qp_list; qp; qp = qp->next) {
+	pthread_mutex_lock(&ctx->timer_lock);
+	n = ctx->n_timer_qps;
+	if (n > ctx->timer_snap_cap) {
+		struct sr_qp **s = realloc(ctx->timer_snap, n * sizeof(*s));
+		if (s) {
+			ctx->timer_snap = s;
+			ctx->timer_snap_cap = n;
+		} else {
+			n = ctx->timer_snap_cap; /* the rest next time round */
+			truncated = true;
+		}
+	}
+	if (n)
+		memcpy(ctx->timer_snap, ctx->timer_qps, n * sizeof(*ctx->timer_snap));
+	pthread_mutex_unlock(&ctx->timer_lock);
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct sr_qp *qp = ctx->timer_snap[i];
 		pthread_mutex_lock(&qp->lock);
-		uint64_t d = t->next_deadline(qp);
+		uint64_t d = qp->dead ? 0 : t->next_deadline(qp);
 		if (d && d <= now) {
 			t->on_timer(qp, now);
 			d = t->next_deadline(qp);
 		}
+		if (!d)
+			sr_qp_timer_disarm(qp);
 		pthread_mutex_unlock(&qp->lock);
 		if (d && (!next || d < next))
 			next = d;
 	}
-	pthread_mutex_unlock(&ctx->lock);
+	if (truncated)
+		next = now;
 	return next;
+}
+
+/* Receive on the sockets that have input (progress_lock held). */
+static void receive_ready(struct sr_context *ctx)
+{
+	const struct sr_transport_ops *t = ctx->dev->tops;
+	struct epoll_event evs[64];
+	int n = epoll_wait(ctx->data_epfd, evs, 64, 0);
+
+	if (n > 0)
+		sr_tsan_acquire(&ctx->data_epfd); /* what epoll_ctl published */
+	for (int i = 0; i < n; i++) {
+		struct sr_qp *qp = evs[i].data.ptr;
+		pthread_mutex_lock(&qp->lock);
+		if (!qp->dead)
+			t->on_readable(qp, -1);
+		pthread_mutex_unlock(&qp->lock);
+	}
+	t->rx_flush(ctx);
 }
 
 /* Drive progress from an application thread that is polling an empty CQ:
@@ -217,16 +355,7 @@ void sr_progress_poll(struct sr_context *ctx)
 	atomic_store_explicit(&ctx->last_poll_ns, sr_now_ns(), memory_order_relaxed);
 	if (pthread_mutex_trylock(&ctx->progress_lock))
 		return;
-	const struct sr_transport_ops *t = ctx->dev->tops;
-	pthread_mutex_lock(&ctx->lock);
-	for (struct sr_qp *qp = ctx->qp_list; qp; qp = qp->next) {
-		pthread_mutex_lock(&qp->lock);
-		if (!qp->dead)
-			t->on_readable(qp, -1);
-		pthread_mutex_unlock(&qp->lock);
-	}
-	pthread_mutex_unlock(&ctx->lock);
-	t->rx_flush(ctx);
+	receive_ready(ctx);
 	/* datagrams through the daemon are UD (and rare collisions, which the
 	 * progress thread serves): only UD users pay for checking it here */
 	if (ctx->daemon && atomic_load(&ctx->n_ud_qps) && !sr_daemon_dead(ctx->daemon))
@@ -244,9 +373,14 @@ static void *progress_main(void *arg)
 
 	while (!atomic_load(&ctx->stop)) {
 		free_zombies(ctx);
+		atomic_store(&ctx->timers_dirty, false);
 		uint64_t next = run_timers(ctx);
 		struct timespec ts, *tsp = NULL;
 		atomic_store(&ctx->sleep_until, next ? next : UINT64_MAX);
+		if (atomic_load(&ctx->timers_dirty)) {
+			atomic_store(&ctx->sleep_until, 0); /* armers wake us meanwhile */
+			continue;
+		}
 		if (next) {
 			uint64_t now = sr_now_ns();
 			uint64_t d = next > now ? next - now : 0;
@@ -279,6 +413,7 @@ static void *progress_main(void *arg)
 			continue;
 		}
 		pthread_mutex_lock(&ctx->progress_lock);
+		bool data = false;
 		for (int i = 0; i < n; i++) {
 			void *p = evs[i].data.ptr;
 			if (p == SR_EP_DOORBELL) {
@@ -292,15 +427,14 @@ static void *progress_main(void *arg)
 					epoll_ctl(ctx->epfd, EPOLL_CTL_DEL, sr_daemon_fd(ctx->daemon), NULL);
 					sr_log("lost the connection to softrdmad");
 				}
-			} else {
-				struct sr_qp *qp = p;
-				pthread_mutex_lock(&qp->lock);
-				if (!qp->dead)
-					ctx->dev->tops->on_readable(qp, -1);
-				pthread_mutex_unlock(&qp->lock);
+			} else if (p == SR_EP_DATA) {
+				data = true;
 			}
 		}
-		ctx->dev->tops->rx_flush(ctx);
+		if (data)
+			receive_ready(ctx);
+		else
+			ctx->dev->tops->rx_flush(ctx);
 		pthread_mutex_unlock(&ctx->progress_lock);
 	}
 	return NULL;
@@ -311,24 +445,33 @@ int sr_progress_start(struct sr_context *ctx)
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = SR_EP_DOORBELL };
 	int err;
 
+	struct epoll_event dev = { .events = EPOLLIN, .data.ptr = SR_EP_DATA };
+
 	ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (ctx->epfd < 0)
-		return -1;
+	ctx->data_epfd = epoll_create1(EPOLL_CLOEXEC);
 	ctx->doorbell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (ctx->doorbell < 0) {
-		close(ctx->epfd);
-		return -1;
-	}
-	epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->doorbell, &ev);
+	if (ctx->epfd < 0 || ctx->data_epfd < 0 || ctx->doorbell < 0 ||
+	    epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->doorbell, &ev) ||
+	    epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->data_epfd, &dev))
+		goto fail;
 	err = sr_thread_start(&ctx->thread, "sr-progress", false, progress_main, ctx);
 	if (err) {
-		close(ctx->epfd);
-		close(ctx->doorbell);
 		errno = err;
-		return -1;
+		goto fail;
 	}
 	ctx->thread_started = true;
 	return 0;
+fail:
+	err = errno;
+	if (ctx->epfd >= 0)
+		close(ctx->epfd);
+	if (ctx->data_epfd >= 0)
+		close(ctx->data_epfd);
+	if (ctx->doorbell >= 0)
+		close(ctx->doorbell);
+	ctx->epfd = ctx->data_epfd = ctx->doorbell = -1;
+	errno = err;
+	return -1;
 }
 
 void sr_progress_stop(struct sr_context *ctx)
@@ -340,9 +483,12 @@ void sr_progress_stop(struct sr_context *ctx)
 		ctx->thread_started = false;
 	}
 	free_zombies(ctx);
+	free(ctx->timer_qps);
+	free(ctx->timer_snap);
 	if (ctx->daemon)
 		sr_daemon_close(ctx->daemon);
 	ctx->daemon = NULL;
 	close(ctx->epfd);
+	close(ctx->data_epfd);
 	close(ctx->doorbell);
 }

@@ -333,11 +333,9 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 	qp->stats = &sr_stats_sink;
 	err = ctx->dev->tops->qp_create(qp);
 	if (!err) {
-		qp->stats = sr_stats_qp_open(ctx->dev->conf.name, ctx->dev->conf.type, q->qp_num, q->qp_type,
-					     &qp->stats_slot);
-		atomic_fetch_add(&to_spd(ia->pd)->usecnt, 1);
-		if (ia->qp_type == IBV_QPT_UD)
-			atomic_fetch_add(&ctx->n_ud_qps, 1);
+		err = sr_ctx_add_qp(ctx, qp);
+		if (err)
+			ctx->dev->tops->qp_destroy(qp);
 	}
 	if (err) {
 		free(qp->sq.buf);
@@ -346,7 +344,16 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 		errno = err;
 		return NULL;
 	}
-	sr_ctx_add_qp(ctx, qp);
+	qp->stats = sr_stats_qp_open(ctx->dev->conf.name, ctx->dev->conf.type, q->qp_num, q->qp_type,
+				     &qp->stats_slot);
+	atomic_fetch_add(&to_spd(ia->pd)->usecnt, 1);
+	if (ia->qp_type == IBV_QPT_UD)
+		atomic_fetch_add(&ctx->n_ud_qps, 1);
+	/* what destroying a CQ or SRQ checks, without walking every QP */
+	atomic_fetch_add(&qp->scq->n_qps, 1);
+	atomic_fetch_add(&qp->rcq->n_qps, 1);
+	if (qp->srq)
+		atomic_fetch_add(&qp->srq->n_qps, 1);
 	return q;
 nomem:
 	free(qp->sq.buf);
@@ -641,6 +648,7 @@ int sr_destroy_qp(struct ibv_qp *ibqp)
 	sr_ctx_remove_qp(ctx, qp);
 	pthread_mutex_lock(&qp->lock);
 	qp->dead = true;
+	sr_qp_timer_disarm(qp);
 	pthread_mutex_unlock(&qp->lock);
 	pthread_mutex_unlock(&ctx->mcast_lock);
 	/* outside qp->lock: the transport talks to the daemon, and packets
@@ -651,6 +659,10 @@ int sr_destroy_qp(struct ibv_qp *ibqp)
 	atomic_fetch_sub(&to_spd(ibqp->pd)->usecnt, 1);
 	if (ibqp->qp_type == IBV_QPT_UD)
 		atomic_fetch_sub(&ctx->n_ud_qps, 1);
+	atomic_fetch_sub(&qp->scq->n_qps, 1);
+	atomic_fetch_sub(&qp->rcq->n_qps, 1);
+	if (qp->srq)
+		atomic_fetch_sub(&qp->srq->n_qps, 1);
 	sr_purge_async_events(ctx, ibqp);
 	/* freed by the progress thread once no event can still refer to it */
 	pthread_mutex_lock(&ctx->lock);
@@ -974,13 +986,8 @@ int sr_destroy_srq(struct ibv_srq *ibsrq)
 	struct sr_srq *srq = to_ssrq(ibsrq);
 	struct sr_context *ctx = to_sctx(ibsrq->context);
 
-	pthread_mutex_lock(&ctx->lock);
-	for (struct sr_qp *qp = ctx->qp_list; qp; qp = qp->next)
-		if (qp->srq == srq) {
-			pthread_mutex_unlock(&ctx->lock);
-			return EBUSY;
-		}
-	pthread_mutex_unlock(&ctx->lock);
+	if (atomic_load(&srq->n_qps))
+		return EBUSY;
 	pthread_mutex_lock(&ctx->progress_lock);
 	pthread_mutex_unlock(&ctx->progress_lock);
 	atomic_fetch_sub(&to_spd(ibsrq->pd)->usecnt, 1);

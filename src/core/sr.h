@@ -76,9 +76,11 @@ struct sr_context {
 
 	/* lock protects: qp_list, qpn table, daemon connect, zombies, pd/cq counts */
 	pthread_mutex_t lock;
-	struct sr_qp *qp_list;
+	struct sr_qp *qp_list;     /* doubly linked: removal is O(1) */
+	uint32_t n_qps;
 	struct sr_qp **qpn_tab;    /* open hash qpn -> qp */
 	uint32_t qpn_tab_size;
+	uint32_t qpn_tab_used;     /* live entries and tombstones */
 	struct sr_qp *zombies;     /* destroyed QPs freed by the progress thread */
 	struct sr_daemon_conn *daemon;
 
@@ -93,11 +95,21 @@ struct sr_context {
 	pthread_t thread;
 	bool thread_started;
 	atomic_bool stop;
-	int epfd;
+	int epfd;                  /* the progress thread's: doorbell, daemon, data_epfd */
+	int data_epfd;             /* the QPs' sockets: what pollers and the thread receive from */
 	int doorbell;              /* eventfd: wake the progress thread */
 	pthread_mutex_t progress_lock; /* held by whoever is receiving: thread or poller */
+	/* timer_lock protects timer_qps: the QPs whose transport may have a
+	 * deadline (sr_qp_timer_arm), the only ones the progress thread's
+	 * timer pass visits.  Taken inside qp->lock. */
+	pthread_mutex_t timer_lock;
+	struct sr_qp **timer_qps;
+	uint32_t n_timer_qps, timer_qps_cap;
+	struct sr_qp **timer_snap; /* the progress thread's copy of timer_qps */
+	uint32_t timer_snap_cap;
 	_Atomic uint64_t last_poll_ns;
 	_Atomic uint64_t sleep_until;
+	atomic_bool timers_dirty;  /* a timer was armed since the thread last looked (progress_deadline) */
 	atomic_int n_ud_qps;       /* QPs whose datagrams come through the daemon: UD, and RC/UC
 	                            * without a flow socket (roce/net.c) */  /* the progress thread's next timer, UINT64_MAX = none */ /* an application thread polled an empty CQ */
 
@@ -109,6 +121,12 @@ struct sr_context {
 	pthread_mutex_t mcast_lock;
 	struct sr_mcg *mcgs;
 	uint32_t n_mcgs;
+
+	/* txs_lock protects the list of RoCE QPs holding send sockets,
+	 * oldest first (roce/net.c).  Taken inside a qp->lock; other QPs'
+	 * locks are only tried under it. */
+	pthread_mutex_t txs_lock;
+	struct sr_qp *txs_head, *txs_tail;
 
 	/* Transport work for rx_flush: iwarp/ counts QPs whose end of
 	 * connection is to be told to the CM (with no lock held). */
@@ -148,6 +166,7 @@ struct sr_cq {
 	uint64_t wc_flags_ex;
 	struct ibv_wc cur;      /* current entry of the ex polling API */
 	atomic_uint events_reported; /* completion events handed out by ibv_get_cq_event */
+	atomic_uint n_qps;      /* QPs using it (as send CQ, receive CQ or both: counted twice) */
 };
 
 struct sr_recv_wqe {
@@ -170,6 +189,7 @@ struct sr_srq {
 	struct sr_rq rq;
 	uint32_t limit;
 	bool error;
+	atomic_uint n_qps;      /* QPs attached to it */
 };
 
 /* The path to a peer, from an AH or RC/UC QP attributes. */
@@ -260,7 +280,8 @@ struct sr_qp {
 	bool last_wqe_reached_sent;
 	bool sqd_notified;         /* SQ_DRAINED raised for this SQD period */
 	uint32_t n_mcast;          /* multicast groups attached (ctx->mcast_lock) */
-	struct sr_qp *next;        /* ctx->qp_list */
+	uint32_t timer_slot;       /* 1 + index in ctx->timer_qps, 0 = not there (qp->lock and timer_lock) */
+	struct sr_qp *next, *prev; /* ctx->qp_list */
 	struct sr_qp *zombie_next;
 	void *tp;                  /* transport private (struct sr_roce_qp) */
 	/* traffic counters (common/stats.h): relaxed atomic adds, never NULL */
@@ -430,15 +451,20 @@ int sr_progress_start(struct sr_context *ctx);
 void sr_progress_stop(struct sr_context *ctx);
 void sr_progress_wake(struct sr_context *ctx);
 void sr_progress_poll(struct sr_context *ctx);
-void sr_progress_deadline(struct sr_context *ctx, uint64_t when);
+/* The transport set a deadline of qp (qp->lock held): the progress
+ * thread's timer pass visits qp from now on, until next_deadline says 0. */
+void sr_qp_timer_arm(struct sr_qp *qp, uint64_t when);
+void sr_qp_timer_disarm(struct sr_qp *qp); /* qp->lock held */
 int sr_progress_add_fd(struct sr_context *ctx, int fd, struct sr_qp *qp);
+/* Change what fd of qp waits for (EPOLLIN, EPOLLOUT). */
+int sr_progress_mod_fd(struct sr_context *ctx, int fd, struct sr_qp *qp, uint32_t events);
 void sr_progress_del_fd(struct sr_context *ctx, int fd);
 struct sr_daemon_conn *sr_ctx_daemon(struct sr_context *ctx, int *err);
 struct sr_qp *sr_ctx_find_qp(struct sr_context *ctx, uint32_t qpn); /* ctx->lock held */
 struct sr_ipc_pkt;
 /* Deliver a datagram to the QP of this context it is addressed to (no lock held). */
 void sr_ctx_deliver(struct sr_context *ctx, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len);
-void sr_ctx_add_qp(struct sr_context *ctx, struct sr_qp *qp);
+int sr_ctx_add_qp(struct sr_context *ctx, struct sr_qp *qp); /* 0 or ENOMEM */
 void sr_ctx_remove_qp(struct sr_context *ctx, struct sr_qp *qp);
 
 /* mcast.c: UD multicast groups of a context (attach/detach as rxe). */

@@ -32,7 +32,7 @@ void sr_comp_arm_timer(struct sr_qp *qp)
 	}
 	if (!r->retrans_deadline) {
 		r->retrans_deadline = sr_now_ns() + to;
-		sr_progress_deadline(qp->ctx, r->retrans_deadline);
+		sr_qp_timer_arm(qp, r->retrans_deadline);
 	}
 }
 
@@ -286,7 +286,7 @@ void sr_comp_rx(struct sr_qp *qp, struct sr_pkt *pkt)
 		sr_stat_add(qp->stats, SR_STAT_RCVD_RNR, 1);
 		r->rnr_psn = pkt->psn;
 		r->rnr_deadline = sr_now_ns() + (uint64_t)sr_rnr_timer_usec(syn & 0x1f) * 1000ull;
-		sr_progress_deadline(qp->ctx, r->rnr_deadline);
+		sr_qp_timer_arm(qp, r->rnr_deadline);
 		r->retrans_deadline = 0;
 		sr_req_go_back(qp, pkt->psn);
 		break;

@@ -57,6 +57,10 @@ struct sr_ud_flow {
 
 struct sr_roce_qp {
 	int tx4, tx6;            /* unconnected send sockets bound to :sport */
+	/* ctx->txs list: QPs holding send sockets, oldest first; what gives
+	 * up its sockets when the process runs out of descriptors */
+	struct sr_qp *txs_next, *txs_prev;
+	bool txs_listed;
 	int rx_fd;               /* RC/UC: connected per-flow socket on :4791, else -1 */
 	bool rx_via_daemon;      /* RC/UC without one: port 4791 is another user's */
 	struct sr_ud_flow *ud_flows; /* UD: flow sockets to the peers we sent to */
