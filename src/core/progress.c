@@ -277,6 +277,7 @@ static void free_zombies(struct sr_context *ctx)
 	while (z) {
 		struct sr_qp *n = z->zombie_next;
 		free(z->sq.buf);
+		free(z->sq.ud_av);
 		free(z->rq.buf);
 		free(z);
 		z = n;

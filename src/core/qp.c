@@ -198,14 +198,17 @@ int sr_av_from_ah_attr(struct sr_context *ctx, const struct ibv_ah_attr *a, stru
 
 static void sq_set_stride(struct sr_sq *sq)
 {
-	size_t s = sizeof(struct sr_send_wqe) + sq->max_sge * sizeof(struct ibv_sge) + sq->max_inline;
-	sq->stride = (uint32_t)((s + 63) & ~(size_t)63);
+	size_t area = sq->max_sge * sizeof(struct ibv_sge);
+	if (area < sq->max_inline)
+		area = sq->max_inline;
+	size_t s = sizeof(struct sr_send_wqe) + area;
+	sq->stride = (uint32_t)((s + 15) & ~(size_t)15);
 }
 
 static void rq_set_stride(struct sr_rq *rq)
 {
 	size_t s = sizeof(struct sr_recv_wqe) + rq->max_sge * sizeof(struct ibv_sge);
-	rq->stride = (uint32_t)((s + 15) & ~(size_t)15);
+	rq->stride = (uint32_t)((s + 7) & ~(size_t)7);
 }
 
 static int rq_init(struct sr_rq *rq, uint32_t max_wr, uint32_t max_sge)
@@ -289,6 +292,11 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 	qp->sq.buf = calloc(qp->sq.max_wr, qp->sq.stride);
 	if (!qp->sq.buf)
 		goto nomem;
+	if (ia->qp_type == IBV_QPT_UD) {
+		qp->sq.ud_av = calloc(qp->sq.max_wr, sizeof(*qp->sq.ud_av));
+		if (!qp->sq.ud_av)
+			goto nomem;
+	}
 	if (!ia->srq) {
 		if (rq_init(&qp->rq, cap->max_recv_wr, cap->max_recv_sge))
 			goto nomem;
@@ -339,6 +347,7 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 	}
 	if (err) {
 		free(qp->sq.buf);
+		free(qp->sq.ud_av);
 		free(qp->rq.buf);
 		free(qp);
 		errno = err;
@@ -357,6 +366,7 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 	return q;
 nomem:
 	free(qp->sq.buf);
+	free(qp->sq.ud_av);
 	free(qp->rq.buf);
 	free(qp);
 	errno = ENOMEM;
@@ -768,7 +778,7 @@ static int post_one_send(struct sr_qp *qp, const struct ibv_send_wr *wr)
 		break;
 	}
 	if (qp->ibqp.qp_base.qp_type == IBV_QPT_UD) {
-		w->av = to_sah(wr->wr.ud.ah)->av;
+		*sr_sq_av(sq, w) = to_sah(wr->wr.ud.ah)->av;
 		w->remote_qpn = wr->wr.ud.remote_qpn & 0xffffff;
 		w->remote_qkey = wr->wr.ud.remote_qkey;
 	}
@@ -1142,7 +1152,7 @@ static void x_set_ud_addr(struct ibv_qp_ex *x, struct ibv_ah *ah, uint32_t qpn, 
 		xqp(x)->wr_error = true;
 		return;
 	}
-	w->av = to_sah(ah)->av;
+	*sr_sq_av(&xqp(x)->sq, w) = to_sah(ah)->av;
 	w->remote_qpn = qpn & 0xffffff;
 	w->remote_qkey = qkey;
 }

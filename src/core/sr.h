@@ -171,8 +171,8 @@ struct sr_cq {
 
 struct sr_recv_wqe {
 	uint64_t wr_id;
-	uint32_t num_sge;
 	uint64_t length;
+	uint32_t num_sge;
 	struct ibv_sge sge[];   /* max_recv_sge entries */
 };
 
@@ -213,30 +213,31 @@ enum sr_wqe_state {
 	SR_WQE_DONE,            /* finished; completes when it reaches the tail */
 };
 
+/* 80 bytes and the SGEs: an idle QP's memory is mostly its SQ ring.
+ * Inline data overlays the SGE array (an inlined WQE has no SGEs). */
 struct sr_send_wqe {
 	uint64_t wr_id;
-	enum ibv_wr_opcode opcode;
-	unsigned int send_flags;
-	uint32_t imm_data;          /* network order; or invalidate rkey (host order) */
 	uint64_t remote_addr;
-	uint32_t rkey;
-	uint64_t compare_add, swap;
-	struct sr_av av;            /* UD destination */
-	uint32_t remote_qpn, remote_qkey;
-	uint32_t num_sge;
 	uint64_t length;
-	bool inlined;               /* payload is in the inline area */
+	uint64_t compare_add, swap;
+	uint32_t rkey;
+	uint32_t imm_data;          /* network order; or invalidate rkey (host order) */
+	uint32_t remote_qpn, remote_qkey; /* UD destination (its AV: sr_sq_av) */
+	uint32_t send_flags;
+	uint32_t num_sge;
 	/* transport state */
-	enum sr_wqe_state state;
-	enum ibv_wc_status status;
 	uint32_t first_psn, npkts;  /* PSNs first_psn .. first_psn+npkts-1 */
 	uint32_t sent_pkts;         /* packets of this WQE transmitted (go-back resets it) */
-	uint64_t atomic_orig;
-	struct ibv_sge sge[];       /* max_send_sge entries, then inline data */
+	uint8_t opcode;             /* enum ibv_wr_opcode */
+	uint8_t state;              /* enum sr_wqe_state */
+	uint8_t status;             /* enum ibv_wc_status */
+	bool inlined;               /* payload is in the inline area */
+	struct ibv_sge sge[];       /* max(max_send_sge, inline area) entries */
 };
 
 struct sr_sq {
 	uint8_t *buf;
+	struct sr_av *ud_av;        /* UD QPs: each slot's destination, else NULL */
 	uint32_t stride;
 	uint32_t max_wr, max_sge, max_inline;
 	uint32_t head;   /* next slot to post (free running) */
@@ -250,7 +251,13 @@ static inline struct sr_send_wqe *sr_sq_wqe(struct sr_sq *sq, uint32_t idx)
 }
 static inline uint8_t *sr_wqe_inline(struct sr_sq *sq, struct sr_send_wqe *w)
 {
-	return (uint8_t *)&w->sge[sq->max_sge];
+	(void)sq;
+	return (uint8_t *)w->sge;
+}
+/* The destination of a UD WQE. */
+static inline struct sr_av *sr_sq_av(struct sr_sq *sq, const struct sr_send_wqe *w)
+{
+	return &sq->ud_av[((const uint8_t *)w - sq->buf) / sq->stride];
 }
 static inline struct sr_recv_wqe *sr_rq_wqe(struct sr_rq *rq, uint32_t idx)
 {

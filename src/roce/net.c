@@ -779,7 +779,8 @@ static int roce_qp_create(struct sr_qp *qp)
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return ENOMEM;
-	r->rwqe = calloc(1, sizeof(struct sr_recv_wqe) + SR_MAX_SGE * sizeof(struct ibv_sge));
+	uint32_t rsge = qp->srq ? qp->srq->rq.max_sge : qp->rq.max_sge;
+	r->rwqe = calloc(1, sizeof(struct sr_recv_wqe) + rsge * sizeof(struct ibv_sge));
 	if (!r->rwqe) {
 		free(r);
 		return ENOMEM;
@@ -827,6 +828,7 @@ static void roce_qp_destroy(struct sr_qp *qp)
 		sr_daemon_call(d, SR_IPC_FREE_QPN, &req, sizeof(req));
 	}
 	free(r->rwqe);
+	free(r->ares);
 	free(r);
 	qp->tp = NULL;
 }

@@ -172,7 +172,7 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
 	struct sr_roce_qp *r = rqp(qp);
 	enum ibv_qp_type t = qp->ibqp.qp_base.qp_type;
 	struct iovec iov[SR_MAX_SGE + 1];
-	const struct sr_av *av = t == IBV_QPT_UD ? &w->av : &qp->av;
+	const struct sr_av *av = t == IBV_QPT_UD ? sr_sq_av(&qp->sq, w) : &qp->av;
 
 	if (t == IBV_QPT_UD && !w->sent_pkts)
 		sr_roce_ud_flow(qp, av, w->remote_qpn);

@@ -19,7 +19,8 @@ void sr_resp_reset(struct sr_qp *qp)
 	r->ack_pending = false;
 	r->uc_drop = false;
 	r->msn = 0;
-	memset(r->ares, 0, sizeof(r->ares));
+	if (r->ares)
+		memset(r->ares, 0, SR_ATOMIC_RES * sizeof(*r->ares));
 }
 
 static void send_aeth(struct sr_qp *qp, uint32_t psn, uint8_t syndrome)
@@ -320,10 +321,18 @@ static void resp_atomic(struct sr_qp *qp, struct sr_pkt *pkt)
 		orig = __atomic_fetch_add(p, pkt->atm_swap_add, __ATOMIC_SEQ_CST);
 	}
 	pthread_rwlock_unlock(&qp->ctx->mr_lock);
-	struct sr_atomic_res *res = &r->ares[r->ares_next++ % SR_ATOMIC_RES];
-	res->psn = pkt->psn;
-	res->orig = orig;
-	res->valid = true;
+	/* most QPs never see an atomic: the replay table comes with the first */
+	if (!r->ares)
+		r->ares = calloc(SR_ATOMIC_RES, sizeof(*r->ares));
+	if (r->ares) {
+		struct sr_atomic_res *res = &r->ares[r->ares_next++ % SR_ATOMIC_RES];
+		res->psn = pkt->psn;
+		res->orig = orig;
+		res->valid = true;
+	} else {
+		sr_log("QP %u: out of memory: a duplicate of atomic psn %u will not be answered", sr_roce_qpn(qp),
+		       pkt->psn);
+	}
 	r->epsn = psn_add(r->epsn, 1);
 	r->msn = (r->msn + 1) & 0xffffff;
 	send_atomic_ack(qp, pkt->psn, orig);
@@ -337,7 +346,7 @@ static void resp_duplicate(struct sr_qp *qp, struct sr_pkt *pkt)
 		return;
 	}
 	if (pkt->mask & SR_OP_ATOMIC) {
-		for (int i = 0; i < SR_ATOMIC_RES; i++)
+		for (int i = 0; r->ares && i < SR_ATOMIC_RES; i++)
 			if (r->ares[i].valid && r->ares[i].psn == pkt->psn) {
 				send_atomic_ack(qp, pkt->psn, r->ares[i].orig);
 				return;

@@ -99,9 +99,9 @@ struct sr_roce_qp {
 	uint32_t write_len;      /* RETH length, for WRITE_WITH_IMM byte_len */
 	bool ack_pending;
 	bool uc_drop;            /* UC: dropping the rest of a damaged message */
-	struct sr_atomic_res ares[SR_ATOMIC_RES];
+	struct sr_atomic_res *ares; /* SR_ATOMIC_RES entries, from the first atomic on */
 	uint32_t ares_next;
-	struct sr_recv_wqe *rwqe; /* current receive WQE (max_sge entries) */
+	struct sr_recv_wqe *rwqe; /* current receive WQE (the RQ's or SRQ's max_sge entries) */
 	uint64_t stat_drop;
 	uint64_t stat_sport_fallback;  /* tx sockets bound to a kernel-chosen port */
 	bool no_gso;
