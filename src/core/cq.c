@@ -315,6 +315,7 @@ int sr_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	if (!solicited_only || !cq->armed)
 		cq->armed = solicited_only ? 2 : 1;
 	pthread_mutex_unlock(&cq->lock);
+	sr_progress_need_thread(to_sctx(ibcq->context));
 	return 0;
 }
 

@@ -181,7 +181,11 @@ int sr_progress_add_fd(struct sr_context *ctx, int fd, struct sr_qp *qp)
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = qp };
 
 	sr_tsan_release(&ctx->data_epfd);
-	return epoll_ctl(ctx->data_epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
+	if (epoll_ctl(ctx->data_epfd, EPOLL_CTL_ADD, fd, &ev))
+		return -errno;
+	atomic_fetch_add(&ctx->n_data_fds, 1);
+	atomic_fetch_add(&ctx->data_fds_gen, 1);
+	return 0;
 }
 
 int sr_progress_mod_fd(struct sr_context *ctx, int fd, struct sr_qp *qp, uint32_t events)
@@ -194,8 +198,14 @@ int sr_progress_mod_fd(struct sr_context *ctx, int fd, struct sr_qp *qp, uint32_
 
 void sr_progress_del_fd(struct sr_context *ctx, int fd)
 {
-	epoll_ctl(ctx->data_epfd, EPOLL_CTL_DEL, fd, NULL);
+	if (!epoll_ctl(ctx->data_epfd, EPOLL_CTL_DEL, fd, NULL)) {
+		atomic_fetch_sub(&ctx->n_data_fds, 1);
+		atomic_fetch_add(&ctx->data_fds_gen, 1);
+	}
 }
+
+/* The context whose progress thread this is (NULL in other threads). */
+static __thread struct sr_context *tls_progress_ctx;
 
 static void progress_deadline(struct sr_context *ctx, uint64_t when)
 {
@@ -205,13 +215,29 @@ static void progress_deadline(struct sr_context *ctx, uint64_t when)
 	 * the timers but not yet published its new wake-up time: either it
 	 * sees the flag and looks again, or we see that time. */
 	atomic_store(&ctx->timers_dirty, true);
-	if (when < atomic_load(&ctx->sleep_until))
+	/* the thread itself looks at its timers before it sleeps again */
+	if (tls_progress_ctx != ctx && when < atomic_load(&ctx->sleep_until))
 		sr_progress_wake(ctx);
 }
 
 /* ---- timers: only QPs with a deadline are visited ---- */
 
+static bool timer_set_add(struct sr_qp *qp);
+
 void sr_qp_timer_arm(struct sr_qp *qp, uint64_t when)
+{
+	if (timer_set_add(qp))
+		progress_deadline(qp->ctx, when);
+}
+
+void sr_qp_timer_arm_slack(struct sr_qp *qp, uint64_t when, uint64_t slack_ns)
+{
+	if (timer_set_add(qp))
+		progress_deadline(qp->ctx, when + slack_ns);
+}
+
+/* Puts qp in the set the timer pass visits; false if that cannot be. */
+static bool timer_set_add(struct sr_qp *qp)
 {
 	struct sr_context *ctx = qp->ctx;
 
@@ -224,7 +250,7 @@ void sr_qp_timer_arm(struct sr_qp *qp, uint64_t when)
 				/* no room: the timer fires when the QP next is in the set */
 				pthread_mutex_unlock(&ctx->timer_lock);
 				sr_log("out of memory for a QP timer");
-				return;
+				return false;
 			}
 			ctx->timer_qps = t;
 			ctx->timer_qps_cap = nc;
@@ -233,7 +259,7 @@ void sr_qp_timer_arm(struct sr_qp *qp, uint64_t when)
 		qp->timer_slot = ctx->n_timer_qps;
 		pthread_mutex_unlock(&ctx->timer_lock);
 	}
-	progress_deadline(ctx, when);
+	return !qp->dead;
 }
 
 void sr_qp_timer_disarm(struct sr_qp *qp)
@@ -329,15 +355,29 @@ static uint64_t run_timers(struct sr_context *ctx)
 	return next;
 }
 
-/* Receive on the sockets that have input (progress_lock held). */
+/* Receive on the sockets that have input (progress_lock held).  With one
+ * socket in the context (a ping-pong), once epoll_wait has said whose it
+ * is, and as long as no socket came or went since (data_fds_gen), ask
+ * that QP directly: one system call instead of epoll_wait and then the
+ * receive. */
 static void receive_ready(struct sr_context *ctx)
 {
 	const struct sr_transport_ops *t = ctx->dev->tops;
 	struct epoll_event evs[64];
-	int n = epoll_wait(ctx->data_epfd, evs, 64, 0);
+	uint32_t gen = atomic_load(&ctx->data_fds_gen);
+	int n;
 
-	if (n > 0)
-		sr_tsan_acquire(&ctx->data_epfd); /* what epoll_ctl published */
+	if (ctx->sole_qp && ctx->sole_qp_gen == gen) {
+		evs[0].data.ptr = ctx->sole_qp;
+		n = 1;
+	} else {
+		n = epoll_wait(ctx->data_epfd, evs, 64, 0);
+		if (n > 0)
+			sr_tsan_acquire(&ctx->data_epfd); /* what epoll_ctl published */
+		bool sole = n == 1 && atomic_load(&ctx->n_data_fds) == 1;
+		ctx->sole_qp = sole ? evs[0].data.ptr : NULL;
+		ctx->sole_qp_gen = gen;
+	}
 	for (int i = 0; i < n; i++) {
 		struct sr_qp *qp = evs[i].data.ptr;
 		pthread_mutex_lock(&qp->lock);
@@ -364,11 +404,60 @@ void sr_progress_poll(struct sr_context *ctx)
 	pthread_mutex_unlock(&ctx->progress_lock);
 }
 
+/* How the progress thread and pollers share the receiving.
+ *
+ * An application thread polling an empty CQ receives for itself
+ * (sr_progress_poll).  While it keeps doing so, the progress thread had
+ * better stay out of the way: every packet would wake it too, and where
+ * there are as many busy threads as cores that wake-up preempts the very
+ * thread about to receive the packet.  So when the thread finds that a
+ * poller took the input that woke it, it takes the sockets (data_epfd)
+ * out of its wait and only looks again every SR_POLLER_RECHECK_NS:
+ * input still waiting then, no poll for that long, or the application
+ * going to sleep on a completion channel (sr_progress_need_thread), and
+ * it receives again itself. */
+#define SR_POLLER_RECENT_NS 20000ull   /* a poll this recent: a poller is at work */
+#define SR_POLLER_RECHECK_NS 100000ull
+#define SR_POLLER_GRACE_NS 10000       /* what a poller gets to take input it may have seen */
+
+static void data_arm(struct sr_context *ctx, bool on)
+{
+	struct epoll_event ev = { .events = on ? EPOLLIN : 0, .data.ptr = SR_EP_DATA };
+
+	if (atomic_load_explicit(&ctx->data_armed, memory_order_relaxed) == on)
+		return;
+	if (!epoll_ctl(ctx->epfd, EPOLL_CTL_MOD, ctx->data_epfd, &ev))
+		atomic_store(&ctx->data_armed, on);
+}
+
+/* Is there input no poller took within the grace time?  (A level-
+ * triggered epoll_wait that takes nothing away.) */
+static bool data_left(struct sr_context *ctx)
+{
+	struct epoll_event ev;
+	struct timespec nap = { 0, SR_POLLER_GRACE_NS };
+
+	if (epoll_wait(ctx->data_epfd, &ev, 1, 0) <= 0)
+		return false;
+	nanosleep(&nap, NULL);
+	return epoll_wait(ctx->data_epfd, &ev, 1, 0) > 0;
+}
+
+void sr_progress_need_thread(struct sr_context *ctx)
+{
+	atomic_store_explicit(&ctx->last_poll_ns, 0, memory_order_relaxed);
+	if (!atomic_load(&ctx->data_armed)) {
+		atomic_store(&ctx->want_armed, true);
+		sr_progress_wake(ctx);
+	}
+}
+
 static void *progress_main(void *arg)
 {
 	struct sr_context *ctx = arg;
 	struct epoll_event evs[64];
 
+	tls_progress_ctx = ctx;
 	/* our naps and timers are in microseconds; the default 50 us slack would swamp them */
 	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 
@@ -376,15 +465,27 @@ static void *progress_main(void *arg)
 		free_zombies(ctx);
 		atomic_store(&ctx->timers_dirty, false);
 		uint64_t next = run_timers(ctx);
+		uint64_t now = sr_now_ns(), wake = next;
+		uint64_t lp = atomic_load_explicit(&ctx->last_poll_ns, memory_order_relaxed);
+		uint64_t lpost = atomic_load_explicit(&ctx->last_post_ns, memory_order_relaxed);
+		if (lpost && now - lpost < SR_PROGRESS_TICK_FOR_NS && (!wake || wake > now + SR_PROGRESS_TICK_NS))
+			wake = now + SR_PROGRESS_TICK_NS; /* see sr_qp_timer_arm_slack */
+		if (!atomic_load_explicit(&ctx->data_armed, memory_order_relaxed)) {
+			if (atomic_exchange(&ctx->want_armed, false) || !lp || now - lp >= SR_POLLER_RECHECK_NS ||
+			    data_left(ctx))
+				data_arm(ctx, true);
+			else if (!wake || lp + SR_POLLER_RECHECK_NS < wake)
+				wake = lp + SR_POLLER_RECHECK_NS;
+		}
 		struct timespec ts, *tsp = NULL;
-		atomic_store(&ctx->sleep_until, next ? next : UINT64_MAX);
+		atomic_store(&ctx->sleep_until, wake ? wake : UINT64_MAX);
 		if (atomic_load(&ctx->timers_dirty)) {
 			atomic_store(&ctx->sleep_until, 0); /* armers wake us meanwhile */
 			continue;
 		}
-		if (next) {
-			uint64_t now = sr_now_ns();
-			uint64_t d = next > now ? next - now : 0;
+		if (wake) {
+			now = sr_now_ns();
+			uint64_t d = wake > now ? wake - now : 0;
 			ts.tv_sec = (time_t)(d / 1000000000ull);
 			ts.tv_nsec = (long)(d % 1000000000ull);
 			tsp = &ts;
@@ -398,23 +499,19 @@ static void *progress_main(void *arg)
 		}
 		if (n > 0)
 			sr_tsan_acquire(&ctx->epfd); /* what epoll_ctl published */
-		/* An application spinning on its CQ is receiving for us; stepping
-		 * in would only fight it for the lock (and on a busy machine get
-		 * preempted while holding it).  Stay a backstop: look again soon. */
-		uint64_t lp = atomic_load_explicit(&ctx->last_poll_ns, memory_order_relaxed);
-		if (n > 0 && lp && sr_now_ns() - lp < 10000) {
-			for (int i = 0; i < n; i++)
-				if (evs[i].data.ptr == SR_EP_DOORBELL) {
-					uint64_t v;
-					ssize_t r = read(ctx->doorbell, &v, sizeof(v));
-					(void)r;
-				}
-			struct timespec nap = { 0, 10000 };
-			nanosleep(&nap, NULL);
-			continue;
+		bool data = false;
+		for (int i = 0; i < n; i++)
+			if (evs[i].data.ptr == SR_EP_DATA)
+				data = true;
+		/* Input while an application thread polls: it is receiving for
+		 * us.  If it takes this, leave the receiving to it (above). */
+		lp = atomic_load_explicit(&ctx->last_poll_ns, memory_order_relaxed);
+		if (data && lp && sr_now_ns() - lp < SR_POLLER_RECENT_NS && !data_left(ctx)) {
+			if (ctx->poll_drive)
+				data_arm(ctx, false);
+			data = false;
 		}
 		pthread_mutex_lock(&ctx->progress_lock);
-		bool data = false;
 		for (int i = 0; i < n; i++) {
 			void *p = evs[i].data.ptr;
 			if (p == SR_EP_DOORBELL) {
@@ -428,8 +525,6 @@ static void *progress_main(void *arg)
 					epoll_ctl(ctx->epfd, EPOLL_CTL_DEL, sr_daemon_fd(ctx->daemon), NULL);
 					sr_log("lost the connection to softrdmad");
 				}
-			} else if (p == SR_EP_DATA) {
-				data = true;
 			}
 		}
 		if (data)
@@ -447,6 +542,12 @@ int sr_progress_start(struct sr_context *ctx)
 	int err;
 
 	struct epoll_event dev = { .events = EPOLLIN, .data.ptr = SR_EP_DATA };
+
+	atomic_store(&ctx->data_armed, true);
+	/* SOFTRDMA_POLL_DRIVE=0: the thread keeps waiting for input while
+	 * applications poll (to compare, bench/run.sh) */
+	const char *pd = getenv("SOFTRDMA_POLL_DRIVE");
+	ctx->poll_drive = !pd || strcmp(pd, "0");
 
 	ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
 	ctx->data_epfd = epoll_create1(EPOLL_CLOEXEC);

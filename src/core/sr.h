@@ -108,8 +108,16 @@ struct sr_context {
 	struct sr_qp **timer_snap; /* the progress thread's copy of timer_qps */
 	uint32_t timer_snap_cap;
 	_Atomic uint64_t last_poll_ns;
+	_Atomic uint64_t last_post_ns; /* an application thread posted a send WR */
 	_Atomic uint64_t sleep_until;
 	atomic_bool timers_dirty;  /* a timer was armed since the thread last looked (progress_deadline) */
+	atomic_bool data_armed;    /* the progress thread waits for the sockets' input (progress.c) */
+	atomic_bool want_armed;    /* ... and should again at once (sr_progress_need_thread) */
+	bool poll_drive;           /* it may stop while pollers receive (SOFTRDMA_POLL_DRIVE) */
+	atomic_uint n_data_fds;    /* sockets in data_epfd */
+	atomic_uint data_fds_gen;  /* changes whenever one comes or goes */
+	struct sr_qp *sole_qp;     /* the QP of the only socket, as of sole_qp_gen (progress_lock) */
+	uint32_t sole_qp_gen;
 	atomic_int n_ud_qps;       /* QPs whose datagrams come through the daemon: UD, and RC/UC
 	                            * without a flow socket (roce/net.c) */  /* the progress thread's next timer, UINT64_MAX = none */ /* an application thread polled an empty CQ */
 
@@ -458,9 +466,19 @@ int sr_progress_start(struct sr_context *ctx);
 void sr_progress_stop(struct sr_context *ctx);
 void sr_progress_wake(struct sr_context *ctx);
 void sr_progress_poll(struct sr_context *ctx);
+/* An application thread is about to sleep (e.g. on a completion channel):
+ * the progress thread does the receiving from now on. */
+void sr_progress_need_thread(struct sr_context *ctx);
 /* The transport set a deadline of qp (qp->lock held): the progress
  * thread's timer pass visits qp from now on, until next_deadline says 0. */
 void sr_qp_timer_arm(struct sr_qp *qp, uint64_t when);
+/* The same for a deadline that may fire up to slack_ns late: it wakes the
+ * progress thread only if that sleeps longer than this.  While the
+ * application posts, the thread sleeps at most SR_PROGRESS_TICK_NS, so a
+ * slack of that spares a system call and a thread wake-up per post. */
+void sr_qp_timer_arm_slack(struct sr_qp *qp, uint64_t when, uint64_t slack_ns);
+#define SR_PROGRESS_TICK_NS 1000000ull
+#define SR_PROGRESS_TICK_FOR_NS 100000000ull /* ... for 100 ms after a post */
 void sr_qp_timer_disarm(struct sr_qp *qp); /* qp->lock held */
 int sr_progress_add_fd(struct sr_context *ctx, int fd, struct sr_qp *qp);
 /* Change what fd of qp waits for (EPOLLIN, EPOLLOUT). */

@@ -759,7 +759,7 @@ static void rx_drain(struct sr_qp *qp, int fd, const struct sockaddr_in6 *local)
 					break;
 			}
 		}
-		sr_resp_flush_ack(qp);
+		sr_resp_end_batch(qp);
 		sr_req_progress(qp);
 		if (n < SR_RX_GRO_BATCH)
 			break;
@@ -803,6 +803,11 @@ static int roce_qp_create(struct sr_qp *qp)
 	 * each RoCE packet as the wire carries it) */
 	const char *gso = getenv("SOFTRDMA_GSO");
 	r->no_gso = gso && !strcmp(gso, "0");
+	/* the batching of small requests and the holding of ACKs can be
+	 * turned off, to compare (bench/run.sh) */
+	const char *th = getenv("SOFTRDMA_TX_HOLD"), *ah = getenv("SOFTRDMA_ACK_HOLD");
+	r->tx_hold = !th || strcmp(th, "0");
+	r->ack_hold = !ah || strcmp(ah, "0");
 	r->tx4 = r->tx6 = r->rx_fd = -1;
 	qp->tp = r;
 	return 0;
@@ -813,6 +818,7 @@ static void roce_qp_destroy(struct sr_qp *qp)
 	struct sr_roce_qp *r = rqp(qp);
 	if (!r)
 		return;
+	sr_resp_flush_ack(qp); /* one held for a request that will not come */
 	rx_socket_close(qp);
 	/* off the list first: an eviction in progress finishes before */
 	pthread_mutex_lock(&qp->ctx->txs_lock);
@@ -885,7 +891,13 @@ static int roce_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask, 
 	return 0;
 }
 
-static void roce_sq_kick(struct sr_qp *qp) { sr_req_progress(qp); }
+static void roce_sq_kick(struct sr_qp *qp)
+{
+	uint64_t now = sr_now_ns();
+	rqp(qp)->last_post_ns = now;
+	atomic_store_explicit(&qp->ctx->last_post_ns, now, memory_order_relaxed);
+	sr_req_progress_kick(qp, true);
+}
 static void roce_rq_kick(struct sr_qp *qp) { (void)qp; }
 
 static void roce_on_timer(struct sr_qp *qp, uint64_t now) { sr_comp_timer(qp, now); }
