@@ -209,13 +209,8 @@ int sr_destroy_cq(struct ibv_cq *ibcq)
 	struct sr_cq *cq = to_scq(ibcq);
 	struct sr_context *ctx = to_sctx(ibcq->context);
 
-	pthread_mutex_lock(&ctx->lock);
-	for (struct sr_qp *qp = ctx->qp_list; qp; qp = qp->next)
-		if (qp->scq == cq || qp->rcq == cq) {
-			pthread_mutex_unlock(&ctx->lock);
-			return EBUSY;
-		}
-	pthread_mutex_unlock(&ctx->lock);
+	if (atomic_load(&cq->n_qps))
+		return EBUSY;
 	if (ibcq->channel) {
 		purge_channel(ibcq->channel, cq);
 		pthread_mutex_lock(&ibcq->context->mutex);
@@ -320,6 +315,7 @@ int sr_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	if (!solicited_only || !cq->armed)
 		cq->armed = solicited_only ? 2 : 1;
 	pthread_mutex_unlock(&cq->lock);
+	sr_progress_need_thread(to_sctx(ibcq->context));
 	return 0;
 }
 

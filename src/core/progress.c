@@ -17,6 +17,7 @@
 
 #define SR_EP_DOORBELL ((void *)1)
 #define SR_EP_DAEMON ((void *)2)
+#define SR_EP_DATA ((void *)3)
 
 struct sr_ep_tag {
 	struct sr_qp *qp;
@@ -47,45 +48,75 @@ static void qpn_tab_insert(struct sr_context *ctx, struct sr_qp *qp)
 	uint32_t i = qpn_slot(qp->ibqp.qp_base.qp_num, ctx->qpn_tab_size);
 	while (ctx->qpn_tab[i] && ctx->qpn_tab[i] != (struct sr_qp *)-1)
 		i = (i + 1) & (ctx->qpn_tab_size - 1);
+	if (!ctx->qpn_tab[i])
+		ctx->qpn_tab_used++;
 	ctx->qpn_tab[i] = qp;
 }
 
-void sr_ctx_add_qp(struct sr_context *ctx, struct sr_qp *qp)
+/* Rebuild the table at a size that keeps it at most a quarter full of
+ * live entries, dropping the tombstones. */
+static int qpn_tab_rehash(struct sr_context *ctx)
+{
+	uint32_t ns = 64;
+	while (ns < (ctx->n_qps + 1) * 4)
+		ns *= 2;
+	struct sr_qp **t = calloc(ns, sizeof(*t));
+	if (!t)
+		return ENOMEM;
+	free(ctx->qpn_tab);
+	ctx->qpn_tab = t;
+	ctx->qpn_tab_size = ns;
+	ctx->qpn_tab_used = 0;
+	for (struct sr_qp *q = ctx->qp_list; q; q = q->next)
+		qpn_tab_insert(ctx, q);
+	return 0;
+}
+
+/* O(1) (amortised): a process may hold tens of thousands of QPs.  The
+ * table stays at most half full counting tombstones, so probes are short. */
+int sr_ctx_add_qp(struct sr_context *ctx, struct sr_qp *qp)
 {
 	pthread_mutex_lock(&ctx->lock);
-	uint32_t n = 0;
-	for (struct sr_qp *q = ctx->qp_list; q; q = q->next)
-		n++;
-	if ((n + 1) * 2 > ctx->qpn_tab_size) {
-		/* grow and rehash, dropping tombstones */
-		uint32_t ns = ctx->qpn_tab_size ? ctx->qpn_tab_size * 2 : 64;
-		struct sr_qp **t = calloc(ns, sizeof(*t));
-		if (t) {
-			free(ctx->qpn_tab);
-			ctx->qpn_tab = t;
-			ctx->qpn_tab_size = ns;
-			for (struct sr_qp *q = ctx->qp_list; q; q = q->next)
-				qpn_tab_insert(ctx, q);
+	if ((ctx->qpn_tab_used + 1) * 2 > ctx->qpn_tab_size) {
+		ctx->n_qps++; /* sized with qp counted */
+		int err = qpn_tab_rehash(ctx);
+		ctx->n_qps--;
+		if (err) {
+			pthread_mutex_unlock(&ctx->lock);
+			return err;
 		}
 	}
+	qp->prev = NULL;
 	qp->next = ctx->qp_list;
+	if (ctx->qp_list)
+		ctx->qp_list->prev = qp;
 	ctx->qp_list = qp;
-	if (ctx->qpn_tab_size)
-		qpn_tab_insert(ctx, qp);
+	ctx->n_qps++;
+	qpn_tab_insert(ctx, qp);
 	pthread_mutex_unlock(&ctx->lock);
+	return 0;
 }
 
 void sr_ctx_remove_qp(struct sr_context *ctx, struct sr_qp *qp)
 {
 	pthread_mutex_lock(&ctx->lock);
-	for (struct sr_qp **pp = &ctx->qp_list; *pp; pp = &(*pp)->next)
-		if (*pp == qp) {
-			*pp = qp->next;
+	if (qp->prev)
+		qp->prev->next = qp->next;
+	else
+		ctx->qp_list = qp->next;
+	if (qp->next)
+		qp->next->prev = qp->prev;
+	qp->next = qp->prev = NULL;
+	ctx->n_qps--;
+	for (uint32_t i = qpn_slot(qp->ibqp.qp_base.qp_num, ctx->qpn_tab_size), n = 0; n < ctx->qpn_tab_size;
+	     i = (i + 1) & (ctx->qpn_tab_size - 1), n++) {
+		if (!ctx->qpn_tab[i])
+			break;
+		if (ctx->qpn_tab[i] == qp) {
+			ctx->qpn_tab[i] = (struct sr_qp *)-1; /* tombstone keeps probe chains */
 			break;
 		}
-	for (uint32_t i = 0; i < ctx->qpn_tab_size; i++)
-		if (ctx->qpn_tab[i] == qp)
-			ctx->qpn_tab[i] = (struct sr_qp *)-1; /* tombstone keeps probe chains */
+	}
 	pthread_mutex_unlock(&ctx->lock);
 }
 
@@ -147,25 +178,109 @@ struct sr_daemon_conn *sr_ctx_daemon(struct sr_context *ctx, int *err)
 
 /* ---- fds ---- */
 
+/* The QPs' sockets live in data_epfd, itself watched by the progress
+ * thread's epfd: an application thread polling an empty CQ asks the
+ * kernel which sockets have input (one epoll_wait) instead of trying
+ * every QP, so its cost does not grow with idle QPs. */
 int sr_progress_add_fd(struct sr_context *ctx, int fd, struct sr_qp *qp)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = qp };
 
-	sr_tsan_release(&ctx->epfd);
-	return epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
+	sr_tsan_release(&ctx->data_epfd);
+	if (epoll_ctl(ctx->data_epfd, EPOLL_CTL_ADD, fd, &ev))
+		return -errno;
+	atomic_fetch_add(&ctx->n_data_fds, 1);
+	atomic_fetch_add(&ctx->data_fds_gen, 1);
+	return 0;
+}
+
+int sr_progress_mod_fd(struct sr_context *ctx, int fd, struct sr_qp *qp, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = qp };
+
+	sr_tsan_release(&ctx->data_epfd);
+	return epoll_ctl(ctx->data_epfd, EPOLL_CTL_MOD, fd, &ev) ? -errno : 0;
 }
 
 void sr_progress_del_fd(struct sr_context *ctx, int fd)
 {
-	epoll_ctl(ctx->epfd, EPOLL_CTL_DEL, fd, NULL);
+	if (!epoll_ctl(ctx->data_epfd, EPOLL_CTL_DEL, fd, NULL)) {
+		atomic_fetch_sub(&ctx->n_data_fds, 1);
+		atomic_fetch_add(&ctx->data_fds_gen, 1);
+	}
 }
 
-void sr_progress_deadline(struct sr_context *ctx, uint64_t when)
+/* The context whose progress thread this is (NULL in other threads). */
+static __thread struct sr_context *tls_progress_ctx;
+
+static void progress_deadline(struct sr_context *ctx, uint64_t when)
 {
-	/* a timer armed from an application thread that falls before the
-	 * progress thread's wake-up time must wake it, or it fires late */
-	if (when < atomic_load(&ctx->sleep_until))
+	/* A timer armed from an application thread that falls before the
+	 * progress thread's wake-up time must wake it, or it fires late.
+	 * timers_dirty closes the window in which the thread has looked at
+	 * the timers but not yet published its new wake-up time: either it
+	 * sees the flag and looks again, or we see that time. */
+	atomic_store(&ctx->timers_dirty, true);
+	/* the thread itself looks at its timers before it sleeps again */
+	if (tls_progress_ctx != ctx && when < atomic_load(&ctx->sleep_until))
 		sr_progress_wake(ctx);
+}
+
+/* ---- timers: only QPs with a deadline are visited ---- */
+
+static bool timer_set_add(struct sr_qp *qp);
+
+void sr_qp_timer_arm(struct sr_qp *qp, uint64_t when)
+{
+	if (timer_set_add(qp))
+		progress_deadline(qp->ctx, when);
+}
+
+void sr_qp_timer_arm_slack(struct sr_qp *qp, uint64_t when, uint64_t slack_ns)
+{
+	if (timer_set_add(qp))
+		progress_deadline(qp->ctx, when + slack_ns);
+}
+
+/* Puts qp in the set the timer pass visits; false if that cannot be. */
+static bool timer_set_add(struct sr_qp *qp)
+{
+	struct sr_context *ctx = qp->ctx;
+
+	if (!qp->timer_slot && !qp->dead) {
+		pthread_mutex_lock(&ctx->timer_lock);
+		if (ctx->n_timer_qps == ctx->timer_qps_cap) {
+			uint32_t nc = ctx->timer_qps_cap ? ctx->timer_qps_cap * 2 : 64;
+			struct sr_qp **t = realloc(ctx->timer_qps, nc * sizeof(*t));
+			if (!t) {
+				/* no room: the timer fires when the QP next is in the set */
+				pthread_mutex_unlock(&ctx->timer_lock);
+				sr_log("out of memory for a QP timer");
+				return false;
+			}
+			ctx->timer_qps = t;
+			ctx->timer_qps_cap = nc;
+		}
+		ctx->timer_qps[ctx->n_timer_qps++] = qp;
+		qp->timer_slot = ctx->n_timer_qps;
+		pthread_mutex_unlock(&ctx->timer_lock);
+	}
+	return !qp->dead;
+}
+
+void sr_qp_timer_disarm(struct sr_qp *qp)
+{
+	struct sr_context *ctx = qp->ctx;
+
+	if (!qp->timer_slot)
+		return;
+	pthread_mutex_lock(&ctx->timer_lock);
+	uint32_t i = qp->timer_slot - 1;
+	struct sr_qp *last = ctx->timer_qps[--ctx->n_timer_qps];
+	ctx->timer_qps[i] = last;
+	last->timer_slot = i + 1;
+	qp->timer_slot = 0;
+	pthread_mutex_unlock(&ctx->timer_lock);
 }
 
 void sr_progress_wake(struct sr_context *ctx)
@@ -185,34 +300,98 @@ static void free_zombies(struct sr_context *ctx)
 	z = ctx->zombies;
 	ctx->zombies = NULL;
 	pthread_mutex_unlock(&ctx->lock);
+	/* A poller may hold a zombie's address from an epoll_wait made before
+	 * its socket left data_epfd; it does so only under progress_lock. */
+	if (z) {
+		pthread_mutex_lock(&ctx->progress_lock);
+		pthread_mutex_unlock(&ctx->progress_lock);
+	}
 	while (z) {
 		struct sr_qp *n = z->zombie_next;
 		free(z->sq.buf);
+		free(z->sq.ud_av);
 		free(z->rq.buf);
 		free(z);
 		z = n;
 	}
 }
 
+/* Fires the deadlines that are due and returns the next one (0 = none).
+ * Only the progress thread calls it, so QPs in the snapshot stay
+ * allocated: destroyed ones are freed by this thread (free_zombies). */
 static uint64_t run_timers(struct sr_context *ctx)
 {
 	uint64_t now = sr_now_ns(), next = 0;
 	const struct sr_transport_ops *t = ctx->dev->tops;
+	uint32_t n;
+	bool truncated = false;
 
-	pthread_mutex_lock(&ctx->lock);
-	for (struct sr_qp *qp = ctx->qp_list; qp; qp = qp->next) {
+	pthread_mutex_lock(&ctx->timer_lock);
+	n = ctx->n_timer_qps;
+	if (n > ctx->timer_snap_cap) {
+		struct sr_qp **s = realloc(ctx->timer_snap, n * sizeof(*s));
+		if (s) {
+			ctx->timer_snap = s;
+			ctx->timer_snap_cap = n;
+		} else {
+			n = ctx->timer_snap_cap; /* the rest next time round */
+			truncated = true;
+		}
+	}
+	if (n)
+		memcpy(ctx->timer_snap, ctx->timer_qps, n * sizeof(*ctx->timer_snap));
+	pthread_mutex_unlock(&ctx->timer_lock);
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct sr_qp *qp = ctx->timer_snap[i];
 		pthread_mutex_lock(&qp->lock);
-		uint64_t d = t->next_deadline(qp);
+		uint64_t d = qp->dead ? 0 : t->next_deadline(qp);
 		if (d && d <= now) {
 			t->on_timer(qp, now);
 			d = t->next_deadline(qp);
 		}
+		if (!d)
+			sr_qp_timer_disarm(qp);
 		pthread_mutex_unlock(&qp->lock);
 		if (d && (!next || d < next))
 			next = d;
 	}
-	pthread_mutex_unlock(&ctx->lock);
+	if (truncated)
+		next = now;
 	return next;
+}
+
+/* Receive on the sockets that have input (progress_lock held).  With one
+ * socket in the context (a ping-pong), once epoll_wait has said whose it
+ * is, and as long as no socket came or went since (data_fds_gen), ask
+ * that QP directly: one system call instead of epoll_wait and then the
+ * receive. */
+static void receive_ready(struct sr_context *ctx)
+{
+	const struct sr_transport_ops *t = ctx->dev->tops;
+	struct epoll_event evs[64];
+	uint32_t gen = atomic_load(&ctx->data_fds_gen);
+	int n;
+
+	if (ctx->sole_qp && ctx->sole_qp_gen == gen) {
+		evs[0].data.ptr = ctx->sole_qp;
+		n = 1;
+	} else {
+		n = epoll_wait(ctx->data_epfd, evs, 64, 0);
+		if (n > 0)
+			sr_tsan_acquire(&ctx->data_epfd); /* what epoll_ctl published */
+		bool sole = n == 1 && atomic_load(&ctx->n_data_fds) == 1;
+		ctx->sole_qp = sole ? evs[0].data.ptr : NULL;
+		ctx->sole_qp_gen = gen;
+	}
+	for (int i = 0; i < n; i++) {
+		struct sr_qp *qp = evs[i].data.ptr;
+		pthread_mutex_lock(&qp->lock);
+		if (!qp->dead)
+			t->on_readable(qp, -1);
+		pthread_mutex_unlock(&qp->lock);
+	}
+	t->rx_flush(ctx);
 }
 
 /* Drive progress from an application thread that is polling an empty CQ:
@@ -223,16 +402,7 @@ void sr_progress_poll(struct sr_context *ctx)
 	atomic_store_explicit(&ctx->last_poll_ns, sr_now_ns(), memory_order_relaxed);
 	if (pthread_mutex_trylock(&ctx->progress_lock))
 		return;
-	const struct sr_transport_ops *t = ctx->dev->tops;
-	pthread_mutex_lock(&ctx->lock);
-	for (struct sr_qp *qp = ctx->qp_list; qp; qp = qp->next) {
-		pthread_mutex_lock(&qp->lock);
-		if (!qp->dead)
-			t->on_readable(qp, -1);
-		pthread_mutex_unlock(&qp->lock);
-	}
-	pthread_mutex_unlock(&ctx->lock);
-	t->rx_flush(ctx);
+	receive_ready(ctx);
 	/* datagrams through the daemon are UD (and rare collisions, which the
 	 * progress thread serves): only UD users pay for checking it here */
 	if (ctx->daemon && atomic_load(&ctx->n_ud_qps) && !sr_daemon_dead(ctx->daemon)) {
@@ -243,29 +413,88 @@ void sr_progress_poll(struct sr_context *ctx)
 	pthread_mutex_unlock(&ctx->progress_lock);
 }
 
+/* How the progress thread and pollers share the receiving.
+ *
+ * An application thread polling an empty CQ receives for itself
+ * (sr_progress_poll).  While it keeps doing so, the progress thread had
+ * better stay out of the way: every packet would wake it too, and where
+ * there are as many busy threads as cores that wake-up preempts the very
+ * thread about to receive the packet.  So when the thread finds that a
+ * poller took the input that woke it, it takes the sockets (data_epfd)
+ * out of its wait and only looks again every SR_POLLER_RECHECK_NS:
+ * input still waiting then, no poll for that long, or the application
+ * going to sleep on a completion channel (sr_progress_need_thread), and
+ * it receives again itself. */
+#define SR_POLLER_RECENT_NS 20000ull   /* a poll this recent: a poller is at work */
+#define SR_POLLER_RECHECK_NS 100000ull
+#define SR_POLLER_GRACE_NS 10000       /* what a poller gets to take input it may have seen */
+
+static void data_arm(struct sr_context *ctx, bool on)
+{
+	struct epoll_event ev = { .events = on ? EPOLLIN : 0, .data.ptr = SR_EP_DATA };
+
+	if (atomic_load_explicit(&ctx->data_armed, memory_order_relaxed) == on)
+		return;
+	if (!epoll_ctl(ctx->epfd, EPOLL_CTL_MOD, ctx->data_epfd, &ev))
+		atomic_store(&ctx->data_armed, on);
+}
+
+/* Is there input no poller took within the grace time?  (A level-
+ * triggered epoll_wait that takes nothing away.) */
+static bool data_left(struct sr_context *ctx)
+{
+	struct epoll_event ev;
+	struct timespec nap = { 0, SR_POLLER_GRACE_NS };
+
+	if (epoll_wait(ctx->data_epfd, &ev, 1, 0) <= 0)
+		return false;
+	nanosleep(&nap, NULL);
+	return epoll_wait(ctx->data_epfd, &ev, 1, 0) > 0;
+}
+
+void sr_progress_need_thread(struct sr_context *ctx)
+{
+	atomic_store_explicit(&ctx->last_poll_ns, 0, memory_order_relaxed);
+	if (!atomic_load(&ctx->data_armed)) {
+		atomic_store(&ctx->want_armed, true);
+		sr_progress_wake(ctx);
+	}
+}
+
 static void *progress_main(void *arg)
 {
 	struct sr_context *ctx = arg;
 	struct epoll_event evs[64];
 
+	tls_progress_ctx = ctx;
 	/* our naps and timers are in microseconds; the default 50 us slack would swamp them */
 	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 
 	while (!atomic_load(&ctx->stop)) {
 		free_zombies(ctx);
-		/* While the timers are read, a deadline armed from another
-		 * thread must wake us: after run_timers has passed its QP, the
-		 * sleep_until it compares with would otherwise be the last
-		 * pass's (a time long gone), no wake-up would be sent, and we
-		 * would sleep past the new deadline, for ever if nothing else
-		 * happens (an iWARP QP stalled by fault injection hung so). */
-		atomic_store(&ctx->sleep_until, UINT64_MAX);
+		atomic_store(&ctx->timers_dirty, false);
 		uint64_t next = run_timers(ctx);
+		uint64_t now = sr_now_ns(), wake = next;
+		uint64_t lp = atomic_load_explicit(&ctx->last_poll_ns, memory_order_relaxed);
+		uint64_t lpost = atomic_load_explicit(&ctx->last_post_ns, memory_order_relaxed);
+		if (lpost && now - lpost < SR_PROGRESS_TICK_FOR_NS && (!wake || wake > now + SR_PROGRESS_TICK_NS))
+			wake = now + SR_PROGRESS_TICK_NS; /* see sr_qp_timer_arm_slack */
+		if (!atomic_load_explicit(&ctx->data_armed, memory_order_relaxed)) {
+			if (atomic_exchange(&ctx->want_armed, false) || !lp || now - lp >= SR_POLLER_RECHECK_NS ||
+			    data_left(ctx))
+				data_arm(ctx, true);
+			else if (!wake || lp + SR_POLLER_RECHECK_NS < wake)
+				wake = lp + SR_POLLER_RECHECK_NS;
+		}
 		struct timespec ts, *tsp = NULL;
-		atomic_store(&ctx->sleep_until, next ? next : UINT64_MAX);
-		if (next) {
-			uint64_t now = sr_now_ns();
-			uint64_t d = next > now ? next - now : 0;
+		atomic_store(&ctx->sleep_until, wake ? wake : UINT64_MAX);
+		if (atomic_load(&ctx->timers_dirty)) {
+			atomic_store(&ctx->sleep_until, 0); /* armers wake us meanwhile */
+			continue;
+		}
+		if (wake) {
+			now = sr_now_ns();
+			uint64_t d = wake > now ? wake - now : 0;
 			ts.tv_sec = (time_t)(d / 1000000000ull);
 			ts.tv_nsec = (long)(d % 1000000000ull);
 			tsp = &ts;
@@ -279,26 +508,17 @@ static void *progress_main(void *arg)
 		}
 		if (n > 0)
 			sr_tsan_acquire(&ctx->epfd); /* what epoll_ctl published */
-		/* An application spinning on its CQ is receiving for us; stepping
-		 * in would only fight it for the lock (and on a busy machine get
-		 * preempted while holding it).  Stay a backstop: look again soon. */
-		uint64_t lp = atomic_load_explicit(&ctx->last_poll_ns, memory_order_relaxed);
-		bool daemon_gone = false;
+		bool data = false;
 		for (int i = 0; i < n; i++)
-			if (evs[i].data.ptr == SR_EP_DAEMON && (evs[i].events & (EPOLLHUP | EPOLLERR)))
-				daemon_gone = true;
-		/* ...except when the daemon is gone: an RC poller does not read
-		 * the daemon's socket, and must hear of it (sr_ctx_fatal) */
-		if (n > 0 && lp && sr_now_ns() - lp < 10000 && !daemon_gone) {
-			for (int i = 0; i < n; i++)
-				if (evs[i].data.ptr == SR_EP_DOORBELL) {
-					uint64_t v;
-					ssize_t r = read(ctx->doorbell, &v, sizeof(v));
-					(void)r;
-				}
-			struct timespec nap = { 0, 10000 };
-			nanosleep(&nap, NULL);
-			continue;
+			if (evs[i].data.ptr == SR_EP_DATA)
+				data = true;
+		/* Input while an application thread polls: it is receiving for
+		 * us.  If it takes this, leave the receiving to it (above). */
+		lp = atomic_load_explicit(&ctx->last_poll_ns, memory_order_relaxed);
+		if (data && lp && sr_now_ns() - lp < SR_POLLER_RECENT_NS && !data_left(ctx)) {
+			if (ctx->poll_drive)
+				data_arm(ctx, false);
+			data = false;
 		}
 		pthread_mutex_lock(&ctx->progress_lock);
 		for (int i = 0; i < n; i++) {
@@ -315,15 +535,12 @@ static void *progress_main(void *arg)
 					epoll_ctl(ctx->epfd, EPOLL_CTL_DEL, sr_daemon_fd(ctx->daemon), NULL);
 					sr_ctx_fatal(ctx, "lost the connection to softrdmad");
 				}
-			} else {
-				struct sr_qp *qp = p;
-				pthread_mutex_lock(&qp->lock);
-				if (!qp->dead)
-					ctx->dev->tops->on_readable(qp, -1);
-				pthread_mutex_unlock(&qp->lock);
 			}
 		}
-		ctx->dev->tops->rx_flush(ctx);
+		if (data)
+			receive_ready(ctx);
+		else
+			ctx->dev->tops->rx_flush(ctx);
 		pthread_mutex_unlock(&ctx->progress_lock);
 	}
 	return NULL;
@@ -334,24 +551,39 @@ int sr_progress_start(struct sr_context *ctx)
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = SR_EP_DOORBELL };
 	int err;
 
+	struct epoll_event dev = { .events = EPOLLIN, .data.ptr = SR_EP_DATA };
+
+	atomic_store(&ctx->data_armed, true);
+	/* SOFTRDMA_POLL_DRIVE=0: the thread keeps waiting for input while
+	 * applications poll (to compare, bench/run.sh) */
+	const char *pd = getenv("SOFTRDMA_POLL_DRIVE");
+	ctx->poll_drive = !pd || strcmp(pd, "0");
+
 	ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (ctx->epfd < 0)
-		return -1;
+	ctx->data_epfd = epoll_create1(EPOLL_CLOEXEC);
 	ctx->doorbell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (ctx->doorbell < 0) {
-		close(ctx->epfd);
-		return -1;
-	}
-	epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->doorbell, &ev);
+	if (ctx->epfd < 0 || ctx->data_epfd < 0 || ctx->doorbell < 0 ||
+	    epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->doorbell, &ev) ||
+	    epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->data_epfd, &dev))
+		goto fail;
 	err = sr_thread_start(&ctx->thread, "sr-progress", false, progress_main, ctx);
 	if (err) {
-		close(ctx->epfd);
-		close(ctx->doorbell);
 		errno = err;
-		return -1;
+		goto fail;
 	}
 	ctx->thread_started = true;
 	return 0;
+fail:
+	err = errno;
+	if (ctx->epfd >= 0)
+		close(ctx->epfd);
+	if (ctx->data_epfd >= 0)
+		close(ctx->data_epfd);
+	if (ctx->doorbell >= 0)
+		close(ctx->doorbell);
+	ctx->epfd = ctx->data_epfd = ctx->doorbell = -1;
+	errno = err;
+	return -1;
 }
 
 void sr_progress_stop(struct sr_context *ctx)
@@ -363,9 +595,12 @@ void sr_progress_stop(struct sr_context *ctx)
 		ctx->thread_started = false;
 	}
 	free_zombies(ctx);
+	free(ctx->timer_qps);
+	free(ctx->timer_snap);
 	if (ctx->daemon)
 		sr_daemon_close(ctx->daemon);
 	ctx->daemon = NULL;
 	close(ctx->epfd);
+	close(ctx->data_epfd);
 	close(ctx->doorbell);
 }

@@ -199,14 +199,17 @@ int sr_av_from_ah_attr(struct sr_context *ctx, const struct ibv_ah_attr *a, stru
 
 static void sq_set_stride(struct sr_sq *sq)
 {
-	size_t s = sizeof(struct sr_send_wqe) + sq->max_sge * sizeof(struct ibv_sge) + sq->max_inline;
-	sq->stride = (uint32_t)((s + 63) & ~(size_t)63);
+	size_t area = sq->max_sge * sizeof(struct ibv_sge);
+	if (area < sq->max_inline)
+		area = sq->max_inline;
+	size_t s = sizeof(struct sr_send_wqe) + area;
+	sq->stride = (uint32_t)((s + 15) & ~(size_t)15);
 }
 
 static void rq_set_stride(struct sr_rq *rq)
 {
 	size_t s = sizeof(struct sr_recv_wqe) + rq->max_sge * sizeof(struct ibv_sge);
-	rq->stride = (uint32_t)((s + 15) & ~(size_t)15);
+	rq->stride = (uint32_t)((s + 7) & ~(size_t)7);
 }
 
 static int rq_init(struct sr_rq *rq, uint32_t max_wr, uint32_t max_sge)
@@ -296,6 +299,11 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 	qp->sq.buf = calloc(qp->sq.max_wr, qp->sq.stride);
 	if (!qp->sq.buf)
 		goto nomem;
+	if (ia->qp_type == IBV_QPT_UD) {
+		qp->sq.ud_av = calloc(qp->sq.max_wr, sizeof(*qp->sq.ud_av));
+		if (!qp->sq.ud_av)
+			goto nomem;
+	}
 	if (!ia->srq) {
 		if (rq_init(&qp->rq, cap->max_recv_wr, cap->max_recv_sge))
 			goto nomem;
@@ -345,23 +353,32 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 			sr_fault_qp_fini(qp);
 	}
 	if (!err) {
-		qp->stats = sr_stats_qp_open(ctx->dev->conf.name, ctx->dev->conf.type, q->qp_num, q->qp_type,
-					     &qp->stats_slot);
-		atomic_fetch_add(&to_spd(ia->pd)->usecnt, 1);
-		if (ia->qp_type == IBV_QPT_UD)
-			atomic_fetch_add(&ctx->n_ud_qps, 1);
+		err = sr_ctx_add_qp(ctx, qp);
+		if (err)
+			ctx->dev->tops->qp_destroy(qp);
 	}
 	if (err) {
 		free(qp->sq.buf);
+		free(qp->sq.ud_av);
 		free(qp->rq.buf);
 		free(qp);
 		errno = err;
 		return NULL;
 	}
-	sr_ctx_add_qp(ctx, qp);
+	qp->stats = sr_stats_qp_open(ctx->dev->conf.name, ctx->dev->conf.type, q->qp_num, q->qp_type,
+				     &qp->stats_slot);
+	atomic_fetch_add(&to_spd(ia->pd)->usecnt, 1);
+	if (ia->qp_type == IBV_QPT_UD)
+		atomic_fetch_add(&ctx->n_ud_qps, 1);
+	/* what destroying a CQ or SRQ checks, without walking every QP */
+	atomic_fetch_add(&qp->scq->n_qps, 1);
+	atomic_fetch_add(&qp->rcq->n_qps, 1);
+	if (qp->srq)
+		atomic_fetch_add(&qp->srq->n_qps, 1);
 	return q;
 nomem:
 	free(qp->sq.buf);
+	free(qp->sq.ud_av);
 	free(qp->rq.buf);
 	free(qp);
 	errno = ENOMEM;
@@ -658,6 +675,7 @@ int sr_destroy_qp(struct ibv_qp *ibqp)
 	sr_ctx_remove_qp(ctx, qp);
 	pthread_mutex_lock(&qp->lock);
 	qp->dead = true;
+	sr_qp_timer_disarm(qp);
 	pthread_mutex_unlock(&qp->lock);
 	pthread_mutex_unlock(&ctx->mcast_lock);
 	/* outside qp->lock: the transport talks to the daemon, and packets
@@ -669,6 +687,10 @@ int sr_destroy_qp(struct ibv_qp *ibqp)
 	atomic_fetch_sub(&to_spd(ibqp->pd)->usecnt, 1);
 	if (ibqp->qp_type == IBV_QPT_UD)
 		atomic_fetch_sub(&ctx->n_ud_qps, 1);
+	atomic_fetch_sub(&qp->scq->n_qps, 1);
+	atomic_fetch_sub(&qp->rcq->n_qps, 1);
+	if (qp->srq)
+		atomic_fetch_sub(&qp->srq->n_qps, 1);
 	sr_purge_async_events(ctx, ibqp);
 	/* freed by the progress thread once no event can still refer to it */
 	pthread_mutex_lock(&ctx->lock);
@@ -822,7 +844,7 @@ static int post_one_send(struct sr_qp *qp, const struct ibv_send_wr *wr)
 		break;
 	}
 	if (qp->ibqp.qp_base.qp_type == IBV_QPT_UD) {
-		w->av = to_sah(wr->wr.ud.ah)->av;
+		*sr_sq_av(sq, w) = to_sah(wr->wr.ud.ah)->av;
 		w->remote_qpn = wr->wr.ud.remote_qpn & 0xffffff;
 		w->remote_qkey = wr->wr.ud.remote_qkey;
 	}
@@ -1040,13 +1062,8 @@ int sr_destroy_srq(struct ibv_srq *ibsrq)
 	struct sr_srq *srq = to_ssrq(ibsrq);
 	struct sr_context *ctx = to_sctx(ibsrq->context);
 
-	pthread_mutex_lock(&ctx->lock);
-	for (struct sr_qp *qp = ctx->qp_list; qp; qp = qp->next)
-		if (qp->srq == srq) {
-			pthread_mutex_unlock(&ctx->lock);
-			return EBUSY;
-		}
-	pthread_mutex_unlock(&ctx->lock);
+	if (atomic_load(&srq->n_qps))
+		return EBUSY;
 	pthread_mutex_lock(&ctx->progress_lock);
 	pthread_mutex_unlock(&ctx->progress_lock);
 	atomic_fetch_sub(&to_spd(ibsrq->pd)->usecnt, 1);
@@ -1218,7 +1235,7 @@ static void x_set_ud_addr(struct ibv_qp_ex *x, struct ibv_ah *ah, uint32_t qpn, 
 		xqp(x)->wr_error = true;
 		return;
 	}
-	w->av = to_sah(ah)->av;
+	*sr_sq_av(&xqp(x)->sq, w) = to_sah(ah)->av;
 	w->remote_qpn = qpn & 0xffffff;
 	w->remote_qkey = qkey;
 }

@@ -80,9 +80,11 @@ struct sr_context {
 
 	/* lock protects: qp_list, qpn table, daemon connect, zombies, pd/cq counts */
 	pthread_mutex_t lock;
-	struct sr_qp *qp_list;
+	struct sr_qp *qp_list;     /* doubly linked: removal is O(1) */
+	uint32_t n_qps;
 	struct sr_qp **qpn_tab;    /* open hash qpn -> qp */
 	uint32_t qpn_tab_size;
+	uint32_t qpn_tab_used;     /* live entries and tombstones */
 	struct sr_qp *zombies;     /* destroyed QPs freed by the progress thread */
 	struct sr_daemon_conn *_Atomic daemon; /* set once, under lock; read without */
 	/* The context lost what its device needs (softrdmad died): its QPs
@@ -103,11 +105,29 @@ struct sr_context {
 	pthread_t thread;
 	bool thread_started;
 	atomic_bool stop;
-	int epfd;
+	int epfd;                  /* the progress thread's: doorbell, daemon, data_epfd */
+	int data_epfd;             /* the QPs' sockets: what pollers and the thread receive from */
 	int doorbell;              /* eventfd: wake the progress thread */
 	pthread_mutex_t progress_lock; /* held by whoever is receiving: thread or poller */
+	/* timer_lock protects timer_qps: the QPs whose transport may have a
+	 * deadline (sr_qp_timer_arm), the only ones the progress thread's
+	 * timer pass visits.  Taken inside qp->lock. */
+	pthread_mutex_t timer_lock;
+	struct sr_qp **timer_qps;
+	uint32_t n_timer_qps, timer_qps_cap;
+	struct sr_qp **timer_snap; /* the progress thread's copy of timer_qps */
+	uint32_t timer_snap_cap;
 	_Atomic uint64_t last_poll_ns;
+	_Atomic uint64_t last_post_ns; /* an application thread posted a send WR */
 	_Atomic uint64_t sleep_until;
+	atomic_bool timers_dirty;  /* a timer was armed since the thread last looked (progress_deadline) */
+	atomic_bool data_armed;    /* the progress thread waits for the sockets' input (progress.c) */
+	atomic_bool want_armed;    /* ... and should again at once (sr_progress_need_thread) */
+	bool poll_drive;           /* it may stop while pollers receive (SOFTRDMA_POLL_DRIVE) */
+	atomic_uint n_data_fds;    /* sockets in data_epfd */
+	atomic_uint data_fds_gen;  /* changes whenever one comes or goes */
+	struct sr_qp *sole_qp;     /* the QP of the only socket, as of sole_qp_gen (progress_lock) */
+	uint32_t sole_qp_gen;
 	atomic_int n_ud_qps;       /* QPs whose datagrams come through the daemon: UD, and RC/UC
 	                            * without a flow socket (roce/net.c) */  /* the progress thread's next timer, UINT64_MAX = none */ /* an application thread polled an empty CQ */
 
@@ -119,6 +139,12 @@ struct sr_context {
 	pthread_mutex_t mcast_lock;
 	struct sr_mcg *mcgs;
 	uint32_t n_mcgs;
+
+	/* txs_lock protects the list of RoCE QPs holding send sockets,
+	 * oldest first (roce/net.c).  Taken inside a qp->lock; other QPs'
+	 * locks are only tried under it. */
+	pthread_mutex_t txs_lock;
+	struct sr_qp *txs_head, *txs_tail;
 
 	/* Transport work for rx_flush: iwarp/ counts QPs whose end of
 	 * connection is to be told to the CM (with no lock held). */
@@ -178,12 +204,13 @@ struct sr_cq {
 	uint64_t wc_flags_ex;
 	struct ibv_wc cur;      /* current entry of the ex polling API */
 	atomic_uint events_reported; /* completion events handed out by ibv_get_cq_event */
+	atomic_uint n_qps;      /* QPs using it (as send CQ, receive CQ or both: counted twice) */
 };
 
 struct sr_recv_wqe {
 	uint64_t wr_id;
-	uint32_t num_sge;
 	uint64_t length;
+	uint32_t num_sge;
 	struct ibv_sge sge[];   /* max_recv_sge entries */
 };
 
@@ -200,6 +227,7 @@ struct sr_srq {
 	struct sr_rq rq;
 	uint32_t limit;
 	bool error;
+	atomic_uint n_qps;      /* QPs attached to it */
 };
 
 /* The path to a peer, from an AH or RC/UC QP attributes. */
@@ -223,30 +251,31 @@ enum sr_wqe_state {
 	SR_WQE_DONE,            /* finished; completes when it reaches the tail */
 };
 
+/* 80 bytes and the SGEs: an idle QP's memory is mostly its SQ ring.
+ * Inline data overlays the SGE array (an inlined WQE has no SGEs). */
 struct sr_send_wqe {
 	uint64_t wr_id;
-	enum ibv_wr_opcode opcode;
-	unsigned int send_flags;
-	uint32_t imm_data;          /* network order; or invalidate rkey (host order) */
 	uint64_t remote_addr;
-	uint32_t rkey;
-	uint64_t compare_add, swap;
-	struct sr_av av;            /* UD destination */
-	uint32_t remote_qpn, remote_qkey;
-	uint32_t num_sge;
 	uint64_t length;
-	bool inlined;               /* payload is in the inline area */
+	uint64_t compare_add, swap;
+	uint32_t rkey;
+	uint32_t imm_data;          /* network order; or invalidate rkey (host order) */
+	uint32_t remote_qpn, remote_qkey; /* UD destination (its AV: sr_sq_av) */
+	uint32_t send_flags;
+	uint32_t num_sge;
 	/* transport state */
-	enum sr_wqe_state state;
-	enum ibv_wc_status status;
 	uint32_t first_psn, npkts;  /* PSNs first_psn .. first_psn+npkts-1 */
 	uint32_t sent_pkts;         /* packets of this WQE transmitted (go-back resets it) */
-	uint64_t atomic_orig;
-	struct ibv_sge sge[];       /* max_send_sge entries, then inline data */
+	uint8_t opcode;             /* enum ibv_wr_opcode */
+	uint8_t state;              /* enum sr_wqe_state */
+	uint8_t status;             /* enum ibv_wc_status */
+	bool inlined;               /* payload is in the inline area */
+	struct ibv_sge sge[];       /* max(max_send_sge, inline area) entries */
 };
 
 struct sr_sq {
 	uint8_t *buf;
+	struct sr_av *ud_av;        /* UD QPs: each slot's destination, else NULL */
 	uint32_t stride;
 	uint32_t max_wr, max_sge, max_inline;
 	uint32_t head;   /* next slot to post (free running) */
@@ -260,7 +289,13 @@ static inline struct sr_send_wqe *sr_sq_wqe(struct sr_sq *sq, uint32_t idx)
 }
 static inline uint8_t *sr_wqe_inline(struct sr_sq *sq, struct sr_send_wqe *w)
 {
-	return (uint8_t *)&w->sge[sq->max_sge];
+	(void)sq;
+	return (uint8_t *)w->sge;
+}
+/* The destination of a UD WQE. */
+static inline struct sr_av *sr_sq_av(struct sr_sq *sq, const struct sr_send_wqe *w)
+{
+	return &sq->ud_av[((const uint8_t *)w - sq->buf) / sq->stride];
 }
 static inline struct sr_recv_wqe *sr_rq_wqe(struct sr_rq *rq, uint32_t idx)
 {
@@ -291,7 +326,8 @@ struct sr_qp {
 	bool last_wqe_reached_sent;
 	bool sqd_notified;         /* SQ_DRAINED raised for this SQD period */
 	uint32_t n_mcast;          /* multicast groups attached (ctx->mcast_lock) */
-	struct sr_qp *next;        /* ctx->qp_list */
+	uint32_t timer_slot;       /* 1 + index in ctx->timer_qps, 0 = not there (qp->lock and timer_lock) */
+	struct sr_qp *next, *prev; /* ctx->qp_list */
 	struct sr_qp *zombie_next;
 	void *tp;                  /* transport private (struct sr_roce_qp) */
 	/* traffic counters (common/stats.h): relaxed atomic adds, never NULL */
@@ -511,15 +547,30 @@ int sr_progress_start(struct sr_context *ctx);
 void sr_progress_stop(struct sr_context *ctx);
 void sr_progress_wake(struct sr_context *ctx);
 void sr_progress_poll(struct sr_context *ctx);
-void sr_progress_deadline(struct sr_context *ctx, uint64_t when);
+/* An application thread is about to sleep (e.g. on a completion channel):
+ * the progress thread does the receiving from now on. */
+void sr_progress_need_thread(struct sr_context *ctx);
+/* The transport set a deadline of qp (qp->lock held): the progress
+ * thread's timer pass visits qp from now on, until next_deadline says 0. */
+void sr_qp_timer_arm(struct sr_qp *qp, uint64_t when);
+/* The same for a deadline that may fire up to slack_ns late: it wakes the
+ * progress thread only if that sleeps longer than this.  While the
+ * application posts, the thread sleeps at most SR_PROGRESS_TICK_NS, so a
+ * slack of that spares a system call and a thread wake-up per post. */
+void sr_qp_timer_arm_slack(struct sr_qp *qp, uint64_t when, uint64_t slack_ns);
+#define SR_PROGRESS_TICK_NS 1000000ull
+#define SR_PROGRESS_TICK_FOR_NS 100000000ull /* ... for 100 ms after a post */
+void sr_qp_timer_disarm(struct sr_qp *qp); /* qp->lock held */
 int sr_progress_add_fd(struct sr_context *ctx, int fd, struct sr_qp *qp);
+/* Change what fd of qp waits for (EPOLLIN, EPOLLOUT). */
+int sr_progress_mod_fd(struct sr_context *ctx, int fd, struct sr_qp *qp, uint32_t events);
 void sr_progress_del_fd(struct sr_context *ctx, int fd);
 struct sr_daemon_conn *sr_ctx_daemon(struct sr_context *ctx, int *err);
 struct sr_qp *sr_ctx_find_qp(struct sr_context *ctx, uint32_t qpn); /* ctx->lock held */
 struct sr_ipc_pkt;
 /* Deliver a datagram to the QP of this context it is addressed to (no lock held). */
 void sr_ctx_deliver(struct sr_context *ctx, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len);
-void sr_ctx_add_qp(struct sr_context *ctx, struct sr_qp *qp);
+int sr_ctx_add_qp(struct sr_context *ctx, struct sr_qp *qp); /* 0 or ENOMEM */
 void sr_ctx_remove_qp(struct sr_context *ctx, struct sr_qp *qp);
 
 /* mcast.c: UD multicast groups of a context (attach/detach as rxe). */

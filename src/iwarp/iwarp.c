@@ -101,12 +101,9 @@ int sr_iw_sge_iov(struct sr_qp *qp, const struct ibv_sge *sge, uint32_t nsge, ui
 void sr_iw_want_out(struct sr_qp *qp, bool on)
 {
 	struct sr_iw_qp *w = iqp(qp);
-	struct epoll_event ev = { .events = EPOLLIN | (on ? EPOLLOUT : 0), .data.ptr = qp };
-
 	if (w->epollout == on || !w->in_epoll)
 		return;
-	sr_tsan_release(&qp->ctx->epfd);
-	if (!epoll_ctl(qp->ctx->epfd, EPOLL_CTL_MOD, w->fd, &ev))
+	if (!sr_progress_mod_fd(qp->ctx, w->fd, qp, EPOLLIN | (on ? EPOLLOUT : 0)))
 		w->epollout = on;
 }
 
@@ -177,7 +174,7 @@ static void linger_start(struct sr_qp *qp)
 	w->lingering = true;
 	w->linger_outq = sock_unacked(w->fd);
 	w->linger_deadline = sr_now_ns() + SR_IW_LINGER_NS;
-	sr_progress_deadline(qp->ctx, w->linger_deadline);
+	sr_qp_timer_arm(qp, w->linger_deadline);
 	if (linger_drain(w->fd))
 		linger_end(qp);
 }
@@ -379,7 +376,7 @@ static int iw_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask, en
 		if (w->connected) {
 			w->closing = true;
 			w->close_deadline = sr_now_ns() + SR_IW_CLOSE_TIMEOUT_NS;
-			sr_progress_deadline(qp->ctx, sr_now_ns());
+			sr_qp_timer_arm(qp, sr_now_ns());
 			sr_progress_wake(qp->ctx);
 		}
 		return 0;

@@ -32,7 +32,8 @@ void sr_comp_arm_timer(struct sr_qp *qp)
 	}
 	if (!r->retrans_deadline) {
 		r->retrans_deadline = sr_now_ns() + to;
-		sr_progress_deadline(qp->ctx, r->retrans_deadline);
+		/* at least 4 ms away: a tick late is no harm */
+		sr_qp_timer_arm_slack(qp, r->retrans_deadline, SR_PROGRESS_TICK_NS);
 	}
 }
 
@@ -45,14 +46,13 @@ static void restart_timer(struct sr_qp *qp)
 uint64_t sr_comp_deadline(struct sr_qp *qp)
 {
 	struct sr_roce_qp *r = rqp(qp);
-	uint64_t a = r->retrans_deadline, b = r->rnr_deadline;
+	uint64_t d = 0, c[3] = { r->retrans_deadline, r->rnr_deadline, r->ack_deadline };
 	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD)
 		return 0;
-	if (!a)
-		return b;
-	if (!b)
-		return a;
-	return a < b ? a : b;
+	for (int i = 0; i < 3; i++)
+		if (c[i] && (!d || c[i] < d))
+			d = c[i];
+	return d;
 }
 
 /* Fail the WQE holding psn with status and take the QP to error. */
@@ -286,7 +286,7 @@ void sr_comp_rx(struct sr_qp *qp, struct sr_pkt *pkt)
 		sr_stat_add(qp->stats, SR_STAT_RCVD_RNR, 1);
 		r->rnr_psn = pkt->psn;
 		r->rnr_deadline = sr_now_ns() + (uint64_t)sr_rnr_timer_usec(syn & 0x1f) * 1000ull;
-		sr_progress_deadline(qp->ctx, r->rnr_deadline);
+		sr_qp_timer_arm(qp, r->rnr_deadline);
 		r->retrans_deadline = 0;
 		sr_req_go_back(qp, pkt->psn);
 		break;
@@ -329,6 +329,8 @@ void sr_comp_timer(struct sr_qp *qp, uint64_t now)
 
 	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD)
 		return;
+	if (r->ack_deadline && now >= r->ack_deadline)
+		sr_resp_flush_ack(qp); /* no request came to carry it */
 	if (r->rnr_deadline && now >= r->rnr_deadline) {
 		r->rnr_deadline = 0;
 		sr_req_go_back(qp, r->rnr_psn);

@@ -108,6 +108,89 @@ static int tx_bind_fallback(struct sr_qp *qp, int fd, struct sockaddr *sa, sockl
 	return 0;
 }
 
+/* ---- send sockets and the descriptor budget ----
+ * A connected RC QP holds two sockets: its flow socket on :4791 and its
+ * send socket on :sport (the peer's flow socket is connected to that
+ * port, so it cannot be shared).  10,000 QPs in a process that may open
+ * 20,000 files would run out: when a socket cannot be had for want of
+ * descriptors, the QP that opened its send sockets longest ago gives
+ * them up (it opens them again when it next sends). */
+
+static void txs_unlink(struct sr_context *ctx, struct sr_qp *qp) /* txs_lock held */
+{
+	struct sr_roce_qp *r = rqp(qp);
+
+	if (!r->txs_listed)
+		return;
+	if (r->txs_prev)
+		rqp(r->txs_prev)->txs_next = r->txs_next;
+	else
+		ctx->txs_head = r->txs_next;
+	if (r->txs_next)
+		rqp(r->txs_next)->txs_prev = r->txs_prev;
+	else
+		ctx->txs_tail = r->txs_prev;
+	r->txs_next = r->txs_prev = NULL;
+	r->txs_listed = false;
+}
+
+static void txs_append(struct sr_qp *qp) /* qp->lock held */
+{
+	struct sr_context *ctx = qp->ctx;
+	struct sr_roce_qp *r = rqp(qp);
+
+	pthread_mutex_lock(&ctx->txs_lock);
+	if (!r->txs_listed) {
+		r->txs_prev = ctx->txs_tail;
+		r->txs_next = NULL;
+		if (ctx->txs_tail)
+			rqp(ctx->txs_tail)->txs_next = qp;
+		else
+			ctx->txs_head = qp;
+		ctx->txs_tail = qp;
+		r->txs_listed = true;
+	}
+	pthread_mutex_unlock(&ctx->txs_lock);
+}
+
+/* Out of descriptors: close another QP's send sockets (self's lock held;
+ * the victim's is only tried, so two QPs evicting each other cannot
+ * deadlock).  True if descriptors were freed. */
+static bool tx_evict(struct sr_qp *self)
+{
+	struct sr_context *ctx = self->ctx;
+	bool freed = false;
+
+	pthread_mutex_lock(&ctx->txs_lock);
+	for (struct sr_qp *q = ctx->txs_head; q && !freed; q = rqp(q)->txs_next) {
+		if (q == self || pthread_mutex_trylock(&q->lock))
+			continue;
+		struct sr_roce_qp *v = rqp(q);
+		if (v->tx4 >= 0)
+			close(v->tx4);
+		if (v->tx6 >= 0)
+			close(v->tx6);
+		v->tx4 = v->tx6 = -1;
+		txs_unlink(ctx, q);
+		pthread_mutex_unlock(&q->lock);
+		freed = true;
+	}
+	pthread_mutex_unlock(&ctx->txs_lock);
+	SR_DBG("QP %u: out of file descriptors; %s", sr_roce_qpn(self),
+	       freed ? "closed the send sockets of the QP that opened them longest ago" : "no QP's send socket to close");
+	return freed;
+}
+
+/* socket(), giving up another QP's send sockets if the process is out of
+ * descriptors. */
+static int qp_socket(struct sr_qp *qp, int family, int type)
+{
+	int fd = socket(family, type, 0);
+	while (fd < 0 && (errno == EMFILE || errno == ENFILE) && tx_evict(qp))
+		fd = socket(family, type, 0);
+	return fd;
+}
+
 static int tx_socket(struct sr_qp *qp, bool v4)
 {
 	struct sr_roce_qp *r = rqp(qp);
@@ -116,7 +199,7 @@ static int tx_socket(struct sr_qp *qp, bool v4)
 
 	if (*fdp >= 0)
 		return *fdp;
-	fd = socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	fd = qp_socket(qp, v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -141,6 +224,7 @@ static int tx_socket(struct sr_qp *qp, bool v4)
 	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)))
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
 	*fdp = fd;
+	txs_append(qp);
 	return fd;
 err:
 	{
@@ -170,7 +254,7 @@ static int flow_socket_open(struct sr_qp *qp, const struct sockaddr_in6 *local, 
 	bool v4 = is_v4(peer);
 	int one = 1, fd;
 
-	fd = socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	fd = qp_socket(qp, v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
@@ -707,7 +791,7 @@ static void rx_drain(struct sr_qp *qp, int fd, const struct sockaddr_in6 *local)
 					break;
 			}
 		}
-		sr_resp_flush_ack(qp);
+		sr_resp_end_batch(qp);
 		sr_req_progress(qp);
 		if (n < SR_RX_GRO_BATCH)
 			break;
@@ -727,7 +811,8 @@ static int roce_qp_create(struct sr_qp *qp)
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return ENOMEM;
-	r->rwqe = calloc(1, sizeof(struct sr_recv_wqe) + SR_MAX_SGE * sizeof(struct ibv_sge));
+	uint32_t rsge = qp->srq ? qp->srq->rq.max_sge : qp->rq.max_sge;
+	r->rwqe = calloc(1, sizeof(struct sr_recv_wqe) + rsge * sizeof(struct ibv_sge));
 	if (!r->rwqe) {
 		free(r);
 		return ENOMEM;
@@ -750,6 +835,11 @@ static int roce_qp_create(struct sr_qp *qp)
 	 * each RoCE packet as the wire carries it) */
 	const char *gso = getenv("SOFTRDMA_GSO");
 	r->no_gso = gso && !strcmp(gso, "0");
+	/* the batching of small requests and the holding of ACKs can be
+	 * turned off, to compare (bench/run.sh) */
+	const char *th = getenv("SOFTRDMA_TX_HOLD"), *ah = getenv("SOFTRDMA_ACK_HOLD");
+	r->tx_hold = !th || strcmp(th, "0");
+	r->ack_hold = !ah || strcmp(ah, "0");
 	r->tx4 = r->tx6 = r->rx_fd = -1;
 	qp->tp = r;
 	return 0;
@@ -760,7 +850,12 @@ static void roce_qp_destroy(struct sr_qp *qp)
 	struct sr_roce_qp *r = rqp(qp);
 	if (!r)
 		return;
+	sr_resp_flush_ack(qp); /* one held for a request that will not come */
 	rx_socket_close(qp);
+	/* off the list first: an eviction in progress finishes before */
+	pthread_mutex_lock(&qp->ctx->txs_lock);
+	txs_unlink(qp->ctx, qp);
+	pthread_mutex_unlock(&qp->ctx->txs_lock);
 	if (r->tx4 >= 0)
 		close(r->tx4);
 	if (r->tx6 >= 0)
@@ -771,6 +866,7 @@ static void roce_qp_destroy(struct sr_qp *qp)
 		sr_daemon_call(d, SR_IPC_FREE_QPN, &req, sizeof(req));
 	}
 	free(r->rwqe);
+	free(r->ares);
 	free(r);
 	qp->tp = NULL;
 }
@@ -827,7 +923,13 @@ static int roce_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask, 
 	return 0;
 }
 
-static void roce_sq_kick(struct sr_qp *qp) { sr_req_progress(qp); }
+static void roce_sq_kick(struct sr_qp *qp)
+{
+	uint64_t now = sr_now_ns();
+	rqp(qp)->last_post_ns = now;
+	atomic_store_explicit(&qp->ctx->last_post_ns, now, memory_order_relaxed);
+	sr_req_progress_kick(qp, true);
+}
 static void roce_rq_kick(struct sr_qp *qp) { (void)qp; }
 
 static void roce_on_timer(struct sr_qp *qp, uint64_t now)

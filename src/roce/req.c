@@ -172,7 +172,7 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
 	struct sr_roce_qp *r = rqp(qp);
 	enum ibv_qp_type t = qp->ibqp.qp_base.qp_type;
 	struct iovec iov[SR_MAX_SGE + 1];
-	const struct sr_av *av = t == IBV_QPT_UD ? &w->av : &qp->av;
+	const struct sr_av *av = t == IBV_QPT_UD ? sr_sq_av(&qp->sq, w) : &qp->av;
 
 	if (t == IBV_QPT_UD && !w->sent_pkts)
 		sr_roce_ud_flow(qp, av, w->remote_qpn);
@@ -267,7 +267,30 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
 	return true;
 }
 
-void sr_req_progress(struct sr_qp *qp)
+/* A stream of small messages: while enough of ours is unacknowledged, a
+ * newly posted WQE waits to leave together with those posted after it, in
+ * one sendmsg, instead of a system call each.  The ACK that comes back
+ * releases them (the receive path calls sr_req_progress), as does a full
+ * batch.  A message posted when little is in flight (a ping-pong, the
+ * start of a burst) goes at once.  The last packet sent before a hold
+ * asked for an ACK: it was the last WQE queued when it left. */
+#define SR_TX_HOLD_INFLIGHT 8   /* packets unacknowledged */
+#define SR_TX_HOLD_WQES 32      /* waiting WQEs that make a batch worth sending */
+
+static bool tx_hold(struct sr_qp *qp)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	struct sr_sq *sq = &qp->sq;
+
+	if (!r->tx_hold || qp->ibqp.qp_base.qp_type != IBV_QPT_RC || qp->attr.qp_state != IBV_QPS_RTS)
+		return false;
+	if (psn_diff(r->next_psn, r->una_psn) < SR_TX_HOLD_INFLIGHT || sq->head - sq->cur >= SR_TX_HOLD_WQES)
+		return false;
+	struct sr_send_wqe *w = sr_sq_wqe(sq, sq->head - 1);
+	return w->state == SR_WQE_POSTED && w->length <= r->mtu;
+}
+
+void sr_req_progress_kick(struct sr_qp *qp, bool kick)
 {
 	struct sr_roce_qp *r = rqp(qp);
 	struct sr_sq *sq = &qp->sq;
@@ -277,8 +300,16 @@ void sr_req_progress(struct sr_qp *qp)
 
 	/* SQD drains: WQEs already started go on, new ones wait for RTS */
 	bool draining = qp->attr.qp_state == IBV_QPS_SQD;
-	if (!r || (qp->attr.qp_state != IBV_QPS_RTS && !draining) || r->rnr_deadline || sq->cur == sq->head)
+	if (!r || (qp->attr.qp_state != IBV_QPS_RTS && !draining) || r->rnr_deadline || sq->cur == sq->head) {
+		if (r && r->ack_deadline && kick)
+			sr_resp_flush_ack(qp); /* the application posted: no request will carry it */
 		return;
+	}
+	if (kick && tx_hold(qp)) {
+		if (r->ack_deadline)
+			sr_resp_flush_ack(qp); /* our requests wait: the peer's may wait for this */
+		return;
+	}
 	if (!(b = sr_tls_buf(SR_TLS_TX_BATCH, sizeof(*b))))
 		return;
 	sr_tx_batch_init(b, qp, &qp->av);
@@ -338,6 +369,11 @@ void sr_req_progress(struct sr_qp *qp)
 		}
 		sq->cur++;
 	}
+	/* an ACK held for this moment leaves right behind the requests: the
+	 * peer receives them first (roce/resp.c) */
+	struct sr_pkt ack;
+	if (r->ack_deadline && sr_resp_take_ack(qp, &ack))
+		batch_add(b, &qp->av, &ack, NULL, 0, 0);
 	/* the batch points into registered memory: send before unlocking */
 	sr_tx_batch_flush(b);
 	pthread_rwlock_unlock(&qp->ctx->mr_lock);
@@ -346,3 +382,5 @@ void sr_req_progress(struct sr_qp *qp)
 	if (t == IBV_QPT_RC && sent)
 		sr_comp_arm_timer(qp);
 }
+
+void sr_req_progress(struct sr_qp *qp) { sr_req_progress_kick(qp, false); }

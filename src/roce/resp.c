@@ -17,34 +17,84 @@ void sr_resp_reset(struct sr_qp *qp)
 	r->rwqe_valid = false;
 	r->rwqe_off = 0;
 	r->ack_pending = false;
+	r->ack_deadline = 0;
 	r->uc_drop = false;
 	r->msn = 0;
-	memset(r->ares, 0, sizeof(r->ares));
+	if (r->ares)
+		memset(r->ares, 0, SR_ATOMIC_RES * sizeof(*r->ares));
+}
+
+static void aeth_hdr(struct sr_qp *qp, struct sr_pkt *h, uint32_t psn, uint8_t syndrome)
+{
+	memset(h, 0, sizeof(*h));
+	h->opcode = IBV_OPCODE_RC_ACKNOWLEDGE;
+	h->pkey = SR_DEFAULT_PKEY;
+	h->dqpn = qp->attr.dest_qp_num;
+	h->psn = psn;
+	h->aeth_syndrome = syndrome;
+	h->aeth_msn = rqp(qp)->msn;
 }
 
 static void send_aeth(struct sr_qp *qp, uint32_t psn, uint8_t syndrome)
 {
-	struct sr_roce_qp *r = rqp(qp);
 	struct sr_pkt h;
-	memset(&h, 0, sizeof(h));
-	h.opcode = IBV_OPCODE_RC_ACKNOWLEDGE;
-	h.pkey = SR_DEFAULT_PKEY;
-	h.dqpn = qp->attr.dest_qp_num;
-	h.psn = psn;
-	h.aeth_syndrome = syndrome;
-	h.aeth_msn = r->msn;
+	aeth_hdr(qp, &h, psn, syndrome);
 	sr_roce_xmit(qp, &h, NULL, 0, 0, &qp->av);
+}
+
+bool sr_resp_take_ack(struct sr_qp *qp, struct sr_pkt *h)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	if (!r)
+		return false;
+	r->ack_deadline = 0;
+	if (!r->ack_pending)
+		return false;
+	r->ack_pending = false;
+	if (qp->attr.qp_state == IBV_QPS_ERR)
+		return false;
+	aeth_hdr(qp, h, psn_add(r->epsn, (uint32_t)-1), SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
+	return true;
 }
 
 void sr_resp_flush_ack(struct sr_qp *qp)
 {
+	struct sr_pkt h;
+	if (sr_resp_take_ack(qp, &h))
+		sr_roce_xmit(qp, &h, NULL, 0, 0, &qp->av);
+}
+
+/* Longest an ACK waits for the QP's next request; an application that
+ * answers a message does so within microseconds unless descheduled. */
+#define SR_ACK_HOLD_NS 50000ull
+/* A QP that posted a send this recently is in a conversation. */
+#define SR_ACK_CONVERSATION_NS 1000000ull
+
+void sr_resp_end_batch(struct sr_qp *qp)
+{
 	struct sr_roce_qp *r = rqp(qp);
 	if (!r || !r->ack_pending)
 		return;
-	r->ack_pending = false;
-	if (qp->attr.qp_state == IBV_QPS_ERR)
-		return;
-	send_aeth(qp, psn_add(r->epsn, (uint32_t)-1), SR_AETH_ACK | SR_AETH_ACK_UNLIMITED);
+	/* Hold it only between messages (mid-message ACKs keep the peer's
+	 * window open) and only on a QP whose application sends too: a
+	 * one-way stream's receiver never posts, and gets its ACKs at once.
+	 * What can be held is the ACK of plain WRITEs: a message with a
+	 * receive completion was acknowledged before its completion
+	 * (ack_before_completion).  A process that sees a WRITE's data and
+	 * _exits within SR_ACK_HOLD_NS without posting or destroying the QP
+	 * takes the ACK with it (the peer retries, then fails): the price of
+	 * a WRITE ping-pong with no thread handoff. */
+	uint64_t now = sr_now_ns();
+	if (r->ack_hold && qp->ibqp.qp_base.qp_type == IBV_QPT_RC && qp->attr.qp_state == IBV_QPS_RTS && !r->in_send &&
+	    !r->in_write && r->last_post_ns && now - r->last_post_ns < SR_ACK_CONVERSATION_NS) {
+		if (!r->ack_deadline) {
+			r->ack_deadline = now + SR_ACK_HOLD_NS;
+			sr_qp_timer_arm_slack(qp, r->ack_deadline, 4 * SR_ACK_HOLD_NS);
+		}
+		if (now < r->ack_deadline)
+			return;
+	}
+	sr_resp_flush_ack(qp);
 }
 
 /* An acknowledgement owed for a message leaves before the message's
@@ -318,10 +368,18 @@ static void resp_atomic(struct sr_qp *qp, struct sr_pkt *pkt)
 		orig = __atomic_fetch_add(p, pkt->atm_swap_add, __ATOMIC_SEQ_CST);
 	}
 	pthread_rwlock_unlock(&qp->ctx->mr_lock);
-	struct sr_atomic_res *res = &r->ares[r->ares_next++ % SR_ATOMIC_RES];
-	res->psn = pkt->psn;
-	res->orig = orig;
-	res->valid = true;
+	/* most QPs never see an atomic: the replay table comes with the first */
+	if (!r->ares)
+		r->ares = calloc(SR_ATOMIC_RES, sizeof(*r->ares));
+	if (r->ares) {
+		struct sr_atomic_res *res = &r->ares[r->ares_next++ % SR_ATOMIC_RES];
+		res->psn = pkt->psn;
+		res->orig = orig;
+		res->valid = true;
+	} else {
+		sr_log("QP %u: out of memory: a duplicate of atomic psn %u will not be answered", sr_roce_qpn(qp),
+		       pkt->psn);
+	}
 	r->epsn = psn_add(r->epsn, 1);
 	r->msn = (r->msn + 1) & 0xffffff;
 	send_atomic_ack(qp, pkt->psn, orig);
@@ -335,7 +393,7 @@ static void resp_duplicate(struct sr_qp *qp, struct sr_pkt *pkt)
 		return;
 	}
 	if (pkt->mask & SR_OP_ATOMIC) {
-		for (int i = 0; i < SR_ATOMIC_RES; i++)
+		for (int i = 0; r->ares && i < SR_ATOMIC_RES; i++)
 			if (r->ares[i].valid && r->ares[i].psn == pkt->psn) {
 				send_atomic_ack(qp, pkt->psn, r->ares[i].orig);
 				return;

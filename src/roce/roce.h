@@ -57,6 +57,10 @@ struct sr_ud_flow {
 
 struct sr_roce_qp {
 	int tx4, tx6;            /* unconnected send sockets bound to :sport */
+	/* ctx->txs list: QPs holding send sockets, oldest first; what gives
+	 * up its sockets when the process runs out of descriptors */
+	struct sr_qp *txs_next, *txs_prev;
+	bool txs_listed;
 	int rx_fd;               /* RC/UC: connected per-flow socket on :4791, else -1 */
 	bool rx_via_daemon;      /* RC/UC without one: port 4791 is another user's */
 	struct sr_ud_flow *ud_flows; /* UD: flow sockets to the peers we sent to */
@@ -94,13 +98,19 @@ struct sr_roce_qp {
 	uint64_t write_resid;    /* bytes the RETH announced that are still due */
 	uint32_t write_len;      /* RETH length, for WRITE_WITH_IMM byte_len */
 	bool ack_pending;
+	/* An ACK held back to leave behind this QP's next request (see
+	 * sr_resp_end_batch): when it must go at the latest, 0 = not held */
+	uint64_t ack_deadline;
+	uint64_t last_post_ns;   /* the application last posted a send WR */
 	bool uc_drop;            /* UC: dropping the rest of a damaged message */
-	struct sr_atomic_res ares[SR_ATOMIC_RES];
+	struct sr_atomic_res *ares; /* SR_ATOMIC_RES entries, from the first atomic on */
 	uint32_t ares_next;
-	struct sr_recv_wqe *rwqe; /* current receive WQE (max_sge entries) */
+	struct sr_recv_wqe *rwqe; /* current receive WQE (the RQ's or SRQ's max_sge entries) */
 	uint64_t stat_drop;
 	uint64_t stat_sport_fallback;  /* tx sockets bound to a kernel-chosen port */
 	bool no_gso;
+	bool tx_hold;            /* small requests may wait for a batch (req.c; SOFTRDMA_TX_HOLD=0: never) */
+	bool ack_hold;           /* ACKs may wait for a request (resp.c; SOFTRDMA_ACK_HOLD=0: never) */
 	int rcvbuf;              /* granted SO_RCVBUF of rx_fd */             /* the kernel refused UDP_SEGMENT: one datagram per sendmsg */
 };
 
@@ -139,6 +149,8 @@ void sr_roce_fault_timer(struct sr_qp *qp, uint64_t now);
 
 /* req.c */
 void sr_req_progress(struct sr_qp *qp);
+/* kick: the application posted (a held ACK goes now, with or without requests) */
+void sr_req_progress_kick(struct sr_qp *qp, bool kick);
 void sr_req_go_back(struct sr_qp *qp, uint32_t psn);
 struct sr_send_wqe *sr_req_wqe_for_psn(struct sr_qp *qp, uint32_t psn, uint32_t *idx);
 
@@ -152,6 +164,13 @@ uint64_t sr_timeout_ns(uint8_t timeout);
 /* resp.c */
 void sr_resp_rx(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_env *env);
 void sr_resp_flush_ack(struct sr_qp *qp);
+/* After a batch of received packets: send the ACK they asked for now, or
+ * hold it for the QP's next request (a conversation: the peer's next
+ * message then arrives before our ACK, and a peer polling for the ACK
+ * receives it too, with no thread handoff). */
+void sr_resp_end_batch(struct sr_qp *qp);
+/* The pending ACK as a packet header (and no longer pending); false if none. */
+bool sr_resp_take_ack(struct sr_qp *qp, struct sr_pkt *h);
 void sr_resp_reset(struct sr_qp *qp);
 
 void sr_roce_ud_flow(struct sr_qp *qp, const struct sr_av *av, uint32_t dqpn);

@@ -678,6 +678,62 @@ static void test_deep_queue(enum ibv_qp_type t)
 	vt_pair_destroy(&p);
 }
 
+/* An RC responder whose application also posts holds the ACK of a WRITE
+ * for its own next request (so a peer polling for that ACK receives the
+ * request first).  Held ACKs must still leave on their own: when no
+ * request follows (the hold's timer), and with the request when one does,
+ * both long before the requester's retransmission timer. */
+static void test_held_acks(void)
+{
+	SECTION("RC: ACKs held for the responder's next request leave without a retransmission");
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf a, b;
+	uint32_t retx = 1u << SR_STAT_RETRANSMITS;
+
+	vt_cfg_default(&c, IBV_QPT_RC);
+	c.timeout = 18; /* 1 s: a retransmission would show in the counters, not as a pass */
+	if (!vt_pair_setup(&D, &c, &p))
+		return;
+	vt_buf_alloc(&a, D.pd, 4096, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	vt_buf_alloc(&b, D.pd, 4096, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	uint64_t r0 = vt_stat_sum(retx);
+	for (int round = 0; round < 20; round++) {
+		/* side 1 posts (a conversation), then side 0 WRITEs to it and side 1
+		 * stays silent: only the hold's timer can answer */
+		vt_fill(b.p, 64, 100 + (uint32_t)round);
+		vt_post_send(p.qp[1], 1, IBV_WR_RDMA_WRITE, b.p, 64, b.mr->lkey, IBV_SEND_SIGNALED,
+			     (uintptr_t)a.p + 64, a.mr->rkey, 0);
+		if (!EXPECT_WC(p.scq[1], 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL, "round %d: side 1 WRITE", round))
+			break;
+		vt_fill(a.p, 64, 200 + (uint32_t)round);
+		vt_post_send(p.qp[0], 2, IBV_WR_RDMA_WRITE, a.p, 64, a.mr->lkey, IBV_SEND_SIGNALED,
+			     (uintptr_t)b.p + 128, b.mr->rkey, 0);
+		if (!EXPECT_WC(p.scq[0], 2, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL,
+			       "round %d: side 0 WRITE to a silent side 1", round))
+			break;
+		CHECK_DATA(b.p + 128, 64, 200 + (uint32_t)round, "round %d: its data", round);
+	}
+	/* a WRITE each way in one go, then both wait: each ACK rides on the
+	 * other side's request or leaves on its timer */
+	for (int round = 0; round < 200; round++) {
+		vt_post_send(p.qp[0], 3, IBV_WR_RDMA_WRITE, a.p, 8, a.mr->lkey, IBV_SEND_SIGNALED | IBV_SEND_INLINE,
+			     (uintptr_t)b.p + 256, b.mr->rkey, 0);
+		vt_post_send(p.qp[1], 4, IBV_WR_RDMA_WRITE, b.p, 8, b.mr->lkey, IBV_SEND_SIGNALED | IBV_SEND_INLINE,
+			     (uintptr_t)a.p + 256, a.mr->rkey, 0);
+		struct ibv_wc w0, w1;
+		if (vt_poll(p.scq[0], 1, &w0, VT_TIMEOUT_MS) != 1 || vt_poll(p.scq[1], 1, &w1, VT_TIMEOUT_MS) != 1 ||
+		    w0.status || w1.status) {
+			CHECK(0, "round %d: WRITEs both ways complete", round);
+			break;
+		}
+	}
+	CHECK_INT(vt_stat_sum(retx) - r0, 0, "no retransmission in 20 + 200 rounds");
+	vt_buf_free(&a);
+	vt_buf_free(&b);
+	vt_pair_destroy(&p);
+}
+
 /* ------------------------------------------------------------------ */
 /* SRQ, RNR                                                             */
 /* ------------------------------------------------------------------ */
@@ -2257,8 +2313,13 @@ int main(void)
 	check_no_async("after test_atomics()");
 	test_signaling();
 	check_no_async("after test_signaling()");
+	uint64_t retx0 = vt_stat_sum(1u << SR_STAT_RETRANSMITS);
 	test_deep_queue(IBV_QPT_RC);
 	check_no_async("after test_deep_queue(IBV_QPT_RC)");
+	/* small requests held for a batch are released by ACKs, not timeouts */
+	CHECK_INT(vt_stat_sum(1u << SR_STAT_RETRANSMITS) - retx0, 0, "RC deep queue: no retransmission");
+	test_held_acks();
+	check_no_async("after test_held_acks");
 	test_srq();
 	check_no_async("after test_srq()");
 	test_rnr_recovery();

@@ -912,11 +912,10 @@ struct vt_pp_end {
 	const char *err;       /* NULL, or why it stopped */
 };
 
-/* Packets this process has sent and received so far, from the counters
- * the library keeps for `softrdma-cfg statistic` (its <pid>.stats file);
- * 0 if there are none.  Waits use it to tell a stall (nothing moves) from
- * a loaded machine (packets keep moving, slowly). */
-VT_STATIC uint64_t vt_traffic(void)
+/* The sum of the counters in mask (1 << SR_STAT_...) over this process's
+ * devices and QPs, as the library keeps them for `softrdma-cfg statistic`
+ * (its <pid>.stats file); 0 if there are none. */
+VT_STATIC uint64_t vt_stat_sum(uint32_t mask)
 {
 	const char *dir = getenv("SOFTRDMA_RUNTIME_DIR");
 	char path[512];
@@ -933,17 +932,29 @@ VT_STATIC uint64_t vt_traffic(void)
 		return 0;
 	if (pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) && h.magic == SR_STATS_MAGIC) {
 		for (int i = 0; i < SR_MAX_DEVICES; i++)
-			n += h.dev[i].c.v[SR_STAT_SENT_PKTS] + h.dev[i].c.v[SR_STAT_RCVD_PKTS];
+			for (int k = 0; k < SR_STAT_N; k++)
+				if (mask & (1u << k))
+					n += h.dev[i].c.v[k];
 		for (uint32_t i = 0; i < h.hiwater && i < h.nslots; i++) {
 			struct sr_stats_qp q;
 
 			if (pread(fd, &q, sizeof(q), (off_t)(sizeof(h) + i * sizeof(q))) != (ssize_t)sizeof(q))
 				break;
-			n += q.c.v[SR_STAT_SENT_PKTS] + q.c.v[SR_STAT_RCVD_PKTS];
+			for (int k = 0; k < SR_STAT_N; k++)
+				if (mask & (1u << k))
+					n += q.c.v[k];
 		}
 	}
 	close(fd);
 	return n;
+}
+
+/* Packets this process has sent and received so far.  Waits use it to
+ * tell a stall (nothing moves) from a loaded machine (packets keep
+ * moving, slowly). */
+VT_STATIC uint64_t vt_traffic(void)
+{
+	return vt_stat_sum(1u << SR_STAT_SENT_PKTS | 1u << SR_STAT_RCVD_PKTS);
 }
 
 /* A wait that fails only when nothing moves: no packet sent or received by
