@@ -186,7 +186,7 @@ enum sr_fault_kind sr_fault_decide(struct sr_qp *qp, unsigned mask, uint64_t *au
 void sr_fault_arm(struct sr_qp *qp, uint64_t when)
 {
 	qp->faults->deadline = when;
-	sr_progress_deadline(qp->ctx, when);
+	sr_qp_timer_arm(qp, when);
 }
 
 uint8_t *sr_fault_buf(struct sr_fault_qp *fq)
