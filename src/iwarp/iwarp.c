@@ -103,8 +103,49 @@ void sr_iw_want_out(struct sr_qp *qp, bool on)
 	struct sr_iw_qp *w = iqp(qp);
 	if (w->epollout == on || !w->in_epoll)
 		return;
-	if (!sr_progress_mod_fd(qp->ctx, w->fd, qp, EPOLLIN | (on ? EPOLLOUT : 0)))
+	if (!sr_progress_mod_fd(qp->ctx, w->fd, qp, (w->rx_held ? 0 : EPOLLIN) | (on ? EPOLLOUT : 0)))
 		w->epollout = on;
+}
+
+int sr_iw_rx_hold(struct sr_qp *qp)
+{
+	struct sr_iw_qp *w = iqp(qp);
+	uint64_t now = sr_now_ns();
+
+	if (!w->nobuf_deadline) {
+		w->nobuf_deadline = now + SR_IW_NOBUF_WAIT_NS;
+		SR_DBG("iwarp QP %u: a Send waits for a receive to be posted", iw_qpn(qp));
+	} else if (now >= w->nobuf_deadline) {
+		return -1;
+	}
+	if (!w->rx_held) {
+		/* input stays in the socket; a hang-up still shows (EPOLLHUP) */
+		w->rx_held = true;
+		if (w->in_epoll)
+			sr_progress_mod_fd(qp->ctx, w->fd, qp, w->epollout ? EPOLLOUT : 0);
+	}
+	w->nobuf_recheck = qp->srq ? now + SR_IW_NOBUF_RECHECK_NS : 0;
+	sr_qp_timer_arm(qp, w->nobuf_recheck ? w->nobuf_recheck : w->nobuf_deadline);
+	return 0;
+}
+
+/* Receive again after a hold: a receive may be there now, or the wait is
+ * over (then the Send gets its Terminate). */
+static void rx_release(struct sr_qp *qp)
+{
+	struct sr_iw_qp *w = iqp(qp);
+
+	if (!w->rx_held)
+		return;
+	w->rx_held = false;
+	if (w->in_epoll)
+		sr_progress_mod_fd(qp->ctx, w->fd, qp, EPOLLIN | (w->epollout ? EPOLLOUT : 0));
+	if (w->fd < 0 || !w->connected)
+		return;
+	/* what is already read (the Send's header) would raise no readiness */
+	sr_iw_rx_progress(qp);
+	if (w->connected)
+		sr_iw_tx_progress(qp);
 }
 
 static void fd_release(struct sr_qp *qp)
@@ -346,6 +387,8 @@ static void iw_reset(struct sr_qp *qp)
 	sr_iw_tx_reset(qp);
 	sr_iw_rx_reset(qp);
 	w->connected = w->closing = w->wr_shut = w->lingering = false;
+	w->rx_held = false;
+	w->nobuf_deadline = w->nobuf_recheck = 0;
 	w->term_pending = w->term_sent = w->term_rcvd = false;
 	w->rtr_to_send = w->rtr_wait = false;
 	w->close_pending = w->close_fired = false;
@@ -420,7 +463,17 @@ static void iw_sq_kick(struct sr_qp *qp)
 
 static void iw_rq_kick(struct sr_qp *qp)
 {
-	(void)qp; /* no RNR on iWARP: a Send without a receive is a Terminate */
+	/* a Send held for want of a receive (sr_iw_rx_hold) may go on */
+	if (iqp(qp) && iqp(qp)->rx_held)
+		rx_release(qp);
+}
+
+/* Called for EPOLLOUT or a hang-up while receiving is held. */
+static bool held_hangup(struct sr_iw_qp *w)
+{
+	struct pollfd p = { .fd = w->fd, .events = POLLIN | POLLRDHUP };
+
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
 }
 
 static void iw_on_readable(struct sr_qp *qp, int fd_unused)
@@ -435,6 +488,16 @@ static void iw_on_readable(struct sr_qp *qp, int fd_unused)
 	}
 	if (!w || w->fd < 0 || !w->connected)
 		return;
+	if (w->rx_held) {
+		/* EPOLLOUT; or the stream broke, and waiting is pointless */
+		if (held_hangup(w)) {
+			w->nobuf_deadline = 1;
+			rx_release(qp);
+			return;
+		}
+		sr_iw_tx_progress(qp);
+		return;
+	}
 	sr_iw_rx_progress(qp);
 	if (w->connected)
 		sr_iw_tx_progress(qp);
@@ -455,9 +518,14 @@ static uint64_t iw_deadline(struct sr_qp *qp)
 
 static uint64_t iw_next_deadline(struct sr_qp *qp)
 {
-	if (sr_faults_on(qp) && qp->tp)
-		return sr_fault_earlier(iw_deadline(qp), qp->faults->deadline);
-	return iw_deadline(qp);
+	struct sr_iw_qp *w = iqp(qp);
+	uint64_t d = iw_deadline(qp);
+
+	if (w && w->rx_held)
+		d = sr_fault_earlier(d, w->nobuf_recheck ? w->nobuf_recheck : w->nobuf_deadline);
+	if (sr_faults_on(qp) && w)
+		return sr_fault_earlier(d, qp->faults->deadline);
+	return d;
 }
 
 static void iw_on_timer(struct sr_qp *qp, uint64_t now)
@@ -466,6 +534,8 @@ static void iw_on_timer(struct sr_qp *qp, uint64_t now)
 
 	if (sr_faults_on(qp) && w)
 		sr_iw_fault_timer(qp, now);
+	if (w && w->rx_held && now >= (w->nobuf_recheck ? w->nobuf_recheck : w->nobuf_deadline))
+		rx_release(qp); /* an SRQ receive, or the Terminate */
 
 	if (w && w->lingering) {
 		int outq;

@@ -39,6 +39,17 @@
 /* FPDUs parsed per on_readable call before other QPs get their turn. */
 #define SR_IW_RX_BUDGET 64
 
+/* A Send that finds no receive posted.  iWARP has no RNR NAK (siw ends
+ * the connection at once), but nothing says when a receiver must read
+ * the stream: we leave the Send in the socket, so TCP's window holds
+ * the peer back, for up to SR_IW_NOBUF_WAIT_NS for the application to
+ * post a receive (programs written for RoCE, such as qperf rc_bw, count
+ * on RNR retries to cover a receive reposted late).  After that, the
+ * Terminate siw sends.  With an SRQ (no kick from its post) we look
+ * again every SR_IW_NOBUF_RECHECK_NS. */
+#define SR_IW_NOBUF_WAIT_NS 1000000000ull
+#define SR_IW_NOBUF_RECHECK_NS 1000000ull
+
 enum sr_iw_act {
 	SR_IW_ACT_NONE = 0,
 	SR_IW_ACT_SQ_DONE,     /* an SQ WQE's last message is out: it completes */
@@ -171,6 +182,10 @@ struct sr_iw_qp {
 	int linger_outq;       /* bytes the peer had not acknowledged at the last look */
 	bool epollout;         /* EPOLLOUT armed */
 	bool in_epoll;
+	/* receiving held: a Send waits for a receive WQE (SR_IW_NOBUF_WAIT_NS) */
+	bool rx_held;          /* EPOLLIN off while held */
+	uint64_t nobuf_deadline;  /* when the wait ends in a Terminate; 0 = not waiting */
+	uint64_t nobuf_recheck;   /* SRQ: the next look at the queue */
 	/* send */
 	struct sr_iw_txb txb;
 	struct sr_iw_txmsg msg;
@@ -213,6 +228,11 @@ int sr_iw_sge_iov(struct sr_qp *qp, const struct ibv_sge *sge, uint32_t nsge, ui
 		  unsigned int access, struct iovec *iov, int max);
 /* Arm or disarm EPOLLOUT on the socket. */
 void sr_iw_want_out(struct sr_qp *qp, bool on);
+/* A Send found no receive WQE: 0 = wait for one (receiving held, see
+ * SR_IW_NOBUF_WAIT_NS), -1 = the wait is over, Terminate. */
+int sr_iw_rx_hold(struct sr_qp *qp);
+/* A receive WQE was taken: the wait (if any) is over. */
+static inline void sr_iw_rx_got_buf(struct sr_qp *qp) { ((struct sr_iw_qp *)qp->tp)->nobuf_deadline = 0; }
 /* The stream is over: stop reading, close when we may, notify the CM. */
 void sr_iw_conn_end(struct sr_qp *qp, enum sr_iw_close_reason reason);
 /* Take the QP to ERR from the transport (flushing our own in-flight

@@ -166,8 +166,10 @@ static bool rtr_match(struct sr_iw_qp *w, const struct sr_iw_hdr *h, uint32_t pa
 }
 
 /* A complete header is in rx->h: check it against our state and decide
- * where the payload goes.  Returns false when the QP has gone to ERR. */
-static bool rx_start(struct sr_qp *qp)
+ * where the payload goes.  Returns 1 to go on, 0 when a Send waits for a
+ * receive (the header stays read; it is checked again), -1 when the QP
+ * has gone to ERR. */
+static int rx_start(struct sr_qp *qp)
 {
 	struct sr_iw_qp *w = iqp(qp);
 	struct sr_iw_rx *rx = &w->rx;
@@ -182,7 +184,7 @@ static bool rx_start(struct sr_qp *qp)
 		if (!rtr_match(w, h, rx->pay_len)) {
 			sr_iw_term_rx_error(qp, SR_TERM_LAYER_LLP, SR_TERM_LLP_MPA, SR_TERM_MPA_NO_MATCHING_RTR,
 					    IBV_EVENT_QP_FATAL);
-			return false;
+			return -1;
 		}
 		w->rtr_wait = false;
 		rtr = true;
@@ -193,15 +195,15 @@ static bool rx_start(struct sr_qp *qp)
 
 		if (h->qn != q) {
 			ddp_untagged_err(qp, SR_TERM_DDP_U_INV_QN);
-			return false;
+			return -1;
 		}
 		if (h->msn != rx->msn[q]) {
 			ddp_untagged_err(qp, SR_TERM_DDP_U_MSN_RANGE);
-			return false;
+			return -1;
 		}
 		if (h->mo != (q == SR_DDP_QN_SEND && rx->in_send ? rx->send_mo : 0)) {
 			ddp_untagged_err(qp, SR_TERM_DDP_U_INV_MO);
-			return false;
+			return -1;
 		}
 	}
 	switch (h->opcode) {
@@ -210,11 +212,11 @@ static bool rx_start(struct sr_qp *qp)
 			/* the next segment of the same message (siw's checks) */
 			if (h->stag != rx->w_stag) {
 				ddp_tagged_err(qp, SR_TERM_DDP_T_INV_STAG);
-				return false;
+				return -1;
 			}
 			if (h->to != rx->w_to + rx->w_len) {
 				ddp_tagged_err(qp, SR_TERM_DDP_T_BASE_BOUNDS);
-				return false;
+				return -1;
 			}
 		} else {
 			rx->in_write = true;
@@ -229,31 +231,31 @@ static bool rx_start(struct sr_qp *qp)
 			pthread_rwlock_unlock(&qp->ctx->mr_lock);
 			if (!ok) {
 				ddp_tagged_err(qp, memerr_ddp(err));
-				return false;
+				return -1;
 			}
 			rx->dst = SR_IW_DST_WRITE;
 			rx->dst_base = h->to;
 			if (w->crc)
 				rx->tail_len = rx->pay_len < SR_IW_TAIL ? rx->pay_len : SR_IW_TAIL;
 		}
-		return true;
+		return 1;
 	case SR_RDMAP_READ_RESP: {
 		struct sr_iw_orq *o;
 
 		if (w->orq_head == w->orq_tail) {
 			/* no Read outstanding: siw calls this DDP catastrophic */
 			sr_iw_term_rx_error(qp, SR_TERM_LAYER_DDP, SR_TERM_DDP_CATASTROPHIC, 0, IBV_EVENT_QP_FATAL);
-			return false;
+			return -1;
 		}
 		o = &w->orq[w->orq_head % w->orq_size];
 		if (h->stag != o->sink_stag) {
 			ddp_tagged_err(qp, SR_TERM_DDP_T_INV_STAG);
-			return false;
+			return -1;
 		}
 		if (h->to != o->sink_to + o->done || rx->pay_len > o->size - o->done ||
 		    (h->last && o->done + rx->pay_len != o->size)) {
 			ddp_tagged_err(qp, SR_TERM_DDP_T_BASE_BOUNDS);
-			return false;
+			return -1;
 		}
 		rx->in_rresp = !h->last;
 		if (rx->pay_len) {
@@ -266,12 +268,12 @@ static bool rx_start(struct sr_qp *qp)
 				wqe->state = SR_WQE_DONE;
 				wqe->status = IBV_WC_LOC_PROT_ERR;
 				ddp_tagged_err(qp, memerr_ddp(err));
-				return false;
+				return -1;
 			}
 			rx->dst = SR_IW_DST_RRESP;
 			rx->dst_base = h->to;
 		}
-		return true;
+		return 1;
 	}
 	case SR_RDMAP_SEND:
 	case SR_RDMAP_SEND_INV:
@@ -284,35 +286,38 @@ static bool rx_start(struct sr_qp *qp)
 		if (rtr) {
 			/* the zero-length RTR Send takes no receive WQE */
 			rx->dst = SR_IW_DST_NONE;
-			return true;
+			return 1;
 		}
 		if (imm && (!h->last || h->mo || rx->pay_len != SR_RDMAP_IMM_LEN)) {
 			sr_iw_term_rx_error(qp, SR_TERM_LAYER_RDMAP, SR_TERM_RDMAP_OPERATION,
 					    SR_TERM_RDMAP_UNSPECIFIED, IBV_EVENT_QP_FATAL);
-			return false;
+			return -1;
 		}
 		if (!rx->in_send) {
 			if (!sr_rq_take(qp, rx->rwqe)) {
+				if (sr_iw_rx_hold(qp) == 0)
+					return 0;
 				ddp_untagged_err(qp, SR_TERM_DDP_U_NO_BUF);
-				return false;
+				return -1;
 			}
+			sr_iw_rx_got_buf(qp);
 			rx->rwqe_valid = true;
 			rx->in_send = true;
 			rx->send_mo = 0;
 		}
 		if (imm) {
 			rx->dst = SR_IW_DST_IMM;
-			return true;
+			return 1;
 		}
 		if ((uint64_t)rx->send_mo + rx->pay_len > rx->rwqe->length) {
 			/* RFC 5041's code for it (siw reports "no buffer") */
 			recv_complete(qp, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, rx->send_mo, false);
 			ddp_untagged_err(qp, SR_TERM_DDP_U_TOO_LONG);
-			return false;
+			return -1;
 		}
 		rx->dst = rx->pay_len ? SR_IW_DST_RECV : SR_IW_DST_NONE;
 		rx->dst_base = rx->send_mo;
-		return true;
+		return 1;
 	}
 	case SR_RDMAP_READ_REQ: {
 		struct sr_iw_irq *e;
@@ -320,13 +325,13 @@ static bool rx_start(struct sr_qp *qp)
 		if (!h->last || rx->pay_len) {
 			sr_iw_term_rx_error(qp, SR_TERM_LAYER_RDMAP, SR_TERM_RDMAP_OPERATION,
 					    SR_TERM_RDMAP_UNSPECIFIED, IBV_EVENT_QP_FATAL);
-			return false;
+			return -1;
 		}
 		if (w->irq_tail - w->irq_head >= w->irq_size) {
 			/* more Reads than the IRD we agreed to: siw's answer */
 			sr_iw_term_rx_error(qp, SR_TERM_LAYER_RDMAP, SR_TERM_RDMAP_OPERATION,
 					    SR_TERM_RDMAP_CATASTROPHIC_STREAM, IBV_EVENT_QP_FATAL);
-			return false;
+			return -1;
 		}
 		if (h->rreq.size && !rtr) {
 			pthread_rwlock_rdlock(&qp->ctx->mr_lock);
@@ -336,7 +341,7 @@ static bool rx_start(struct sr_qp *qp)
 			if (!ok) {
 				sr_iw_term_rx_error(qp, SR_TERM_LAYER_RDMAP, SR_TERM_RDMAP_PROTECTION,
 						    memerr_rdmap(err), IBV_EVENT_QP_ACCESS_ERR);
-				return false;
+				return -1;
 			}
 		}
 		e = &w->irq[w->irq_tail++ % w->irq_size];
@@ -347,16 +352,16 @@ static bool rx_start(struct sr_qp *qp)
 		e->src_to = h->rreq.src_to;
 		memcpy(e->raw, rx->hbuf + SR_MPA_LEN_BYTES, sizeof(e->raw));
 		rx->msn[SR_DDP_QN_READ_REQ]++;
-		return true;
+		return 1;
 	}
 	case SR_RDMAP_TERMINATE:
 		sr_iw_term_received(qp, h);
-		return false;
+		return -1;
 	default:
 		/* RFC 7306 atomics: not offered (the device says ATOMIC_NONE) */
 		sr_iw_term_rx_error(qp, SR_TERM_LAYER_RDMAP, SR_TERM_RDMAP_OPERATION, SR_TERM_RDMAP_OPCODE,
 				    IBV_EVENT_QP_FATAL);
-		return false;
+		return -1;
 	}
 }
 
@@ -441,8 +446,9 @@ static int rx_header(struct sr_qp *qp)
 	rx->trl_need = sr_mpa_pad(rx->ulpdu_len) + SR_MPA_CRC_BYTES;
 	if (w->crc)
 		rx->crc = sr_mpa_crc_update(~0u, rx->hbuf, rx->hhave);
-	if (!rx_start(qp))
-		return -1;
+	r = rx_start(qp);
+	if (r <= 0)
+		return r;
 	rx->state = SR_IW_RX_PAYLOAD;
 	return 1;
 }
@@ -750,7 +756,8 @@ void sr_iw_rx_progress(struct sr_qp *qp)
 	for (int budget = SR_IW_RX_BUDGET; budget > 0; budget--) {
 		enum ibv_qp_state st = qp->attr.qp_state;
 
-		if (!w->connected || rx->state == SR_IW_RX_STOP || (st != IBV_QPS_RTS && st != IBV_QPS_SQD))
+		if (!w->connected || w->rx_held || rx->state == SR_IW_RX_STOP ||
+		    (st != IBV_QPS_RTS && st != IBV_QPS_SQD))
 			return;
 		if (rx->state == SR_IW_RX_HDR && rx_header(qp) <= 0)
 			return;

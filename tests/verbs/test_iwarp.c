@@ -598,6 +598,64 @@ static void test_throughput(struct side s[2], const char *tag)
 	vt_buf_free(&b);
 }
 
+/* Sends that find no receive posted wait for one (SR_IW_NOBUF_WAIT_NS)
+ * instead of ending the connection at once: 64 Sends of 64 KiB against 4
+ * receives, the other 60 posted 200 ms later (qperf rc_bw's server
+ * reposts its receives only after it has polled them). */
+static void test_late_receive(struct side s[2], const char *tag)
+{
+	const uint32_t len = 65536, n = 64, early = 4;
+	struct vt_buf a, b;
+	struct ibv_wc wc[64];
+	uint32_t sent = 0, got = 0, bad = 0;
+	int errs = 0;
+
+	if (vt_buf_alloc(&a, s[0].d.pd, (size_t)n * len, 4096, IBV_ACCESS_LOCAL_WRITE) ||
+	    vt_buf_alloc(&b, s[1].d.pd, (size_t)n * len, 4096, IBV_ACCESS_LOCAL_WRITE)) {
+		CHECK(0, "buffers");
+		return;
+	}
+	vt_fill(a.p, (size_t)n * len, 77);
+	memset(b.p, 0, (size_t)n * len);
+	for (uint32_t i = 0; i < early; i++)
+		errs += vt_post_recv(s[1].qp, 3000 + i, b.p + (size_t)i * len, len, b.mr->lkey) != 0;
+	for (uint32_t i = 0; i < n; i++)
+		errs += vt_post_send(s[0].qp, 4000 + i, IBV_WR_SEND, a.p + (size_t)i * len, len, a.mr->lkey,
+				     IBV_SEND_SIGNALED, 0, 0, 0) != 0;
+	vt_sleep_ms(200);
+	CHECK(vt_qp_state(s[0].qp) == IBV_QPS_RTS && vt_qp_state(s[1].qp) == IBV_QPS_RTS,
+	      "%s: 200 ms after %u Sends met %u receives, both QPs are still RTS\t(%s, %s)", tag, n, early,
+	      vt_state_str(vt_qp_state(s[0].qp)), vt_state_str(vt_qp_state(s[1].qp)));
+	for (uint32_t i = early; i < n; i++)
+		errs += vt_post_recv(s[1].qp, 3000 + i, b.p + (size_t)i * len, len, b.mr->lkey) != 0;
+	while (got < n) {
+		int k = poll_some(s[1].rcq, 64, wc, 5000);
+
+		if (!k)
+			break;
+		for (int i = 0; i < k; i++) {
+			bad += wc[i].status != IBV_WC_SUCCESS || wc[i].byte_len != len || wc[i].wr_id != 3000 + got;
+			got++;
+		}
+	}
+	while (sent < n) {
+		int k = poll_some(s[0].scq, 64, wc, 5000);
+
+		if (!k)
+			break;
+		for (int i = 0; i < k; i++)
+			bad += wc[i].status != IBV_WC_SUCCESS;
+		sent += (uint32_t)k;
+	}
+	CHECK(!errs && got == n && sent == n && !bad,
+	      "%s: all %u Sends complete on both sides, in order, none failed\t(%u received, %u sent, %u bad, %d "
+	      "post errors)",
+	      tag, n, got, sent, bad, errs);
+	CHECK(!memcmp(a.p, b.p, (size_t)n * len), "%s: every byte of the %u Sends arrived", tag, n);
+	vt_buf_free(&a);
+	vt_buf_free(&b);
+}
+
 /* Reads need REMOTE_READ on the target; give b that too. */
 static void test_data(const struct mpa_opts *o, const char *tag, bool throughput)
 {
@@ -627,6 +685,7 @@ static void test_data(const struct mpa_opts *o, const char *tag, bool throughput
 		CHECK(ok, "%s: the same with 4000-byte Writes: 300 rounds\t(%d; %s)", tag, done, why ? why : "ok");
 	}
 	test_refused(s);
+	test_late_receive(s, tag);
 	if (throughput)
 		test_throughput(s, tag);
 	/* disconnect as rdma_disconnect does on iWARP: SQD drains and closes */
@@ -930,9 +989,13 @@ next2:
 		h.mo = k == 4 ? 64 : 0;
 		n = vt_fpdu(fp, &h, pay, k == 1 ? 300 : 100, true, false);
 		hl = sr_iw_hdr_build(hb, &h);
+		uint64_t t0 = vt_now_ms();
 		CHECK(vt_write_all(r.fd, fp, n), "%s sent", what[k]);
 		raw_expect(&r, what[k], SR_TERM_LAYER_DDP, SR_TERM_DDP_UNTAGGED, code[k], hb, hl,
 			   hl + (k == 1 ? 300 : 100), IBV_EVENT_QP_FATAL, st[k]);
+		if (k == 0)
+			CHECK(vt_now_ms() - t0 >= 900, "%s: the Send waited ~1 s for a receive first\t(%" PRIu64 " ms)",
+			      what[k], vt_now_ms() - t0);
 		if (k == 1) {
 			size_t z = 0;
 
