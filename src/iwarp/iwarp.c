@@ -103,7 +103,7 @@ void sr_iw_want_out(struct sr_qp *qp, bool on)
 	struct sr_iw_qp *w = iqp(qp);
 	if (w->epollout == on || !w->in_epoll)
 		return;
-	if (!sr_progress_mod_fd(qp->ctx, w->fd, qp, (w->rx_held ? 0 : EPOLLIN) | (on ? EPOLLOUT : 0)))
+	if (!sr_progress_mod_fd(qp->ctx, w->fd, qp, (w->rx_held ? EPOLLRDHUP : EPOLLIN) | (on ? EPOLLOUT : 0)))
 		w->epollout = on;
 }
 
@@ -119,10 +119,12 @@ int sr_iw_rx_hold(struct sr_qp *qp)
 		return -1;
 	}
 	if (!w->rx_held) {
-		/* input stays in the socket; a hang-up still shows (EPOLLHUP) */
+		/* input stays in the socket; the peer's FIN or a reset still
+		 * shows (EPOLLRDHUP, EPOLLHUP): then nothing would come after
+		 * the Send, and the QP ends at once, as siw's does */
 		w->rx_held = true;
 		if (w->in_epoll)
-			sr_progress_mod_fd(qp->ctx, w->fd, qp, w->epollout ? EPOLLOUT : 0);
+			sr_progress_mod_fd(qp->ctx, w->fd, qp, EPOLLRDHUP | (w->epollout ? EPOLLOUT : 0));
 	}
 	w->nobuf_recheck = qp->srq ? now + SR_IW_NOBUF_RECHECK_NS : 0;
 	sr_qp_timer_arm(qp, w->nobuf_recheck ? w->nobuf_recheck : w->nobuf_deadline);
@@ -468,12 +470,13 @@ static void iw_rq_kick(struct sr_qp *qp)
 		rx_release(qp);
 }
 
-/* Called for EPOLLOUT or a hang-up while receiving is held. */
+/* Called for EPOLLOUT or a hang-up while receiving is held: did the
+ * peer close or reset? */
 static bool held_hangup(struct sr_iw_qp *w)
 {
-	struct pollfd p = { .fd = w->fd, .events = POLLIN | POLLRDHUP };
+	struct pollfd p = { .fd = w->fd, .events = POLLRDHUP };
 
-	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
 static void iw_on_readable(struct sr_qp *qp, int fd_unused)
