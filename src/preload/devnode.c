@@ -39,26 +39,29 @@ static bool softrdma_node(const char *path)
 	return ours;
 }
 
-static void fill_stat(struct stat *st)
-{
-	memset(st, 0, sizeof(*st));
-	st->st_mode = S_IFCHR | 0666;
-	st->st_nlink = 1;
-	st->st_blksize = 4096;
-	st->st_mtim.tv_sec = st->st_atim.tv_sec = st->st_ctim.tv_sec = time(NULL);
-}
-
-static void fill_stat64(struct stat64 *st)
-{
-	memset(st, 0, sizeof(*st));
-	st->st_mode = S_IFCHR | 0666;
-	st->st_nlink = 1;
-	st->st_blksize = 4096;
-	st->st_mtim.tv_sec = st->st_atim.tv_sec = st->st_ctim.tv_sec = time(NULL);
-}
+/* The answer for softrdma's node: a character device 0:0, mode 0666. */
+#define FILL_STAT(st)                                                                  \
+	do {                                                                           \
+		memset((st), 0, sizeof(*(st)));                                        \
+		(st)->st_mode = S_IFCHR | 0666;                                        \
+		(st)->st_nlink = 1;                                                    \
+		(st)->st_blksize = 4096;                                               \
+		(st)->st_mtim.tv_sec = (st)->st_atim.tv_sec = (st)->st_ctim.tv_sec = time(NULL); \
+	} while (0)
 
 /* The real call first: a node that exists (real hardware beside us) is
- * described as it is, and only a missing one may be softrdma's. */
+ * described as it is, and only a missing one may be softrdma's;
+ * real_call is the real call, st the buffer it fills. */
+#define STAT_WRAP(real_call, path, st)                                                  \
+	({                                                                             \
+		int saved_ = errno, rc_ = (real_call);                                 \
+		if (rc_ && (errno == ENOENT || errno == ENOTDIR) && softrdma_node(path)) { \
+			FILL_STAT(st);                                                 \
+			errno = saved_;                                                \
+			rc_ = 0;                                                       \
+		}                                                                      \
+		rc_;                                                                   \
+	})
 #define REAL(name, type) ((type)dlsym(RTLD_NEXT, #name))
 
 DEVNODE_EXPORT int stat(const char *restrict path, struct stat *restrict st)
@@ -66,13 +69,7 @@ DEVNODE_EXPORT int stat(const char *restrict path, struct stat *restrict st)
 	static int (*real)(const char *restrict, struct stat *restrict);
 	if (!real)
 		real = REAL(stat, int (*)(const char *restrict, struct stat *restrict));
-	int saved = errno, rc = real(path, st);
-	if (rc && (errno == ENOENT || errno == ENOTDIR) && softrdma_node(path)) {
-		fill_stat(st);
-		errno = saved;
-		return 0;
-	}
-	return rc;
+	return STAT_WRAP(real(path, st), path, st);
 }
 
 DEVNODE_EXPORT int stat64(const char *restrict path, struct stat64 *restrict st)
@@ -80,13 +77,7 @@ DEVNODE_EXPORT int stat64(const char *restrict path, struct stat64 *restrict st)
 	static int (*real)(const char *restrict, struct stat64 *restrict);
 	if (!real)
 		real = REAL(stat64, int (*)(const char *restrict, struct stat64 *restrict));
-	int saved = errno, rc = real(path, st);
-	if (rc && (errno == ENOENT || errno == ENOTDIR) && softrdma_node(path)) {
-		fill_stat64(st);
-		errno = saved;
-		return 0;
-	}
-	return rc;
+	return STAT_WRAP(real(path, st), path, st);
 }
 
 /* Binaries built against glibc before 2.33 call stat through these. */
@@ -98,13 +89,7 @@ DEVNODE_EXPORT int __xstat(int ver, const char *path, struct stat *st)
 	static int (*real)(int, const char *, struct stat *);
 	if (!real)
 		real = REAL(__xstat, int (*)(int, const char *, struct stat *));
-	int saved = errno, rc = real ? real(ver, path, st) : stat(path, st);
-	if (rc && (errno == ENOENT || errno == ENOTDIR) && softrdma_node(path)) {
-		fill_stat(st);
-		errno = saved;
-		return 0;
-	}
-	return rc;
+	return STAT_WRAP(real ? real(ver, path, st) : stat(path, st), path, st);
 }
 
 DEVNODE_EXPORT int __xstat64(int ver, const char *path, struct stat64 *st)
@@ -112,13 +97,7 @@ DEVNODE_EXPORT int __xstat64(int ver, const char *path, struct stat64 *st)
 	static int (*real)(int, const char *, struct stat64 *);
 	if (!real)
 		real = REAL(__xstat64, int (*)(int, const char *, struct stat64 *));
-	int saved = errno, rc = real ? real(ver, path, st) : stat64(path, st);
-	if (rc && (errno == ENOENT || errno == ENOTDIR) && softrdma_node(path)) {
-		fill_stat64(st);
-		errno = saved;
-		return 0;
-	}
-	return rc;
+	return STAT_WRAP(real ? real(ver, path, st) : stat64(path, st), path, st);
 }
 
 static int node_access(int mode)

@@ -113,7 +113,7 @@ check_pkgconfig() {
 	grep -q "^san_preload='..*'" "$p/bin/softrdma-run" && san=-fsanitize=address,undefined
 	# shellcheck disable=SC2046 # pkg-config's words
 	sr_run "$prefix: cc pc_verbs.c \$(pkg-config --cflags --libs softrdma)" -- \
-		cc $san -I"$SR_SOURCE_DIR/tests/verbs" -o "$SR_TMP/pc_verbs" "$SR_SOURCE_DIR/tests/install/pc_verbs.c" \
+		cc $san -I"$SR_SOURCE_DIR/tests/verbs" -I"$SR_SOURCE_DIR/src" -o "$SR_TMP/pc_verbs" "$SR_SOURCE_DIR/tests/install/pc_verbs.c" \
 		$(pkg-config --cflags --libs softrdma)
 	unset PKG_CONFIG_PATH
 	[ -x "$SR_TMP/pc_verbs" ] || return

@@ -687,7 +687,7 @@ static void rereg_access(void)
  * reset a QP in ERR and take the next completion for a new one. */
 static void reset_cleans_cq(void)
 {
-	SECTION("RC: RESET drops the QP's unread flush completions, not other QPs'");
+	SECTION("RC: RESET drops the QP's unread flush completions");
 	struct vt_qp_cfg c;
 	struct vt_pair p;
 	struct vt_buf r;
