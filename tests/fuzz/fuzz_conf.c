@@ -11,7 +11,11 @@
  *  - the parser returns 0 or -EINVAL, and on -EINVAL hands back no device;
  *  - an accepted configuration is one sr_conf_write accepts (valid names,
  *    interface names, types and MTUs, at most 16 devices, no duplicate);
- *  - written back and parsed again, it is the same configuration. */
+ *  - written back and parsed again, it is the same configuration;
+ *  - an accepted number means what it says: each "mtu" value, read as a
+ *    plain decimal number by the harness, is the MTU the device got, and a
+ *    device without one has 0 (regress/conf/mtu-int-wrap: -4294967040 was
+ *    once taken as 256). */
 #include <errno.h>
 
 #include "fuzz.h"
@@ -27,6 +31,69 @@ static void same(const struct sr_conf *a, const struct sr_conf *b)
 		REQUIRE(a->dev[i].type == b->dev[i].type && a->dev[i].mtu == b->dev[i].mtu);
 		REQUIRE(a->dev[i].loopback == b->dev[i].loopback && a->dev[i].lo_addrs == b->dev[i].lo_addrs);
 	}
+}
+
+/* The number a "mtu" value means, read here without strtol: white space,
+ * [+]decimal digits and nothing else; -1 for anything else (no MTU the
+ * parser may accept). */
+static long long plain_decimal(const char *v)
+{
+	const char *d;
+
+	/* strtol skips any leading white space (\v, \f, \r too) */
+	while (*v == ' ' || *v == '\t' || *v == '\v' || *v == '\f' || *v == '\r')
+		v++;
+	d = *v == '+' ? v + 1 : v;
+	if (!*d || strspn(d, "0123456789") != strlen(d))
+		return -1;
+	while (*d == '0' && d[1])
+		d++;
+	return strlen(d) <= 9 ? atoll(d) : -1;
+}
+
+/* Every "mtu = V" line of an accepted text, by section (device): V read
+ * as a plain decimal is the MTU the device got; a device without one has
+ * 0 (follow the interface).  Lines are split as the file format says:
+ * '#' starts a comment, space, tab (and a CR at the end) around keys and
+ * values.  The parser refuses NUL bytes and a key given twice, so each
+ * line is a C string and each device has at most one mtu line. */
+static void check_mtus(const struct sr_conf *conf, const char *text, size_t len)
+{
+	bool has_mtu[SR_MAX_DEVICES] = { false };
+	int dev = -1;
+
+	for (size_t i = 0, e; i < len; i = e + 1) {
+		char *line, *s, *eq, *k, *v;
+
+		for (e = i; e < len && text[e] != '\n'; e++)
+			;
+		line = strndup(text + i, e - i);
+		REQUIRE(line);
+		if ((s = strchr(line, '#')))
+			*s = 0;
+		for (s = line; *s == ' ' || *s == '\t'; s++)
+			;
+		if (*s == '[') {
+			dev++;
+		} else if ((eq = strchr(s, '=')) && dev >= 0) {
+			*eq = 0;
+			for (k = eq; k > s && (k[-1] == ' ' || k[-1] == '\t' || k[-1] == '\r'); k--)
+				k[-1] = 0;
+			for (v = eq + 1; *v == ' ' || *v == '\t'; v++)
+				;
+			for (k = v + strlen(v); k > v && (k[-1] == ' ' || k[-1] == '\t' || k[-1] == '\r'); k--)
+				k[-1] = 0;
+			if (!strcmp(s, "mtu")) {
+				REQUIRE(dev < conf->ndev && !has_mtu[dev]);
+				REQUIRE(plain_decimal(v) == conf->dev[dev].mtu);
+				has_mtu[dev] = true;
+			}
+		}
+		free(line);
+	}
+	REQUIRE(dev + 1 == conf->ndev);
+	for (int d = 0; d < conf->ndev; d++)
+		REQUIRE(has_mtu[d] || conf->dev[d].mtu == 0);
 }
 
 static int parse(struct sr_conf *conf, const void *text, size_t len)
@@ -66,6 +133,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			REQUIRE(mtu == 0 || sr_mtu_bytes_to_enum(mtu));
 			REQUIRE(conf.dev[i].loopback >= -1 && conf.dev[i].loopback <= 1);
 		}
+		check_mtus(&conf, (const char *)x, size);
 		REQUIRE(sr_conf_write(&conf, out) == 0);
 		REQUIRE(fclose(out) == 0);
 		REQUIRE(parse(&back, text, tlen) == 0);
