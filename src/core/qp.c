@@ -10,6 +10,18 @@
 #include "core/sr.h"
 #include "core/fault.h"
 
+/* The application's SGE i, read byte-wise: callers may hand in arrays
+ * that are not 8-byte aligned (libiscsi's iSER keeps its receive SGE in a
+ * packed descriptor), which the hardware providers read without a fault
+ * on x86 and so must we (UBSan: misaligned load). */
+static inline struct ibv_sge app_sge(const struct ibv_sge *list, int i)
+{
+	struct ibv_sge s;
+
+	memcpy(&s, (const char *)list + (size_t)i * sizeof(s), sizeof(s));
+	return s;
+}
+
 /* ---------------- the state machine ---------------- */
 
 #define M(x) IBV_QP_##x
@@ -797,7 +809,7 @@ static int post_one_send(struct sr_qp *qp, const struct ibv_send_wr *wr)
 	if (sr_wr_is_local(wr->opcode))
 		return post_local(qp, wr);
 	for (int i = 0; i < wr->num_sge; i++)
-		len += wr->sg_list[i].length;
+		len += app_sge(wr->sg_list, i).length;
 	if (len > SR_MAX_MSG_SIZE)
 		return EINVAL;
 	bool inl = (wr->send_flags & IBV_SEND_INLINE) && wr->opcode != IBV_WR_RDMA_READ &&
@@ -851,8 +863,10 @@ static int post_one_send(struct sr_qp *qp, const struct ibv_send_wr *wr)
 	if (inl) {
 		uint8_t *p = sr_wqe_inline(sq, w);
 		for (int i = 0; i < wr->num_sge; i++) {
-			memcpy(p, (void *)(uintptr_t)wr->sg_list[i].addr, wr->sg_list[i].length);
-			p += wr->sg_list[i].length;
+			struct ibv_sge g = app_sge(wr->sg_list, i);
+
+			memcpy(p, (void *)(uintptr_t)g.addr, g.length);
+			p += g.length;
 		}
 		w->inlined = true;
 		w->num_sge = 0;
@@ -905,8 +919,8 @@ static int rq_post(struct sr_rq *rq, const struct ibv_recv_wr *wr)
 	w->wr_id = wr->wr_id;
 	w->num_sge = (uint32_t)wr->num_sge;
 	for (int i = 0; i < wr->num_sge; i++) {
-		w->sge[i] = wr->sg_list[i];
-		len += wr->sg_list[i].length;
+		w->sge[i] = app_sge(wr->sg_list, i);
+		len += w->sge[i].length;
 	}
 	w->length = len;
 	rq->head++;
@@ -1252,8 +1266,8 @@ static void x_set_sge_list(struct ibv_qp_ex *x, size_t n, const struct ibv_sge *
 	w->num_sge = (uint32_t)n;
 	w->length = 0;
 	for (size_t i = 0; i < n; i++) {
-		w->sge[i] = sg[i];
-		w->length += sg[i].length;
+		w->sge[i] = app_sge(sg, (int)i);
+		w->length += w->sge[i].length;
 	}
 	if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
 		if (w->length < 8)
