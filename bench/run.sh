@@ -11,6 +11,9 @@
 # and writes results.csv (metric,size,value,unit), ratios.txt and bench.png.
 # Absolute numbers on a shared 2-core machine drift; ratios measured in the
 # same run hold. Benchmarks are not tests: nothing here passes or fails.
+# Beside it: bench/middleware.sh (UCX, Open MPI), bench/iwarp.sh
+# (Soft-iWARP) and bench/storage.sh (iSER with tgtd and libiscsi beside
+# iSCSI over TCP; `make bench-storage`).
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 B=${SR_BUILD_DIR:-$here/build}
