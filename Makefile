@@ -8,7 +8,8 @@
 #               private <libdir>/softrdma, man pages, softrdma.pc)
 # Other targets: build, deps, demo, test-fast, test-asan, test-tsan, test-installed,
 # test-stress (scripts/stress.sh: hogs on every core, two copies at once),
-# uninstall, bench, clean.
+# uninstall, bench (bench/run.sh), bench-storage (bench/storage.sh: iSER
+# beside iSCSI/TCP; root for the two-namespace half), clean.
 
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
@@ -18,7 +19,7 @@ CTEST_ARGS ?=
 PREFIX     ?= /usr/local
 DESTDIR    ?=
 
-.PHONY: all deps build demo test test-fast test-asan test-tsan test-installed test-stress install uninstall deb bench clean
+.PHONY: all deps build demo test test-fast test-asan test-tsan test-installed test-stress install uninstall deb bench bench-storage clean
 
 all: deps build demo
 
@@ -83,6 +84,9 @@ test-stress: build
 
 bench: build
 	bash bench/run.sh
+
+bench-storage: build
+	bash bench/storage.sh
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) build-deb

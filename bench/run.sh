@@ -21,6 +21,9 @@
 # same run hold.  Benchmarks are not tests: nothing here fails a build.
 # BENCH_SECONDS (default 3) per bandwidth run, BENCH_ITERS (default 5000)
 # per latency run.
+# Beside it: bench/middleware.sh (UCX, Open MPI), bench/iwarp.sh
+# (Soft-iWARP) and bench/storage.sh (iSER with tgtd and libiscsi beside
+# iSCSI over TCP; `make bench-storage`).
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 B=${SR_BUILD_DIR:-$here/build}

@@ -838,8 +838,8 @@ sr_tgtadm() {
 
 # sr_tgt_start NAME TYPE ADDR TCP-PORT ISER-PORT LUN-FILE [AT-PREFIX-NAME]:
 # tgtd under softrdma-run on the device of SOFTRDMA_CONF (TYPE roce or
-# iwarp; with the prefix named, e.g. SR_AT_A, in a namespace with the
-# prefix's configuration), its TCP portal on ADDR:TCP-PORT, iSER on ISER-PORT (tgt
+# iwarp; with the prefix named, e.g. SR_AT_A or (env SOFTRDMA_CONF=F
+# softrdma-run), run through that prefix instead), its TCP portal on ADDR:TCP-PORT, iSER on ISER-PORT (tgt
 # listens on the IPv4 and the IPv6 wildcard); waits until both listen and
 # makes the two targets.  Sets SR_TGT_PID, SR_TGT_LOG, SR_TGT_SOCK.
 # Returns 1 (after a failed check) if tgtd does not come up.
@@ -849,7 +849,8 @@ sr_tgt_start() {
 	if [ -n "$at" ]; then
 		local -n atref=$at
 		run=("${atref[@]}")
-		ns=${atref[3]}
+		# the namespace, when the prefix is `ip netns exec NS ...`
+		[ "${atref[*]:0:3}" = "ip netns exec" ] && ns=${atref[3]}
 	fi
 	SR_TGT_SOCK=$SR_TMP/tgtd-$name.sock
 	sr_new_log tgtd-"$name"

@@ -37,6 +37,7 @@ struct slot {
 	uint64_t lba;
 	uint32_t nblk;
 	bool busy;
+	struct scsi_iovec iov; /* a READ's data goes to buf */
 	bool queueing;         /* inside iscsi_*_task: see done_cb */
 	int queue_status;
 };
@@ -154,8 +155,9 @@ static void done_cb(struct iscsi_context *iscsi, int status, void *command_data,
 				fflush(io->ack_log);
 			}
 		} else if (io->mode != M_READ) {
+			/* the data landed in the slot's buffer (scsi_task_set_iov_in) */
 			for (uint32_t i = 0; i < s->nblk; i++)
-				if (!check_block(io, task->datain.data + (size_t)i * io->bs, s->lba + i) && !io->failed)
+				if (!check_block(io, s->buf + (size_t)i * io->bs, s->lba + i) && !io->failed)
 					io->failed = 1;
 		}
 		io->ios++;
@@ -227,6 +229,17 @@ static void issue(struct io *io)
 		} else {
 			t = iscsi_read16_task(io->iscsi, io->lun, s->lba, len, (int)io->bs, 0, 0, 0, 0, 0, done_cb,
 					      s);
+			/* into the slot's buffer, as iscsi-perf reads: over TCP
+			 * libiscsi reads the Data-In straight into it (without,
+			 * it grows a buffer of its own PDU by PDU); over iSER it
+			 * copies from its registered buffer at completion.
+			 * Setting it after queueing is safe: nothing is received
+			 * before the next iscsi_service(). */
+			if (t) {
+				s->iov.iov_base = s->buf;
+				s->iov.iov_len = len;
+				scsi_task_set_iov_in(t, &s->iov, 1);
+			}
 		}
 		s->queueing = false;
 		if (!t) {
