@@ -247,7 +247,7 @@ static bool timer_set_add(struct sr_qp *qp)
 {
 	struct sr_context *ctx = qp->ctx;
 
-	if (!qp->timer_slot && !qp->dead) {
+	if (!atomic_load_explicit(&qp->timer_slot, memory_order_relaxed) && !qp->dead) {
 		pthread_mutex_lock(&ctx->timer_lock);
 		if (ctx->n_timer_qps == ctx->timer_qps_cap) {
 			uint32_t nc = ctx->timer_qps_cap ? ctx->timer_qps_cap * 2 : 64;
@@ -262,7 +262,7 @@ static bool timer_set_add(struct sr_qp *qp)
 			ctx->timer_qps_cap = nc;
 		}
 		ctx->timer_qps[ctx->n_timer_qps++] = qp;
-		qp->timer_slot = ctx->n_timer_qps;
+		atomic_store_explicit(&qp->timer_slot, ctx->n_timer_qps, memory_order_relaxed);
 		pthread_mutex_unlock(&ctx->timer_lock);
 	}
 	return !qp->dead;
@@ -272,14 +272,14 @@ void sr_qp_timer_disarm(struct sr_qp *qp)
 {
 	struct sr_context *ctx = qp->ctx;
 
-	if (!qp->timer_slot)
+	if (!atomic_load_explicit(&qp->timer_slot, memory_order_relaxed))
 		return;
 	pthread_mutex_lock(&ctx->timer_lock);
-	uint32_t i = qp->timer_slot - 1;
+	uint32_t i = atomic_load_explicit(&qp->timer_slot, memory_order_relaxed) - 1;
 	struct sr_qp *last = ctx->timer_qps[--ctx->n_timer_qps];
 	ctx->timer_qps[i] = last;
-	last->timer_slot = i + 1;
-	qp->timer_slot = 0;
+	atomic_store_explicit(&last->timer_slot, i + 1, memory_order_relaxed);
+	atomic_store_explicit(&qp->timer_slot, 0, memory_order_relaxed);
 	pthread_mutex_unlock(&ctx->timer_lock);
 }
 

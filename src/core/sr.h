@@ -326,7 +326,11 @@ struct sr_qp {
 	bool last_wqe_reached_sent;
 	bool sqd_notified;         /* SQ_DRAINED raised for this SQD period */
 	uint32_t n_mcast;          /* multicast groups attached (ctx->mcast_lock) */
-	uint32_t timer_slot;       /* 1 + index in ctx->timer_qps, 0 = not there (qp->lock and timer_lock) */
+	/* 1 + index in ctx->timer_qps, 0 = not there.  Set to 0 or from 0
+	 * only with qp->lock and timer_lock held; another QP's disarm moves
+	 * it between non-zero values under timer_lock alone, so a reader with
+	 * only qp->lock sees "in the set or not" right, but reads atomically. */
+	_Atomic uint32_t timer_slot;
 	struct sr_qp *next, *prev; /* ctx->qp_list */
 	struct sr_qp *zombie_next;
 	void *tp;                  /* transport private (struct sr_roce_qp) */

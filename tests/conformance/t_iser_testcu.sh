@@ -63,6 +63,14 @@ declare -A LIBISCSI_ISER=(
 	[ALL.Reserve6.ITNexusLoss]=logout
 )
 
+# Under a sanitizer build softrdma-run preloads ASan into the initiator,
+# and ASan's malloc fills new blocks (0xbe): the residual bug then shows in
+# Inquiry.Standard too, whose padding check reads past what the target sent
+# (with glibc's malloc that memory happens to be zero).
+if grep -q "^san_preload='..*'" "$SR_RUN"; then
+	LIBISCSI_ISER[ALL.Inquiry.Standard]=residual
+fi
+
 subset="ALL.TestUnitReady.Simple ALL.Inquiry.Standard ALL.Inquiry.EVPD ALL.ReadCapacity16.Simple
 ALL.Read10.BeyondEol ALL.Read16.Simple ALL.Write10.Simple ALL.Write16.Simple ALL.WriteSame16.Simple
 ALL.WriteVerify16.Simple ALL.Verify16.Mismatch ALL.ModeSense6.AllPages ALL.ReportSupportedOpcodes.Simple
