@@ -8,7 +8,10 @@
  * lkey == rkey. */
 #include <errno.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 #include <time.h>
 #include <sys/random.h>
 
@@ -263,11 +266,39 @@ uint8_t *sr_mr_lookup(struct sr_context *ctx, uint32_t key, bool remote, struct 
 	return mr->host + (va - mr->iova);
 }
 
+/* Writes n bytes into our own memory through the kernel, which reports a
+ * page that is no longer mapped as EFAULT where a store would kill the
+ * process.  A NIC writes into registered pages the kernel keeps pinned
+ * even after the application unmapped them (UCX frees its receive
+ * buffers before it destroys their QP, its registration cache
+ * deregistering them later); a userspace device cannot pin, so a
+ * datagram arriving in that window must fail its receive, not crash.
+ * Where process_vm_writev is not allowed (a seccomp profile) the plain
+ * store is the fallback. */
+static bool place_checked(uint8_t *host, const uint8_t *src, size_t n)
+{
+	static atomic_bool unavailable;
+
+	if (!atomic_load_explicit(&unavailable, memory_order_relaxed)) {
+		struct iovec l = { (void *)(uintptr_t)src, n }, r = { host, n };
+		ssize_t w = process_vm_writev(getpid(), &l, 1, &r, 1, 0);
+
+		if (w == (ssize_t)n)
+			return true;
+		if (w >= 0 || errno == EFAULT)
+			return false; /* a page of the range is gone */
+		atomic_store_explicit(&unavailable, true, memory_order_relaxed);
+	}
+	sr_place(host, src, n);
+	return true;
+}
+
 int sr_sge_copy(struct sr_context *ctx, struct sr_pd *pd, const struct ibv_sge *sge, uint32_t num_sge,
-		uint64_t offset, void *buf, uint64_t len, bool to_sge)
+		uint64_t offset, void *buf, uint64_t len, int how)
 {
 	uint8_t *p = buf;
 	uint32_t i = 0;
+	bool to_sge = how != SR_COPY_FROM_SGE;
 
 	while (i < num_sge && offset >= sge[i].length) {
 		offset -= sge[i].length;
@@ -283,10 +314,14 @@ int sr_sge_copy(struct sr_context *ctx, struct sr_pd *pd, const struct ibv_sge *
 					     to_sge ? IBV_ACCESS_LOCAL_WRITE : 0);
 		if (!host)
 			return -EFAULT;
-		if (to_sge)
+		if (how == SR_COPY_TO_SGE_CHECKED) {
+			if (!place_checked(host, p, n))
+				return -EFAULT;
+		} else if (to_sge) {
 			sr_place(host, p, n);
-		else
+		} else {
 			memcpy(p, host, n);
+		}
 		p += n;
 		len -= n;
 		offset = 0;

@@ -480,10 +480,18 @@ static inline void sr_place(void *dst, const void *src, size_t n)
 }
 
 /* Copy between a local SGE list (lkeys) and a flat buffer. offset is into
- * the SGE list's total length. Returns 0 or -EFAULT (bad lkey / bounds).
- * Caller holds mr_lock for reading. */
+ * the SGE list's total length. Returns 0 or -EFAULT (bad lkey / bounds,
+ * or with SR_COPY_TO_SGE_CHECKED memory no longer mapped).  Caller holds
+ * mr_lock for reading. */
+enum {
+	SR_COPY_FROM_SGE = 0,
+	SR_COPY_TO_SGE = 1,
+	/* through the kernel (a system call per piece): a page the application
+	 * unmapped while still registered fails the copy, not the process */
+	SR_COPY_TO_SGE_CHECKED = 2,
+};
 int sr_sge_copy(struct sr_context *ctx, struct sr_pd *pd, const struct ibv_sge *sge, uint32_t num_sge,
-		uint64_t offset, void *buf, uint64_t len, bool to_sge);
+		uint64_t offset, void *buf, uint64_t len, int how);
 
 /* mw.c: memory windows (rxe's), and the local operations of the send
  * queue (IBV_WR_BIND_MW, IBV_WR_LOCAL_INV). */

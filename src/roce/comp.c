@@ -181,7 +181,8 @@ static bool comp_place(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_pkt *p
 		       const void *data, uint32_t len)
 {
 	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
-	int err = sr_sge_copy(qp->ctx, to_spd(qp->ibqp.qp_base.pd), w->sge, w->num_sge, off, (void *)data, len, true);
+	int err = sr_sge_copy(qp->ctx, to_spd(qp->ibqp.qp_base.pd), w->sge, w->num_sge, off, (void *)data, len,
+			      SR_COPY_TO_SGE);
 	pthread_rwlock_unlock(&qp->ctx->mr_lock);
 	if (err) /* rxe: a response that can't be placed is a local protection error */
 		comp_fail(qp, pkt->psn, IBV_WC_LOC_PROT_ERR);

@@ -169,8 +169,12 @@ static int place_recv(struct sr_qp *qp, const void *data, uint32_t len)
 	if (r->rwqe_off + len > r->rwqe->length)
 		return -1; /* too long for the posted buffer */
 	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+	/* A UD QP takes datagrams from anyone at any time, also while the
+	 * application tears down (UCX unmaps its receive buffers before it
+	 * destroys the QP): its receives are placed through the kernel */
+	int how = qp->ibqp.qp_base.qp_type == IBV_QPT_UD ? SR_COPY_TO_SGE_CHECKED : SR_COPY_TO_SGE;
 	int err = sr_sge_copy(qp->ctx, to_spd(qp->ibqp.qp_base.pd), r->rwqe->sge, r->rwqe->num_sge, r->rwqe_off,
-			      (void *)data, len, true);
+			      (void *)data, len, how);
 	pthread_rwlock_unlock(&qp->ctx->mr_lock);
 	if (err)
 		return -2;

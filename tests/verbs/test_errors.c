@@ -28,6 +28,7 @@
 #include "vt_roce.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <libgen.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -746,6 +747,41 @@ static void misaligned_sge(void)
 	}
 	vt_buf_free(&s);
 	vt_buf_free(&r);
+	vt_pair_destroy(&p);
+}
+
+/* A UD receive whose registered buffer the application has unmapped (UCX
+ * frees its receive buffers before it destroys their QP; a NIC writes into
+ * the pages the kernel still pins): the receive fails with a local
+ * protection error and the process lives on. */
+static void ud_unmapped_receive(void)
+{
+	SECTION("UD: a datagram for a receive whose registered buffer was unmapped");
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf s;
+	struct ibv_wc wc;
+	vt_cfg_default(&c, IBV_QPT_UD);
+	if (!vt_pair_setup(&D, &c, &p))
+		return;
+	vt_buf_alloc(&s, D.pd, 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_fill(s.p, 64, 7);
+	uint8_t *m = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *mr = m != MAP_FAILED ? ibv_reg_mr(D.pd, m, 8192, IBV_ACCESS_LOCAL_WRITE) : NULL;
+	if (CHECK(mr != NULL, "an mmap'ed buffer registered")) {
+		CHECK_RC(vt_post_recv(p.qp[1], 70, m, 1024, mr->lkey), 0, "a receive posted into it");
+		CHECK_RC(vt_post_recv(p.qp[1], 71, m + 4096, 1024, mr->lkey), 0, "and a second one");
+		CHECK_RC(munmap(m, 8192), 0, "the buffer unmapped, its MR still registered");
+		CHECK_RC(vt_post_ud_send(p.qp[0], 80, s.p, 64, s.mr->lkey, IBV_SEND_SIGNALED, p.ah[0],
+					 p.qp[1]->qp_num, c.qkey),
+			 0, "a datagram sent to it");
+		EXPECT_WC(p.scq[0], 80, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "the send completes");
+		if (EXPECT_WC(p.rcq[1], 70, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, &wc,
+			      "the receive fails with a local protection error (the process lives)"))
+			CHECK_INT(wc.byte_len, 0, "  ...byte_len");
+		CHECK_RC(ibv_dereg_mr(mr), 0, "the MR deregisters after");
+	}
+	vt_buf_free(&s);
 	vt_pair_destroy(&p);
 }
 
@@ -1797,6 +1833,7 @@ int main(int argc, char **argv)
 	rereg_access();
 	reset_cleans_cq();
 	misaligned_sge();
+	ud_unmapped_receive();
 	keys_unpredictable();
 	cq_overflow();
 	cq_destroyed_with_events();
