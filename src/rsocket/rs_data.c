@@ -532,6 +532,14 @@ static bool rs_ctrl2_avail(struct rsocket *rs)
 	return (int)((rs->ctrl_seqno + 1) - rs->ctrl_max_seqno) < 0;
 }
 
+/* A buffer the peer advertised that runs past the end of the 64-bit
+ * address space: no memory is like that, and writing it would land at
+ * addresses it never offered (from 0 on). */
+static bool rs_sge_wraps(uint64_t addr, uint64_t len)
+{
+	return len && addr + (len - 1) < addr;
+}
+
 static uint32_t rs_remote_sge_room(const struct rsocket *rs)
 {
 	return __atomic_load_n(&rs->target_sgl[rs->target_sge].length, __ATOMIC_ACQUIRE);
@@ -1098,6 +1106,13 @@ static ssize_t rs_sendv(struct rsocket *rs, const struct iovec *iov, int iovcnt,
 		room = rs_remote_sge_room(rs);
 		if (xfer > room)
 			xfer = room;
+		if (rs_sge_wraps(rs->target_sgl[rs->target_sge].addr, room)) {
+			/* the peer's buffer is not memory: the connection is broken */
+			err = EPROTO;
+			rs->state = RS_ERROR;
+			rs->err = err;
+			break;
+		}
 		if (rs_write_data(rs, &c, xfer)) {
 			err = errno;
 			rs->state = RS_ERROR;
@@ -1483,7 +1498,8 @@ static bool rs_find_iomap(struct rsocket *rs, uint64_t offset, struct rs_iomap *
 		struct rs_iomap e;
 
 		memcpy(&e, &rs->target_iomap[i], sizeof(e));
-		if (e.sge.length && offset >= e.offset && offset - e.offset < e.sge.length) {
+		if (e.sge.length && !rs_sge_wraps(e.sge.addr, e.sge.length) && offset >= e.offset &&
+		    offset - e.offset < e.sge.length) {
 			*out = e;
 			return true;
 		}

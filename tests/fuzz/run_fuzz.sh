@@ -34,7 +34,8 @@ cmake --build "$work" -j"$(nproc)" >/dev/null || exit 1
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
 	for b in "$work"/fuzz_*; do
-		[ -x "$b" ] && targets+=("${b##*/fuzz_}")
+		# fuzz_seeds (built below) writes the seed corpora: not a target
+		[ -x "$b" ] && [ "${b##*/}" != fuzz_seeds ] && targets+=("${b##*/fuzz_}")
 	done
 fi
 if [ ${#targets[@]} -eq 0 ]; then
