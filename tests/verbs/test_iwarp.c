@@ -602,7 +602,16 @@ static void test_throughput(struct side s[2], const char *tag)
  * instead of ending the connection at once: 64 Sends of 64 KiB against 4
  * receives, the other 60 posted 200 ms later (qperf rc_bw's server
  * reposts its receives only after it has polled them). */
-static void test_late_receive(struct side s[2], const char *tag)
+/* A receive for the test: on the QP, or on srq when there is one. */
+static int late_post_recv(struct side *s, struct ibv_srq *srq, uint64_t id, void *p, uint32_t len, uint32_t lkey)
+{
+	struct ibv_sge g = { (uintptr_t)p, len, lkey };
+	struct ibv_recv_wr w = { .wr_id = id, .sg_list = &g, .num_sge = 1 }, *bad;
+
+	return srq ? ibv_post_srq_recv(srq, &w, &bad) : ibv_post_recv(s->qp, &w, &bad);
+}
+
+static void test_late_receive_on(struct side s[2], struct ibv_srq *srq, const char *tag)
 {
 	const uint32_t len = 65536, n = 64, early = 4;
 	struct vt_buf a, b;
@@ -618,7 +627,7 @@ static void test_late_receive(struct side s[2], const char *tag)
 	vt_fill(a.p, (size_t)n * len, 77);
 	memset(b.p, 0, (size_t)n * len);
 	for (uint32_t i = 0; i < early; i++)
-		errs += vt_post_recv(s[1].qp, 3000 + i, b.p + (size_t)i * len, len, b.mr->lkey) != 0;
+		errs += late_post_recv(&s[1], srq, 3000 + i, b.p + (size_t)i * len, len, b.mr->lkey) != 0;
 	for (uint32_t i = 0; i < n; i++)
 		errs += vt_post_send(s[0].qp, 4000 + i, IBV_WR_SEND, a.p + (size_t)i * len, len, a.mr->lkey,
 				     IBV_SEND_SIGNALED, 0, 0, 0) != 0;
@@ -626,8 +635,9 @@ static void test_late_receive(struct side s[2], const char *tag)
 	CHECK(vt_qp_state(s[0].qp) == IBV_QPS_RTS && vt_qp_state(s[1].qp) == IBV_QPS_RTS,
 	      "%s: 200 ms after %u Sends met %u receives, both QPs are still RTS\t(%s, %s)", tag, n, early,
 	      vt_state_str(vt_qp_state(s[0].qp)), vt_state_str(vt_qp_state(s[1].qp)));
+	uint64_t t_post = vt_now_ms(), t_first = 0;
 	for (uint32_t i = early; i < n; i++)
-		errs += vt_post_recv(s[1].qp, 3000 + i, b.p + (size_t)i * len, len, b.mr->lkey) != 0;
+		errs += late_post_recv(&s[1], srq, 3000 + i, b.p + (size_t)i * len, len, b.mr->lkey) != 0;
 	while (got < n) {
 		int k = poll_some(s[1].rcq, 64, wc, 5000);
 
@@ -635,9 +645,15 @@ static void test_late_receive(struct side s[2], const char *tag)
 			break;
 		for (int i = 0; i < k; i++) {
 			bad += wc[i].status != IBV_WC_SUCCESS || wc[i].byte_len != len || wc[i].wr_id != 3000 + got;
+			if (got == early && !t_first)
+				t_first = vt_now_ms();
 			got++;
 		}
 	}
+	/* a QP receive resumes at the post; an SRQ's at the next look (1 ms),
+	 * at the latest when the 1 s wait ends (not checked: load) */
+	NOTE("%s: the first late receive completed %" PRIu64 " ms after the late posts", tag,
+	     t_first ? t_first - t_post : 0);
 	while (sent < n) {
 		int k = poll_some(s[0].scq, 64, wc, 5000);
 
@@ -654,6 +670,49 @@ static void test_late_receive(struct side s[2], const char *tag)
 	CHECK(!memcmp(a.p, b.p, (size_t)n * len), "%s: every byte of the %u Sends arrived", tag, n);
 	vt_buf_free(&a);
 	vt_buf_free(&b);
+}
+
+static void test_late_receive(struct side s[2], const char *tag)
+{
+	test_late_receive_on(s, NULL, tag);
+}
+
+/* The same with the receiver's receives on an SRQ: its post gives the
+ * held QP no kick, the QP looks at the SRQ again every ms. */
+static void test_late_receive_srq(void)
+{
+	struct mpa_opts o = { .crc = true, .rev = 2, .ird = 4, .ord = 4 };
+	struct side s[2];
+	struct ibv_srq *srq = NULL;
+	struct conn c;
+
+	SECTION("a Send held for a receive on an SRQ");
+	memset(s, 0, sizeof(s));
+	if (!vt_open(&s[0].d) || !vt_open(&s[1].d))
+		return;
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 128, .max_sge = 1 } };
+	srq = ibv_create_srq(s[1].d.pd, &sa);
+	s[1].scq = ibv_create_cq(s[1].d.ctx, 256, NULL, NULL, 0);
+	s[1].rcq = ibv_create_cq(s[1].d.ctx, 256, NULL, NULL, 0);
+	if (CHECK(srq && s[1].scq && s[1].rcq, "SRQ and CQs") && CHECK(side_qp(&s[0], 256, 16, 1), "sender QP")) {
+		struct ibv_qp_init_attr ia = { .send_cq = s[1].scq, .recv_cq = s[1].rcq, .srq = srq,
+					       .cap = { .max_send_wr = 16, .max_send_sge = 1 }, .qp_type = IBV_QPT_RC };
+		struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+					 .qp_access_flags = IBV_ACCESS_LOCAL_WRITE };
+
+		s[1].qp = ibv_create_qp(s[1].d.pd, &ia);
+		if (CHECK(s[1].qp && !ibv_modify_qp(s[1].qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+									IBV_QP_ACCESS_FLAGS),
+			  "receiver QP on the SRQ, INIT") &&
+		    CHECK(conn_up(s, &o, &c), "connected: RTS"))
+			test_late_receive_on(s, srq, "SRQ");
+	}
+	for (int i = 0; i < 2; i++) {
+		side_qp_free(&s[i]);
+		if (i == 1 && srq)
+			ibv_destroy_srq(srq);
+		vt_close(&s[i].d);
+	}
 }
 
 /* Reads need REMOTE_READ on the target; give b that too. */
@@ -1520,6 +1579,7 @@ int main(void)
 		o = (struct mpa_opts){ .crc = true, .rev = 2, .ird = 2, .ord = 2, .rtr = rtr };
 		test_data(&o, n[rtr], false);
 	}
+	test_late_receive_srq();
 	test_raw();
 	test_close_keeps_data();
 	return vt_end();
