@@ -29,6 +29,13 @@ suite() {
 	# what the harness waits for before starting a client: rdma_cm listens
 	# show in softrdmad's table on RoCE, as TCP listeners on iWARP
 	lp() { if [ "$type" = roce ]; then echo "cm:$1"; else echo "$1"; fi; }
+	# perftest -R once (sr_perftest_tries runs it again if it meets its race)
+	perf_once() {
+		local desc="$type: $* -R"
+		[ "$SR_TRY" -gt 1 ] && desc+=" (try $SR_TRY)"
+		p=$(sr_free_port)
+		sr_pair "$desc" "$(lp "$p")" -- "$SR_RUN" "$@" -R -p "$p" -- "$SR_RUN" "$@" -R -p "$p" 127.0.0.1
+	}
 
 	p=$(sr_free_port)
 	if sr_pair "$type: rping -C 500 -v" "$(lp "$p")" \
@@ -41,15 +48,9 @@ suite() {
 		-- "$SR_RUN" ucmatose -p "$p" -c 10 -C 50 -S 4000 \
 		-- "$SR_RUN" ucmatose -s 127.0.0.1 -p "$p" -c 10 -C 50 -S 4000
 	for t in "ib_write_bw -s 65536 -n 1000" "ib_read_bw -s 65536 -n 500" "ib_send_lat -s 64 -n 2000"; do
-		for try in 1 2; do
-			p=$(sr_free_port)
-			# shellcheck disable=SC2086 # the program and its options
-			if sr_pair "$type: $t -R" "$(lp "$p")" -- "$SR_RUN" $t -R -p "$p" -- "$SR_RUN" $t -R -p "$p" 127.0.0.1; then
-				sr_expect "$SR_CLIENT_OUT" '^ *[0-9]+ +[0-9]+ ' "  results reported"
-				break
-			fi
-			[ "$try" = 1 ] && sr_perftest_raced || break
-		done
+		# shellcheck disable=SC2086 # the program and its options
+		sr_perftest_tries perf_once $t &&
+			sr_expect "$SR_CLIENT_OUT" '^ *[0-9]+ +[0-9]+ ' "  results reported"
 	done
 	if [ "$full" = full ]; then
 		for prog in rstream riostream; do

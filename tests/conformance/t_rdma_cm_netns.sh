@@ -15,16 +15,13 @@ cm_pair() {
 	sr_pair --ns "$SR_NS_B" "$desc" "cm:$P$kind" "$@"
 }
 
-# perftest -R, once more if it meets its own race (sr_perftest_raced)
-perf_pair() {
+# perftest -R, again while it meets its own race (sr_perftest_tries)
+perf_once() {
 	local desc=$1
 	shift
+	[ "$SR_TRY" -gt 1 ] && desc+=" (try $SR_TRY)"
 	P=$(sr_free_port "$SR_NS_B")
-	if ! cm_pair "$desc" -- "${SR_AT_B[@]}" "$@" -R -p "$P" -- "${SR_AT_A[@]}" "$@" -R -p "$P" "$SR_IP_B" &&
-		sr_perftest_raced; then
-		P=$(sr_free_port "$SR_NS_B")
-		cm_pair "$desc (second try)" -- "${SR_AT_B[@]}" "$@" -R -p "$P" -- "${SR_AT_A[@]}" "$@" -R -p "$P" "$SR_IP_B"
-	fi
+	cm_pair "$desc" -- "${SR_AT_B[@]}" "$@" -R -p "$P" -- "${SR_AT_A[@]}" "$@" -R -p "$P" "$SR_IP_B"
 }
 
 P=$(sr_free_port "$SR_NS_B")
@@ -61,7 +58,7 @@ cm_pair "rdma_server / rdma_client" -- "${SR_AT_B[@]}" rdma_server -p "$P" \
 	-- "${SR_AT_A[@]}" rdma_client -s "$SR_IP_B" -p "$P"
 for t in "ib_write_bw -s 65536 -n 1000" "ib_read_bw -s 65536 -n 500" "ib_send_lat -s 64 -n 500"; do
 	set -- $t
-	perf_pair "$1 -R ${*:2}" "$@"
+	sr_perftest_tries perf_once "$1 -R ${*:2}" "$@"
 done
 
 # no listener on the other host: the remote daemon rejects at once
