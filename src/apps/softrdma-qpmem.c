@@ -19,6 +19,8 @@
 #include <unistd.h>
 #include <sys/resource.h>
 
+#include "common/rlimit.h"
+
 static long rss_kib(void)
 {
 	long pages = 0, rss = 0;
@@ -42,24 +44,6 @@ static double now_us(void) { return clock_us(CLOCK_MONOTONIC); }
  * done per call where wall time shows mostly the wait for a CPU. */
 static double cpu_us(void) { return clock_us(CLOCK_THREAD_CPUTIME_ID); }
 
-static void raise_nofile(int n)
-{
-	struct rlimit rl;
-	rlim_t want = (rlim_t)n * 2 + 256;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl))
-		return;
-	if (rl.rlim_cur >= want)
-		return;
-	rl.rlim_cur = want;
-	if (rl.rlim_max < want)
-		rl.rlim_max = want; /* only root may; else take what there is */
-	if (setrlimit(RLIMIT_NOFILE, &rl) && getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-}
-
 int main(int argc, char **argv)
 {
 	bool rtr = true;
@@ -74,7 +58,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: softrdma-qpmem [--no-rtr] N (and an RDMA device)\n");
 		return 2;
 	}
-	raise_nofile(n);
+	sr_raise_nofile((rlim_t)n * 2 + 256); /* as far as it goes: the QPs show how far that is */
 	struct ibv_context *ctx = ibv_open_device(list[0]);
 	struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
 	struct ibv_cq *cq = pd ? ibv_create_cq(ctx, 4096, NULL, NULL, 0) : NULL;

@@ -35,6 +35,7 @@
 #include <sys/un.h>
 #include <linux/capability.h>
 
+#include "common/rlimit.h"
 #include "daemon/softrdmad.h"
 
 /* Startup failure: in --background mode the parent prints it. */
@@ -386,10 +387,8 @@ static void setup(void)
 		epoll_add(d.udp6_fd, &d.ev_udp6, SRC_UDP6);
 	epoll_add(d.sig_fd, &d.ev_signal, SRC_SIGNAL);
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		sr_raise_nofile(rl.rlim_max); /* a socket per client and per flow */
 	d.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	d.udp_slots = aligned_alloc(8, UDP_BATCH * SLOT_BYTES);
 	d.cbuf = aligned_alloc(8, (SR_IPC_MAX_MSG + 7) & ~(size_t)7);

@@ -18,6 +18,8 @@
 
 #include <sys/resource.h>
 
+#include "common/rlimit.h"
+
 #define NQP 10000
 #define SLOT 64
 #define QP_WR 128               /* per queue, as softrdma-qpmem and bench/run.sh count */
@@ -36,22 +38,6 @@
 #define PINGPONG_BOUND_MS 15000 /* 0.2 s now, 52 s before (loaded 2-core VM) */
 
 static struct vt_dev D;
-
-static bool raise_nofile(rlim_t want)
-{
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl))
-		return false;
-	if (rl.rlim_cur >= want)
-		return true;
-	rl.rlim_cur = want;
-	if (rl.rlim_max < want)
-		rl.rlim_max = want; /* root only */
-	if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
-		return true;
-	return false;
-}
 
 static long rss_kib(void)
 {
@@ -274,7 +260,7 @@ static void test_srq_busy(void)
 int main(void)
 {
 	vt_begin("test_scale", 600);
-	if (!raise_nofile(NQP + 512)) {
+	if (sr_raise_nofile(NQP + 512) < NQP + 512) {
 		printf("test_scale: SKIP: %d QPs need %d open files (one flow socket each); RLIMIT_NOFILE cannot be raised that far here\n",
 		       NQP, NQP + 512);
 		return 77;
