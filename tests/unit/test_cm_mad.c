@@ -4,7 +4,6 @@
  * bits), by random round trips, and on hostile lengths. */
 #include "../../src/cm/cm_mad.c"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,33 +11,9 @@
 
 #include "roce/wire/roce_hdr.h"
 #include "pcap.h"
+#include "ut.h"
 
 #define ROCE_PORT 4791
-
-static unsigned n_pass, n_fail;
-
-static void check_fail(const char *file, int line, const char *expr, const char *fmt, ...)
-{
-	va_list ap;
-
-	n_fail++;
-	fprintf(stderr, "FAIL %s:%d: %s", file, line, expr);
-	if (fmt && *fmt) {
-		fputs(": ", stderr);
-		va_start(ap, fmt);
-		vfprintf(stderr, fmt, ap);
-		va_end(ap);
-	}
-	fputc('\n', stderr);
-}
-
-#define CHECK(cond, ...)                                                   \
-	do {                                                                \
-		if (cond)                                                   \
-			n_pass++;                                           \
-		else                                                        \
-			check_fail(__FILE__, __LINE__, #cond, "" __VA_ARGS__); \
-	} while (0)
 
 /* Field comparison of two structs g (got) and e (expected), named in the
  * failure message. */
@@ -47,37 +22,6 @@ static void check_fail(const char *file, int line, const char *expr, const char 
 	      (unsigned long long)g->field, (unsigned long long)e->field)
 #define MEMEQ(field)                                                            \
 	CHECK(!memcmp(&g->field, &e->field, sizeof(g->field)), "%s: " #field " differs", ctx)
-
-/* Deterministic, so failures reproduce. */
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-
-static uint64_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
-static void rnd_fill(void *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		((uint8_t *)p)[i] = (uint8_t)rnd();
-}
-
-/* An exact-size heap copy, so that ASan flags any access past len. */
-static uint8_t *dup_exact(const uint8_t *p, size_t len)
-{
-	uint8_t *d = malloc(len ? len : 1);
-
-	if (!d) {
-		perror("malloc");
-		exit(2);
-	}
-	if (len)
-		memcpy(d, p, len);
-	return d;
-}
 
 static void hexdump_diff(const char *ctx, const uint8_t *got, const uint8_t *want, size_t n)
 {
@@ -1458,6 +1402,5 @@ int main(void)
 	test_cma();
 	test_timeouts_and_names();
 
-	printf("test_cm_mad: %u passed, %u failed\n", n_pass, n_fail);
-	return n_fail ? 1 : 0;
+	return ut_end("test_cm_mad");
 }

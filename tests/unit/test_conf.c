@@ -11,17 +11,10 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
-static int failures;
+#include "ut.h"
+
 static char dir[] = "/tmp/test_conf.XXXXXX";
 static char path[PATH_MAX];
-
-#define CHECK(cond)                                                                 \
-	do {                                                                        \
-		if (!(cond)) {                                                      \
-			fprintf(stderr, "%s:%d: FAIL: %s\n", __FILE__, __LINE__, #cond); \
-			failures++;                                                 \
-		}                                                                   \
-	} while (0)
 
 static void write_file(const char *p, const char *text)
 {
@@ -332,12 +325,9 @@ static void test_errors(void)
 		write_file(path, cases[i].text);
 		rc = load_capture(&conf, err, sizeof(err));
 		snprintf(expect, sizeof(expect), "%s:%d: ", path, cases[i].line);
-		if (rc != -EINVAL || strncmp(err, expect, strlen(expect)) || !strstr(err, cases[i].msg) ||
-		    strchr(err, '\n') != err + strlen(err) - 1) {
-			fprintf(stderr, "FAIL: case %zu: rc %d, message '%s', wanted '%s...%s'\n", i, rc, err,
-				expect, cases[i].msg);
-			failures++;
-		}
+		CHECK(rc == -EINVAL && !strncmp(err, expect, strlen(expect)) && strstr(err, cases[i].msg) &&
+			      strchr(err, '\n') == err + strlen(err) - 1,
+		      "case %zu: rc %d, message '%s', wanted '%s...%s'", i, rc, err, expect, cases[i].msg);
 		/* Nothing half-parsed is handed back. */
 		CHECK(conf.ndev == 0);
 	}
@@ -508,10 +498,5 @@ int main(void)
 			/* leftovers in /tmp are harmless */
 		}
 	}
-	if (failures) {
-		fprintf(stderr, "test_conf: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test_conf: all passed\n");
-	return 0;
+	return ut_end("test_conf");
 }

@@ -7,17 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static int failures;
+#include "ut.h"
 
-#define CHECK(cond, ...)                                                      \
-	do {                                                                  \
-		if (!(cond)) {                                                \
-			fprintf(stderr, "%s:%d: FAIL: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                         \
-			fputc('\n', stderr);                                  \
-			failures++;                                           \
-		}                                                             \
-	} while (0)
 
 static void good(const char *text, const char *canon)
 {
@@ -96,10 +87,5 @@ int main(void)
 		huge[sizeof(huge) - 1] = 0;
 		CHECK(sr_fault_spec_parse(huge, &s, err, sizeof(err)) == -EINVAL, "2047 characters refused");
 	}
-	if (failures) {
-		fprintf(stderr, "test_fault_spec: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test_fault_spec: all passed\n");
-	return 0;
+	return ut_end("test_fault_spec");
 }

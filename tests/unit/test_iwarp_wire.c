@@ -6,62 +6,13 @@
  * and against the specs. */
 #include <dirent.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "iwarp/wire/iwarp_wire.h"
 #include "pcap.h"
-
-static unsigned n_pass, n_fail;
-
-static void check_fail(const char *file, int line, const char *expr, const char *fmt, ...)
-{
-	va_list ap;
-
-	n_fail++;
-	fprintf(stderr, "FAIL %s:%d: %s", file, line, expr);
-	if (fmt && *fmt) {
-		fputs(": ", stderr);
-		va_start(ap, fmt);
-		vfprintf(stderr, fmt, ap);
-		va_end(ap);
-	}
-	fputc('\n', stderr);
-}
-
-#define CHECK(cond, ...)                                                   \
-	do {                                                                \
-		if (cond)                                                   \
-			n_pass++;                                           \
-		else                                                        \
-			check_fail(__FILE__, __LINE__, #cond, "" __VA_ARGS__); \
-	} while (0)
-
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-
-static uint64_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
-/* An exact-size heap copy, so that ASan flags any read past len. */
-static uint8_t *dup_exact(const uint8_t *p, size_t len)
-{
-	uint8_t *d = malloc(len ? len : 1);
-
-	if (!d) {
-		perror("malloc");
-		exit(2);
-	}
-	if (len)
-		memcpy(d, p, len);
-	return d;
-}
+#include "ut.h"
 
 static size_t unhex(const char *s, uint8_t *out, size_t cap)
 {
@@ -1048,6 +999,5 @@ int main(void)
 	test_stream_split();
 	test_captures();
 
-	printf("test_iwarp_wire: %u passed, %u failed\n", n_pass, n_fail);
-	return n_fail ? 1 : 0;
+	return ut_end("test_iwarp_wire");
 }

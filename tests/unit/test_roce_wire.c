@@ -3,7 +3,6 @@
  * (tests/data/wire-samples/roce-kernel-rxe) and against the spec. */
 #include <dirent.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,65 +11,9 @@
 
 #include "roce/wire/roce_hdr.h"
 #include "pcap.h"
+#include "ut.h"
 
 #define ROCE_PORT 4791
-
-static unsigned n_pass, n_fail;
-
-static void check_fail(const char *file, int line, const char *expr, const char *fmt, ...)
-{
-	va_list ap;
-
-	n_fail++;
-	fprintf(stderr, "FAIL %s:%d: %s", file, line, expr);
-	if (fmt && *fmt) {
-		fputs(": ", stderr);
-		va_start(ap, fmt);
-		vfprintf(stderr, fmt, ap);
-		va_end(ap);
-	}
-	fputc('\n', stderr);
-}
-
-/* CHECK(cond, "context %d", x): counts one check; prints on failure. */
-#define CHECK(cond, ...)                                                   \
-	do {                                                                \
-		if (cond)                                                   \
-			n_pass++;                                           \
-		else                                                        \
-			check_fail(__FILE__, __LINE__, #cond, "" __VA_ARGS__); \
-	} while (0)
-
-/* Deterministic, so failures reproduce. */
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-
-static uint64_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
-static void rnd_fill(uint8_t *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = (uint8_t)rnd();
-}
-
-/* An exact-size heap copy, so that ASan flags any read past len. */
-static uint8_t *dup_exact(const uint8_t *p, size_t len)
-{
-	uint8_t *d = malloc(len ? len : 1);
-
-	if (!d) {
-		perror("malloc");
-		exit(2);
-	}
-	if (len)
-		memcpy(d, p, len);
-	return d;
-}
 
 /* ------------------------------------------------------------------ */
 /* CRC-32 / CRC-32C */
@@ -1106,6 +1049,5 @@ int main(void)
 	test_blind_spots();
 	test_captures();
 
-	printf("test_roce_wire: %u passed, %u failed\n", n_pass, n_fail);
-	return n_fail ? 1 : 0;
+	return ut_end("test_roce_wire");
 }
