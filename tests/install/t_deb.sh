@@ -55,8 +55,11 @@ mount -t overlay overlay -o lowerdir=/,upperdir="$T/ovl/u",workdir="$T/ovl/w" "$
 mount --bind /proc "$R/proc" && mount --bind /dev "$R/dev" || exit 92
 mount -t tmpfs sr-tmp "$R/tmp" && mount -t tmpfs sr-run "$R/run" || exit 93
 mkdir -p "$R/dev/shm" && mount -t tmpfs sr-shm "$R/dev/shm" || exit 94
-# nothing of the build or source trees is visible inside
-mount -t tmpfs sr-hide "$R$B" && mount -t tmpfs sr-hide "$R$S" || exit 95
+# nothing of the build or source trees is visible inside (a tree under
+# /tmp or /run is gone already: those are fresh inside)
+for d in "$B" "$S"; do
+	[ ! -e "$R$d" ] || mount -t tmpfs sr-hide "$R$d" || exit 95
+done
 cp "$DEB" "$R/tmp/softrdma.deb"
 # man-db's trigger would rebuild the whole manual database (a minute)
 rm -f "$R/var/lib/man-db/auto-update"
