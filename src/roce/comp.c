@@ -199,6 +199,8 @@ static void comp_advance(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_pkt 
 	r->gap_retx_valid = false;
 	if (piece_done && r->rd_outstanding)
 		r->rd_outstanding--;
+	if (piece_done && r->cwnd < r->window)
+		r->cwnd++; /* a whole burst answered: grows as an ACK does */
 	if ((uint32_t)psn_diff(r->una_psn, w->first_psn) >= w->npkts)
 		w->state = SR_WQE_DONE;
 	restart_timer(qp);

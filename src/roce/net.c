@@ -901,8 +901,12 @@ static int roce_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask, 
 		r->retry_left = qp->attr.retry_cnt;
 	if (mask & IBV_QP_RNR_RETRY)
 		r->rnr_retry_left = qp->attr.rnr_retry;
+	/* The window follows the receive buffer, which is known only once
+	 * the socket exists (RTR): a cwnd still at the window it had before
+	 * (nothing lost since) follows it up. */
+	uint32_t old_window = r->window;
 	r->window = window_for(r->mtu, r->rcvbuf);
-	if (!r->cwnd || r->cwnd > r->window)
+	if (!r->cwnd || r->cwnd > r->window || r->cwnd == old_window)
 		r->cwnd = r->window;
 
 	if (next == IBV_QPS_RTR && old == IBV_QPS_INIT && t != IBV_QPT_UD) {

@@ -1671,6 +1671,8 @@ static void test_reads_and_mix(void)
 		vt_buf_alloc(&l, D.pd, 8u << 20, 4096, IBV_ACCESS_LOCAL_WRITE);
 		vt_buf_alloc(&r, D.pd, 8u << 20, 4096, ACC_ALL_T);
 		vt_fill(r.p, 8u << 20, 300 + (uint32_t)depth);
+		uint32_t pk = 1u << SR_STAT_SENT_PKTS, rx = 1u << SR_STAT_RETRANSMITS;
+		uint64_t sent0 = vt_stat_sum(pk), retx0 = vt_stat_sum(rx);
 		int err = 0;
 		for (int i = 0; i < 8; i++)
 			err |= vt_post_send(p.qp[0], (uint64_t)i, IBV_WR_RDMA_READ, l.p + ((size_t)(7 - i) << 20), 1 << 20,
@@ -1686,6 +1688,26 @@ static void test_reads_and_mix(void)
 		for (int i = 0; i < 8; i++)
 			ok &= !memcmp(l.p + ((size_t)(7 - i) << 20), r.p + ((size_t)i << 20), 1 << 20);
 		CHECK(ok, "max_rd_atomic %d: each READ brought its own MiB", depth);
+		/* Both QPs are ours: what was sent is the responses, 1 MiB /
+		 * path MTU each, and the requests.  With the 16 MiB receive
+		 * buffer root gets, the window is 512 packets, and no piece of
+		 * a READ but its last is smaller than a quarter of it: at most
+		 * 1 + (packets / 128) requests per READ.  (A window stuck at its
+		 * pre-RTR size of 24 packets made 88 at MTU 4096.) */
+		struct ibv_qp_attr qa;
+		struct ibv_qp_init_attr qi;
+		uint64_t npk = 256;
+		if (ibv_query_qp(p.qp[0], &qa, IBV_QP_PATH_MTU, &qi) == 0)
+			npk = (1u << 20) / (uint64_t)vt_mtu_bytes(qa.path_mtu);
+		uint64_t reqs = vt_stat_sum(pk) - sent0 - 8 * npk, most = 8 * (1 + (npk + 127) / 128);
+		if (geteuid() != 0)
+			NOTE("max_rd_atomic %d: %llu READ requests (not checked: not root, a smaller window)", depth,
+			     (unsigned long long)reqs);
+		else if (vt_stat_sum(rx) != retx0)
+			NOTE("max_rd_atomic %d: a retransmission: the request count is not checked", depth);
+		else
+			CHECK(reqs >= 8 && reqs <= most, "max_rd_atomic %d: 8 MiB read in %llu requests (8 to %llu)",
+			      depth, (unsigned long long)reqs, (unsigned long long)most);
 		CHECK_GUARDS(&l, "READ targets");
 		vt_buf_free(&l);
 		vt_buf_free(&r);
