@@ -295,6 +295,14 @@ void rs_format_conn_data(struct rsocket *rs, struct rs_conn_data *c)
 	c->data_buf.key = htobe32(rs->rmr->rkey);
 }
 
+/* A buffer the peer advertised that runs past the end of the 64-bit
+ * address space: no memory is like that, and writing it would land at
+ * addresses it never offered (from 0 on). */
+static bool rs_sge_wraps(uint64_t addr, uint64_t len)
+{
+	return len && addr + (len - 1) < addr;
+}
+
 int rs_save_conn_data(struct rsocket *rs, const void *pdata, size_t len)
 {
 	struct rs_conn_data c;
@@ -317,6 +325,11 @@ int rs_save_conn_data(struct rsocket *rs, const void *pdata, size_t len)
 		rs->remote_iomap.length = (uint32_t)rs_scale_to_value(c.target_iomap_size, 8);
 		rs->remote_iomap.key = rs->remote_sgl.key;
 	}
+	/* the areas we write our SGEs and iomap entries into: the whole of
+	 * them (SGL, then iomap) must be addressable memory */
+	if (rs_sge_wraps(rs->remote_sgl.addr, sizeof(struct rs_sge) * (uint64_t)rs->remote_sgl.length +
+						      sizeof(struct rs_iomap) * (uint64_t)rs->remote_iomap.length))
+		return rs_fail(EPROTO);
 	rs->target_sgl[0].addr = be64toh(c.data_buf.addr);
 	rs->target_sgl[0].key = be32toh(c.data_buf.key);
 	__atomic_store_n(&rs->target_sgl[0].length, be32toh(c.data_buf.length), __ATOMIC_RELEASE);
@@ -530,14 +543,6 @@ bool rs_ctrl_avail(struct rsocket *rs)
 static bool rs_ctrl2_avail(struct rsocket *rs)
 {
 	return (int)((rs->ctrl_seqno + 1) - rs->ctrl_max_seqno) < 0;
-}
-
-/* A buffer the peer advertised that runs past the end of the 64-bit
- * address space: no memory is like that, and writing it would land at
- * addresses it never offered (from 0 on). */
-static bool rs_sge_wraps(uint64_t addr, uint64_t len)
-{
-	return len && addr + (len - 1) < addr;
 }
 
 static uint32_t rs_remote_sge_room(const struct rsocket *rs)
