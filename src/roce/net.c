@@ -388,61 +388,69 @@ static struct sr_icrc_env tx_env(struct sr_qp *qp, const struct sr_av *av, uint1
 	return env;
 }
 
-/* One sendmsg: to av->dst:4791 from av->src (IP_PKTINFO), optionally as
- * GSO segments of seg_size bytes. */
-static int tx_sendmsg(struct sr_qp *qp, const struct sr_av *av, struct iovec *iov, int niov, uint16_t seg_size)
-{
-	bool v4 = is_v4(&av->dst);
-	int fd = tx_socket(qp, v4);
-	bool mcast = sr_in6_is_mcast(&av->dst.sin6_addr);
+/* One message to av->dst:4791 from av->src (IP_PKTINFO), optionally as
+ * GSO segments of seg_size bytes: the msghdr and what it points to. */
+struct tx_msg {
+	union {
+		struct sockaddr_in sin;
+		struct sockaddr_in6 sin6;
+	} to;
 	union {
 		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(uint16_t)) +
 			 CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} cbuf;
-	struct msghdr msg = { 0 };
-	struct sockaddr_in sin;
-	struct sockaddr_in6 sin6;
+};
+
+/* Fills msg (pointing into m) for iov; returns the socket to send it on,
+ * or a negative errno. */
+static int tx_msg_build(struct sr_qp *qp, const struct sr_av *av, struct iovec *iov, int niov, uint16_t seg_size,
+			struct tx_msg *m, struct msghdr *msg)
+{
+	bool v4 = is_v4(&av->dst);
+	int fd = tx_socket(qp, v4);
+	bool mcast = sr_in6_is_mcast(&av->dst.sin6_addr);
 
 	if (fd < 0)
 		return fd;
-	memset(&cbuf, 0, sizeof(cbuf));
-	msg.msg_iov = iov;
-	msg.msg_iovlen = (size_t)niov;
-	msg.msg_control = cbuf.buf;
-	struct cmsghdr *cm = (struct cmsghdr *)cbuf.buf;
+	memset(msg, 0, sizeof(*msg));
+	memset(&m->cbuf, 0, sizeof(m->cbuf));
+	msg->msg_iov = iov;
+	msg->msg_iovlen = (size_t)niov;
+	msg->msg_control = m->cbuf.buf;
+	struct cmsghdr *cm = (struct cmsghdr *)m->cbuf.buf;
 	if (v4) {
-		to_sin(&av->dst, &sin);
-		sin.sin_port = htons(SR_ROCE_UDP_PORT);
-		msg.msg_name = &sin;
-		msg.msg_namelen = sizeof(sin);
+		to_sin(&av->dst, &m->to.sin);
+		m->to.sin.sin_port = htons(SR_ROCE_UDP_PORT);
+		msg->msg_name = &m->to.sin;
+		msg->msg_namelen = sizeof(m->to.sin);
 		struct in_pktinfo pi = { 0 };
 		memcpy(&pi.ipi_spec_dst, &av->src.sin6_addr.s6_addr[12], 4);
 		cm->cmsg_level = IPPROTO_IP;
 		cm->cmsg_type = IP_PKTINFO;
 		cm->cmsg_len = CMSG_LEN(sizeof(pi));
 		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
-		msg.msg_controllen = CMSG_SPACE(sizeof(pi));
+		msg->msg_controllen = CMSG_SPACE(sizeof(pi));
 	} else {
-		sin6 = av->dst;
-		sin6.sin6_port = htons(SR_ROCE_UDP_PORT);
-		msg.msg_name = &sin6;
-		msg.msg_namelen = sizeof(sin6);
+		m->to.sin6 = av->dst;
+		m->to.sin6.sin6_port = htons(SR_ROCE_UDP_PORT);
+		msg->msg_name = &m->to.sin6;
+		msg->msg_namelen = sizeof(m->to.sin6);
 		struct in6_pktinfo pi = { 0 };
 		pi.ipi6_addr = av->src.sin6_addr;
 		cm->cmsg_level = IPPROTO_IPV6;
 		cm->cmsg_type = IPV6_PKTINFO;
 		cm->cmsg_len = CMSG_LEN(sizeof(pi));
 		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
-		msg.msg_controllen = CMSG_SPACE(sizeof(pi));
+		msg->msg_controllen = CMSG_SPACE(sizeof(pi));
 	}
 	if (seg_size) {
-		cm = (struct cmsghdr *)(cbuf.buf + msg.msg_controllen);
+		cm = (struct cmsghdr *)(m->cbuf.buf + msg->msg_controllen);
 		cm->cmsg_level = SOL_UDP;
 		cm->cmsg_type = UDP_SEGMENT;
 		cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
 		memcpy(CMSG_DATA(cm), &seg_size, sizeof(seg_size));
-		msg.msg_controllen += CMSG_SPACE(sizeof(uint16_t));
+		msg->msg_controllen += CMSG_SPACE(sizeof(uint16_t));
 	}
 	if (mcast && av->hop_limit) {
 		/* The AH's hop limit bounds how far the group's datagrams go
@@ -450,14 +458,32 @@ static int tx_sendmsg(struct sr_qp *qp, const struct sr_av *av, struct iovec *io
 		 * and hop limit are outside the ICRC. */
 		int hl = av->hop_limit;
 
-		cm = (struct cmsghdr *)(cbuf.buf + msg.msg_controllen);
+		cm = (struct cmsghdr *)(m->cbuf.buf + msg->msg_controllen);
 		cm->cmsg_level = v4 ? IPPROTO_IP : IPPROTO_IPV6;
 		cm->cmsg_type = v4 ? IP_TTL : IPV6_HOPLIMIT;
 		cm->cmsg_len = CMSG_LEN(sizeof(int));
 		memcpy(CMSG_DATA(cm), &hl, sizeof(hl));
-		msg.msg_controllen += CMSG_SPACE(sizeof(int));
+		msg->msg_controllen += CMSG_SPACE(sizeof(int));
 	}
+	return fd;
+}
+
+static void tx_count(struct sr_qp *qp, size_t bytes, uint16_t seg_size)
+{
+	sr_stat_add(qp->stats, SR_STAT_SENT_PKTS, seg_size ? (bytes + seg_size - 1) / seg_size : 1);
+	sr_stat_add(qp->stats, SR_STAT_SENT_BYTES, (uint64_t)bytes);
+}
+
+/* One sendmsg of iov, as GSO segments of seg_size bytes if not 0. */
+static int tx_sendmsg(struct sr_qp *qp, const struct sr_av *av, struct iovec *iov, int niov, uint16_t seg_size)
+{
+	struct tx_msg m;
+	struct msghdr msg;
+	int fd = tx_msg_build(qp, av, iov, niov, seg_size, &m, &msg);
 	ssize_t s;
+
+	if (fd < 0)
+		return fd;
 	sr_dma_begin(); /* gathers straight from registered memory */
 	do {
 		s = sendmsg(fd, &msg, 0);
@@ -468,8 +494,7 @@ static int tx_sendmsg(struct sr_qp *qp, const struct sr_av *av, struct iovec *io
 		SR_DBG("QP %u: sendmsg: %s", sr_roce_qpn(qp), strerror(errno));
 		return -errno;
 	}
-	sr_stat_add(qp->stats, SR_STAT_SENT_PKTS, seg_size ? ((size_t)s + seg_size - 1) / seg_size : 1);
-	sr_stat_add(qp->stats, SR_STAT_SENT_BYTES, (uint64_t)s);
+	tx_count(qp, (size_t)s, seg_size);
 	return 0;
 }
 
@@ -480,6 +505,7 @@ void sr_tx_batch_init(struct sr_tx_batch *b, struct sr_qp *qp, const struct sr_a
 	b->qp = qp;
 	b->av = av;
 	b->npkts = 0;
+	b->ngroups = 0;
 	b->closed = false;
 	b->seg_size = 0;
 	b->total = 0;
@@ -495,9 +521,18 @@ bool sr_tx_batch_add(struct sr_tx_batch *b, struct sr_pkt *h, const struct iovec
 
 	if (i >= SR_TX_MAX_PKTS || b->niov + npay + 3 > SR_TX_MAX_IOV)
 		return false;
-	if (i) {
-		if (b->closed || dlen > b->seg_size || b->total + dlen > SR_TX_MAX_BYTES || rqp(b->qp)->no_gso)
-			return false;
+	/* a new run: the first packet, or one that cannot be a GSO segment
+	 * of the current run (larger, after a short one, past 64 KiB) */
+	bool new_run = !i || b->closed || dlen > b->seg_size || b->total + dlen > SR_TX_MAX_BYTES ||
+		       rqp(b->qp)->no_gso;
+	if (new_run) {
+		b->group_first[b->ngroups] = i;
+		b->group_seg[b->ngroups++] = dlen;
+		b->seg_size = dlen;
+		b->total = 0;
+		b->closed = false;
+	} else if (dlen < b->seg_size) {
+		b->closed = true;
 	}
 	sr_pkt_build_hdr(b->hdr[i], h);
 	int first = b->niov;
@@ -512,7 +547,8 @@ bool sr_tx_batch_add(struct sr_tx_batch *b, struct sr_pkt *h, const struct iovec
 	}
 	uint32_t icrc = 0;
 	if (b->qp->ctx->dev->crc) {
-		struct sr_icrc_env env = tx_env(b->qp, b->av, (uint16_t)i);
+		/* GSO segment k of its run gets IPv4 ID k */
+		struct sr_icrc_env env = tx_env(b->qp, b->av, (uint16_t)(i - b->group_first[b->ngroups - 1]));
 		sr_dma_begin(); /* the payload is read from registered memory */
 		icrc = sr_icrc_compute_iov(&env, &b->iov[first], b->niov - first);
 		sr_dma_end();
@@ -521,10 +557,7 @@ bool sr_tx_batch_add(struct sr_tx_batch *b, struct sr_pkt *h, const struct iovec
 	b->iov[b->niov].iov_base = b->icrc[i];
 	b->iov[b->niov++].iov_len = SR_ICRC_BYTES;
 	b->first_iov[i + 1] = b->niov;
-	if (!i)
-		b->seg_size = dlen;
-	else if (dlen < b->seg_size)
-		b->closed = true;
+	b->group_first[b->ngroups] = i + 1;
 	b->total += dlen;
 	b->npkts++;
 	return true;
@@ -543,34 +576,79 @@ void sr_tx_batch_icrc(struct sr_tx_batch *b, int i, uint16_t id)
 	}
 }
 
-int sr_tx_batch_send(struct sr_tx_batch *b, int a, int z)
+/* Packets [a, z) one datagram per sendmsg, each ICRC recomputed for the
+ * ID 0 a plain send gets: where the kernel has no GSO. */
+static int tx_one_by_one(struct sr_tx_batch *b, int a, int z)
 {
 	int err = 0;
 
+	for (int i = a; i < z; i++) {
+		int f = b->first_iov[i], l = b->first_iov[i + 1];
+
+		sr_tx_batch_icrc(b, i, 0);
+		int e = tx_sendmsg(b->qp, b->av, &b->iov[f], l - f, 0);
+		if (e)
+			err = e;
+	}
+	return err;
+}
+
+int sr_tx_batch_send(struct sr_tx_batch *b, int a, int z)
+{
+	struct tx_msg m[SR_TX_MAX_PKTS];
+	struct mmsghdr mm[SR_TX_MAX_PKTS];
+	int run_a[SR_TX_MAX_PKTS], run_z[SR_TX_MAX_PKTS];
+	uint16_t seg[SR_TX_MAX_PKTS];
+	int n = 0, fd = -1, err = 0;
+
 	if (z <= a)
 		return 0;
-	if (a) {
-		/* GSO segment i - a gets IPv4 ID i - a */
-		for (int i = a; i < z; i++)
-			sr_tx_batch_icrc(b, i, (uint16_t)(i - a));
-	}
-	if (z - a == 1)
-		return tx_sendmsg(b->qp, b->av, &b->iov[b->first_iov[a]], b->first_iov[z] - b->first_iov[a], 0);
-	err = tx_sendmsg(b->qp, b->av, &b->iov[b->first_iov[a]], b->first_iov[z] - b->first_iov[a],
-			 (uint16_t)b->seg_size);
-	if (err == -EINVAL || err == -EOPNOTSUPP || err == -EIO) {
-		/* no GSO here: send each datagram on its own, its ICRC
-		 * recomputed for the ID 0 a plain send gets */
-		rqp(b->qp)->no_gso = true;
-		err = 0;
-		for (int i = a; i < z; i++) {
-			int f = b->first_iov[i], l = b->first_iov[i + 1];
-
-			sr_tx_batch_icrc(b, i, 0);
-			int e = tx_sendmsg(b->qp, b->av, &b->iov[f], l - f, 0);
-			if (e)
-				err = e;
+	/* a message per run, or per part of a run that [a, z) cuts */
+	for (int g = 0; g < b->ngroups; g++) {
+		int x = b->group_first[g] > a ? b->group_first[g] : a;
+		int y = b->group_first[g + 1] < z ? b->group_first[g + 1] : z;
+		if (x >= y)
+			continue;
+		if (x != b->group_first[g]) {
+			/* the part's segment k is packet x + k: IPv4 ID k */
+			for (int i = x; i < y; i++)
+				sr_tx_batch_icrc(b, i, (uint16_t)(i - x));
 		}
+		run_a[n] = x;
+		run_z[n] = y;
+		seg[n] = y - x > 1 ? (uint16_t)b->group_seg[g] : 0;
+		fd = tx_msg_build(b->qp, b->av, &b->iov[b->first_iov[x]], b->first_iov[y] - b->first_iov[x], seg[n], &m[n],
+				  &mm[n].msg_hdr);
+		if (fd < 0)
+			return fd;
+		n++;
+	}
+	for (int k = 0; k < n;) {
+		sr_dma_begin(); /* gathers straight from registered memory */
+		int s = sendmmsg(fd, &mm[k], (unsigned)(n - k), 0);
+		int e = errno;
+		sr_dma_end();
+		if (s > 0) {
+			for (int j = k; j < k + s; j++)
+				tx_count(b->qp, mm[j].msg_len, seg[j]);
+			k += s;
+			continue;
+		}
+		if (s < 0 && e == EINTR)
+			continue;
+		/* message k failed: the others go on */
+		if (seg[k] && (e == EINVAL || e == EOPNOTSUPP || e == EIO)) {
+			/* no GSO here: from now on a datagram per send */
+			rqp(b->qp)->no_gso = true;
+			int e2 = tx_one_by_one(b, run_a[k], run_z[k]);
+			if (e2)
+				err = e2;
+		} else {
+			/* datagram semantics: a lost send is recovered by retransmission */
+			SR_DBG("QP %u: sendmmsg: %s", sr_roce_qpn(b->qp), strerror(e));
+			err = s < 0 ? -e : -EIO;
+		}
+		k++;
 	}
 	return err;
 }

@@ -16,23 +16,29 @@ struct sr_rx_env {
 	uint16_t ipv4_id_guess; /* segment index within a GRO batch: what a GSO sender used */
 };
 
-/* A run of packets to one destination sent with one sendmsg using UDP GSO
- * (UDP_SEGMENT): every datagram but the last has the same size.  The
- * kernel gives GSO segment i IPv4 ID i (DF, unconnected socket), so the
- * ICRC of packet i is computed with ID i. */
+/* Packets to one destination, sent with one sendmmsg: the batch is cut
+ * into runs ("groups"), each one message using UDP GSO (UDP_SEGMENT), in
+ * which every datagram but the last has the same size.  A read response
+ * burst is three runs (FIRST and LAST carry an AETH the MIDDLEs do not),
+ * a large WRITE two.  The kernel gives GSO segment k IPv4 ID k (DF,
+ * unconnected socket), so the ICRC of a run's packet k is computed with
+ * ID k; a receiver solves for the ID anyway (sr_icrc_verify_ipv4_id). */
 #define SR_TX_MAX_PKTS 64
-#define SR_TX_MAX_BYTES 65000
+#define SR_TX_MAX_BYTES 65000 /* one run: what one UDP GSO send may carry */
 #define SR_TX_MAX_IOV 512
 struct sr_tx_batch {
 	struct sr_qp *qp;
 	const struct sr_av *av;
 	int npkts;
-	bool closed;          /* a short datagram ended the run */
-	uint32_t seg_size;
-	uint32_t total;
+	int ngroups;
+	bool closed;          /* a short datagram ended the current run */
+	uint32_t seg_size;    /* the current run's datagram size */
+	uint32_t total;       /* the current run's bytes */
 	int niov;
 	struct iovec iov[SR_TX_MAX_IOV];
 	int first_iov[SR_TX_MAX_PKTS + 1];
+	int group_first[SR_TX_MAX_PKTS + 1]; /* run g is packets [group_first[g], group_first[g + 1]) */
+	uint32_t group_seg[SR_TX_MAX_PKTS];
 	uint8_t hdr[SR_TX_MAX_PKTS][SR_MAX_HDR_BYTES];
 	uint8_t icrc[SR_TX_MAX_PKTS][4];
 };
@@ -130,11 +136,13 @@ int sr_roce_xmit(struct sr_qp *qp, struct sr_pkt *h, const struct iovec *pay, in
 		 const struct sr_av *av);
 uint32_t sr_roce_qpn(struct sr_qp *qp);
 void sr_tx_batch_init(struct sr_tx_batch *b, struct sr_qp *qp, const struct sr_av *av);
-/* Add a packet; false when it cannot join this batch (flush, then add). */
+/* Add a packet (it starts a new run if it cannot join the current one);
+ * false when the batch is full (flush, then add). */
 bool sr_tx_batch_add(struct sr_tx_batch *b, struct sr_pkt *h, const struct iovec *pay, int npay, uint32_t paylen);
 int sr_tx_batch_flush(struct sr_tx_batch *b);
-/* Send packets [a, z) of a batch (one sendmsg with GSO where the kernel
- * has it), the batch left as it is.  Used by flush and by fault.c. */
+/* Send packets [a, z) of a batch (one sendmmsg, a message per run, GSO
+ * where the kernel has it), the batch left as it is.  Used by flush and by
+ * fault.c. */
 int sr_tx_batch_send(struct sr_tx_batch *b, int a, int z);
 /* Recompute packet i's ICRC for IPv4 ID id (a no-op with CRC off). */
 void sr_tx_batch_icrc(struct sr_tx_batch *b, int i, uint16_t id);
