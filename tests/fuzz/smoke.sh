@@ -9,6 +9,11 @@
 # invariant fails the test; the input that did it is kept in ARTIFACTS
 # and printed in base64.  Exit 77 (skip) when the program was not built:
 # clang's libFuzzer runtime was missing at build time.
+#
+# The mutations follow a fixed seed (SR_FUZZ_SEED, default 1; "random" for
+# libFuzzer's own), so that `make test` explores the same inputs each time
+# and a red run is a regression, not a new finding by chance: finding new
+# bugs is tests/fuzz/run_fuzz.sh's work (long runs, a growing corpus).
 set -u
 t=$1 bindir=$2 seeds=$3 regress=$4 artifacts=$5 secs=$6 maxlen=$7
 bin=$bindir/fuzz_$t
@@ -25,13 +30,16 @@ dirs=("$work/corpus")
 [ -d "$seeds" ] && dirs+=("$seeds")
 [ -d "$regress" ] && dirs+=("$regress")
 
-"$bin" -max_total_time="$secs" -timeout=60 -rss_limit_mb=2048 -max_len="$maxlen" \
+seed=${SR_FUZZ_SEED:-1}
+seedopt=()
+[ "$seed" = random ] || seedopt=(-seed="$seed")
+"$bin" "${seedopt[@]}" -max_total_time="$secs" -timeout=60 -rss_limit_mb=2048 -max_len="$maxlen" \
 	-print_final_stats=1 -close_fd_mask=3 -artifact_prefix="$work/" "${dirs[@]}" >"$work/log" 2>&1
 rc=$?
 edges=$(sed -n 's/.*Loaded [0-9]* modules *(\([0-9]*\) inline 8-bit counters).*/\1/p' "$work/log" | head -1)
 cov=$(grep -o 'cov: [0-9]*' "$work/log" | tail -1 | cut -d' ' -f2)
 execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log")
-echo "fuzz_$t: ${execs:-?} executions in ${secs}s, coverage ${cov:-?} of ${edges:-?} edges"
+echo "fuzz_$t: ${execs:-?} executions in ${secs}s (seed $seed), coverage ${cov:-?} of ${edges:-?} edges"
 if [ $rc -ne 0 ]; then
 	echo "fuzz_$t FAILED (exit $rc); the end of its output:"
 	tail -n 60 "$work/log"
