@@ -602,6 +602,21 @@ sr_netns_setup() {
 	SR_AT_B=(ip netns exec "$SR_NS_B" env SOFTRDMA_CONF="$SR_CONF_B" "$SR_RUN")
 }
 
+# sr_netns_hosts TYPE: after sr_netns_setup, sets HOST_A and HOST_B to the
+# command prefixes that run a program through softrdma-run on host A and on
+# host B with a device of TYPE: the namespaces' own RoCE devices (SR_AT_A,
+# SR_AT_B), or for iwarp a Soft-iWARP device on each veth.
+sr_netns_hosts() {
+	HOST_A=("${SR_AT_A[@]}")
+	HOST_B=("${SR_AT_B[@]}")
+	if [ "$1" = iwarp ]; then
+		sr_write_conf "$SR_TMP/iw-a.conf" "$SR_VETH_A" iwarp
+		sr_write_conf "$SR_TMP/iw-b.conf" "$SR_VETH_B" iwarp
+		HOST_A=(ip netns exec "$SR_NS_A" env SOFTRDMA_CONF="$SR_TMP/iw-a.conf" "$SR_RUN")
+		HOST_B=(ip netns exec "$SR_NS_B" env SOFTRDMA_CONF="$SR_TMP/iw-b.conf" "$SR_RUN")
+	fi
+}
+
 # sr_netns_add NAME: a network namespace with lo up, deleted at exit.
 # Skips without root or `ip netns`.
 sr_netns_add() {

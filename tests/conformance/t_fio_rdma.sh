@@ -68,14 +68,9 @@ done
 if [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1; then
 	sr_netns_setup
 	for type in roce iwarp; do
-		a=("${SR_AT_A[@]}")
-		b=("${SR_AT_B[@]}")
-		if [ "$type" = iwarp ]; then
-			sr_write_conf "$SR_TMP/iw-a.conf" "$SR_VETH_A" iwarp
-			sr_write_conf "$SR_TMP/iw-b.conf" "$SR_VETH_B" iwarp
-			a=(ip netns exec "$SR_NS_A" env SOFTRDMA_CONF="$SR_TMP/iw-a.conf" "$SR_RUN")
-			b=(ip netns exec "$SR_NS_B" env SOFTRDMA_CONF="$SR_TMP/iw-b.conf" "$SR_RUN")
-		fi
+		sr_netns_hosts "$type"
+		a=("${HOST_A[@]}")
+		b=("${HOST_B[@]}")
 		for verb in write read send; do
 			port=$(sr_free_port "$SR_NS_B")
 			listen=$port

@@ -86,14 +86,9 @@ io_ends() {
 
 for type in roce iwarp; do
 	echo "=== $type"
-	a=("${SR_AT_A[@]}")
-	b=("${SR_AT_B[@]}")
-	if [ "$type" = iwarp ]; then
-		sr_write_conf "$SR_TMP/iw-a.conf" "$SR_VETH_A" iwarp
-		sr_write_conf "$SR_TMP/iw-b.conf" "$SR_VETH_B" iwarp
-		a=(ip netns exec "$SR_NS_A" env SOFTRDMA_CONF="$SR_TMP/iw-a.conf" "$SR_RUN")
-		b=(ip netns exec "$SR_NS_B" env SOFTRDMA_CONF="$SR_TMP/iw-b.conf" "$SR_RUN")
-	fi
+	sr_netns_hosts "$type"
+	a=("${HOST_A[@]}")
+	b=("${HOST_B[@]}")
 	tport=$(sr_free_port "$SR_NS_B")
 	iport=$(sr_free_port "$SR_NS_B" 32768)
 	sr_tgt_start "$type-b" "$type" "$SR_IP_B" "$tport" "$iport" "$lun" b || continue
