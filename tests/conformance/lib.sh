@@ -683,6 +683,31 @@ sr_perftest_tries() {
 	done
 }
 
+# sr_pingpong_suite PROG VARIANT...: Debian's PROG (ibv_rc_pingpong,
+# ibv_uc_pingpong) with its data check (-c) at 1 B, 4 KiB, 64 KiB and 1 MiB,
+# once per VARIANT (a list of options; "" for none): the client exchanged
+# every message and received intact data.
+sr_pingpong_suite() {
+	local prog=$1 size iters variant port
+	local -a args
+	shift
+	for size in 1 4096 65536 1048576; do
+		iters=200
+		[ "$size" -ge 1048576 ] && iters=20
+		for variant in "$@"; do
+			port=$(sr_free_port)
+			# shellcheck disable=SC2206 # variant is a list of options
+			args=(-g 0 -c -s "$size" -n "$iters" -p "$port" $variant)
+			if sr_pair "${prog#ibv_} size $size${variant:+ $variant}" "$port" \
+				-- "$SR_RUN" "$prog" "${args[@]}" \
+				-- "$SR_RUN" "$prog" "${args[@]}" 127.0.0.1; then
+				sr_expect "$SR_CLIENT_OUT" "^$((size * iters * 2)) bytes in " "  client exchanged all $iters messages"
+				sr_reject "$SR_CLIENT_OUT" 'invalid data' "  client received intact data"
+			fi
+		done
+	done
+}
+
 # ---- rdma_cm pieces shared by t_rdma_cm.sh and t_iwarp_cm.sh --------------
 # LISTEN is what sr_wait_listen waits for: cm:PORT on RoCE (softrdmad's
 # listen table), the TCP PORT itself on iWARP.
