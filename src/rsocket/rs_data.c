@@ -721,7 +721,7 @@ static bool rs_poll_cq(struct rsocket *rs)
 {
 	struct ibv_wc wc[16];
 	int n, rcnt = 0;
-	bool any = false;
+	bool any = false, recv_failed = false;
 
 	while ((n = ibv_poll_cq(rs->cq, 16, wc)) > 0) {
 		any = true;
@@ -730,8 +730,12 @@ static bool rs_poll_cq(struct rsocket *rs)
 				rs_send_done(rs, &wc[i]);
 				continue;
 			}
-			if (wc[i].status != IBV_WC_SUCCESS)
-				continue; /* flushed */
+			if (wc[i].status != IBV_WC_SUCCESS) {
+				/* flushed: fine once we have disconnected, else the
+				 * QP died under us (seen below) */
+				recv_failed |= rs_qp_live(rs);
+				continue;
+			}
 			rcnt++;
 			uint32_t msg;
 			if (wc[i].wc_flags & IBV_WC_WITH_IMM) {
@@ -743,6 +747,19 @@ static bool rs_poll_cq(struct rsocket *rs)
 				memcpy(&msg, rs->rbuf + rs->rbuf_size + (size_t)slot * RS_MSG_SIZE, sizeof(msg));
 			}
 			rs_recv_msg(rs, msg);
+		}
+	}
+	if (recv_failed) {
+		/* A receive failed or was flushed while we were connected: the
+		 * QP is in the error state, as after a remote access error
+		 * (a peer's write into memory we had deregistered) that only
+		 * the responder saw.  No CM event need ever come, so a reader
+		 * would wait for ever.  A disconnect the CM has already
+		 * reported is an orderly end; anything else is a reset. */
+		rs_cm_progress(rs, true);
+		if (rs_qp_live(rs)) {
+			rs->state = RS_ERROR;
+			rs->err = ECONNRESET;
 		}
 	}
 	if (rs_qp_live(rs)) {

@@ -621,6 +621,12 @@ static void iomap_round(int s, int c, const char *what)
 	      vt_verify(target, len, 41));
 	w = riowrite(c, src, 1000, 0x10000 + len - 500, 0);
 	CHECK(w == 500, "  a write past the mapping's end stops at it (%zd)", (ssize_t)w);
+	/* riowrite returns once the write is queued: a message behind it
+	 * tells that it has landed, before the mapping goes (a write that
+	 * reaches a deregistered region is a remote access error that ends
+	 * the connection: both QPs in ERR, which the test then waited on) */
+	CHECK_INT(rsend(c, "tail", 4, 0), 4, "  then a message");
+	CHECK_INT(rrecv(s, b, 4, MSG_WAITALL), 4, "  which arrives after it");
 	errno = 0;
 	w = riowrite(c, src, 10, 0x5000, 0);
 	CHECK(w == (size_t)-1 && errno == EINVAL, "  riowrite where nothing is mapped -> -1 EINVAL (%s)",
@@ -645,6 +651,44 @@ static void test_iomap(void)
 	iomap_round(s, c, "RoCE");
 	rclose(c);
 	rclose(s);
+}
+
+/* A write that reaches a mapping its owner has taken away is a remote
+ * access error: the responder's QP goes to ERR with no CM event at all.
+ * Both ends must see the connection reset; the owner's reader, whose
+ * receives are merely flushed, used to wait for ever. */
+static void test_write_after_unmap(void)
+{
+	int s, c;
+	size_t len = 64u << 10;
+	char b[8];
+
+	SECTION("riowrite into a mapping the peer has taken away: both ends see a reset, nobody waits for ever");
+	if (!pair_opts(&s, &c, iomap4, NULL))
+		return;
+	uint8_t *target = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint8_t *src = calloc(1, len);
+	CHECK(riomap(s, target, len, PROT_WRITE, 0, 0) == 0, "riomap at offset 0");
+	CHECK_INT(rsend(s, "map", 3, 0), 3, "  a message carries the mapping");
+	CHECK_INT(rrecv(c, b, 3, MSG_WAITALL), 3, "  the peer gets it");
+	CHECK(!riounmap(s, target, len), "riounmap (the peer is not told)");
+	CHECK(riowrite(c, src, len, 0, 0) == len, "the peer's riowrite is queued");
+	struct pollfd p = { .fd = s, .events = POLLIN };
+	uint64_t t0 = vt_now_ms();
+	int n = rpoll(&p, 1, 10000);
+	CHECK(n == 1, "the owner's rpoll wakes up (%d, revents 0x%x, after %llu ms)", n, p.revents,
+	      (unsigned long long)(vt_now_ms() - t0));
+	errno = 0;
+	CHECK(rrecv(s, b, sizeof(b), MSG_DONTWAIT) == -1 && errno == ECONNRESET, "  its rrecv -> ECONNRESET (%s)",
+	      strerror(errno));
+	p = (struct pollfd){ .fd = c, .events = POLLOUT };
+	rpoll(&p, 1, 10000);
+	errno = 0;
+	CHECK(rsend(c, "x", 1, 0) == -1, "the writer's next rsend fails (%s)", strerror(errno));
+	rclose(c);
+	rclose(s);
+	munmap(target, len);
+	free(src);
 }
 
 /* ---- the iWARP message mode ------------------------------------------------------------- */
@@ -1021,6 +1065,7 @@ int main(int argc, char **argv)
 	test_nonblocking();
 	test_shutdown();
 	test_iomap();
+	test_write_after_unmap();
 	test_msg_send();
 	test_wire();
 	test_many();
