@@ -719,6 +719,19 @@ sr_pingpong_suite() {
 	done
 }
 
+# sr_perftest_ns_once DESC LISTEN ARGS...: one perftest -R pair (ARGS) from
+# host A to a server on host B, after sr_netns_setup; LISTEN is "cm:" where
+# the server's rdma_cm listen shows in B's softrdmad table (RoCE), "" where
+# it is B's TCP port (iWARP).  For sr_perftest_tries.
+sr_perftest_ns_once() {
+	local desc=$1 listen=$2
+	shift 2
+	[ "$SR_TRY" -gt 1 ] && desc+=" (try $SR_TRY)"
+	P=$(sr_free_port "$SR_NS_B")
+	sr_pair --ns "$SR_NS_B" "$desc" "$listen$P" -- "${SR_AT_B[@]}" "$@" -R -p "$P" \
+		-- "${SR_AT_A[@]}" "$@" -R -p "$P" "$SR_IP_B"
+}
+
 # ---- rdma_cm pieces shared by t_rdma_cm.sh and t_iwarp_cm.sh --------------
 # LISTEN is what sr_wait_listen waits for: cm:PORT on RoCE (softrdmad's
 # listen table), the TCP PORT itself on iWARP.

@@ -15,15 +15,6 @@ cm_pair() {
 	sr_pair --ns "$SR_NS_B" "$desc" "cm:$P$kind" "$@"
 }
 
-# perftest -R, again while it meets its own race (sr_perftest_tries)
-perf_once() {
-	local desc=$1
-	shift
-	[ "$SR_TRY" -gt 1 ] && desc+=" (try $SR_TRY)"
-	P=$(sr_free_port "$SR_NS_B")
-	cm_pair "$desc" -- "${SR_AT_B[@]}" "$@" -R -p "$P" -- "${SR_AT_A[@]}" "$@" -R -p "$P" "$SR_IP_B"
-}
-
 P=$(sr_free_port "$SR_NS_B")
 if cm_pair "rping -C 1000 -v, A -> B" -- "${ERRTO[@]}" "$SR_TMP/rs.err" "${SR_AT_B[@]}" rping -s -a "$SR_IP_B" -p "$P" -C 1000 -v \
 	-- "${ERRTO[@]}" "$SR_TMP/rc.err" "${SR_AT_A[@]}" rping -c -a "$SR_IP_B" -p "$P" -C 1000 -v; then
@@ -58,7 +49,7 @@ cm_pair "rdma_server / rdma_client" -- "${SR_AT_B[@]}" rdma_server -p "$P" \
 	-- "${SR_AT_A[@]}" rdma_client -s "$SR_IP_B" -p "$P"
 for t in "ib_write_bw -s 65536 -n 1000" "ib_read_bw -s 65536 -n 500" "ib_send_lat -s 64 -n 500"; do
 	set -- $t
-	sr_perftest_tries perf_once "$1 -R ${*:2}" "$@"
+	sr_perftest_tries sr_perftest_ns_once "$1 -R ${*:2}" cm: "$@"
 done
 
 # no listener on the other host: the remote daemon rejects at once
