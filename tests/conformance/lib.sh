@@ -683,15 +683,27 @@ sr_perftest_raced() {
 	SR_NFAIL=$((SR_NFAIL - 1))
 }
 
-# sr_perftest_tries CMD...: runs CMD (one sr_pair of a perftest -R pair,
+# sr_perftest_tries CMD...: runs CMD (one sr_pair of a perftest pair,
 # choosing its own port; SR_TRY tells it which try this is) up to 10 times,
 # as upstream perftest's mended retry does, while it fails only in one of
-# those two ways.  Any other failure counts at once.
+# those two ways.  Any other failure counts at once.  Every perftest pair
+# of the suite goes through it: the clock calibration can fail in any of
+# them, the listen race only with -R.
 sr_perftest_tries() {
+	local rc
 	for ((SR_TRY = 1; SR_TRY <= 10; SR_TRY++)); do
-		"$@" && return 0
-		[ "$SR_TRY" -lt 10 ] && sr_perftest_raced || return 1
+		"$@" && rc=0 || rc=$?
+		if [ "$rc" = 0 ] || [ "$SR_TRY" = 10 ] || ! sr_perftest_raced; then
+			SR_TRY=1
+			return "$rc"
+		fi
 	done
+}
+
+# sr_try_desc DESC: DESC, and which try it is from sr_perftest_tries's
+# second on
+sr_try_desc() {
+	if [ "${SR_TRY:-1}" -gt 1 ]; then echo "$1 (try $SR_TRY)"; else echo "$1"; fi
 }
 
 # sr_pingpong_suite PROG VARIANT...: Debian's PROG (ibv_rc_pingpong,
@@ -726,7 +738,7 @@ sr_pingpong_suite() {
 sr_perftest_ns_once() {
 	local desc=$1 listen=$2
 	shift 2
-	[ "$SR_TRY" -gt 1 ] && desc+=" (try $SR_TRY)"
+	desc=$(sr_try_desc "$desc")
 	P=$(sr_free_port "$SR_NS_B")
 	sr_pair --ns "$SR_NS_B" "$desc" "$listen$P" -- "${SR_AT_B[@]}" "$@" -R -p "$P" \
 		-- "${SR_AT_A[@]}" "$@" -R -p "$P" "$SR_IP_B"

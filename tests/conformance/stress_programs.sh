@@ -31,8 +31,8 @@ suite() {
 	lp() { if [ "$type" = roce ]; then echo "cm:$1"; else echo "$1"; fi; }
 	# perftest -R once (sr_perftest_tries runs it again if it meets its race)
 	perf_once() {
-		local desc="$type: $* -R"
-		[ "$SR_TRY" -gt 1 ] && desc+=" (try $SR_TRY)"
+		local desc
+		desc=$(sr_try_desc "$type: $* -R")
 		p=$(sr_free_port)
 		sr_pair "$desc" "$(lp "$p")" -- "$SR_RUN" "$@" -R -p "$p" -- "$SR_RUN" "$@" -R -p "$p" 127.0.0.1
 	}

@@ -64,13 +64,19 @@ sr_run_fail "SOFTRDMA_FAULTS=drop=5x: the program gets no device" -- env SOFTRDM
 echo "--- RoCE: ib_write_bw -s 65536 -n 200 (QP timeout 67 ms), faults in the client"
 declare -a rows
 base=
-for rate in 0 1 5 10 20; do
+# write_once: one pair at $faults (sr_perftest_tries runs it again if
+# perftest fails by itself)
+write_once() {
 	P=$(sr_free_port)
 	before=$(counter fault_drop)
+	sr_pair "$(sr_try_desc "ib_write_bw, client at drop=$rate%")" "$P" \
+		-- "$SR_RUN" ib_write_bw -x 0 -s 65536 -n 200 -p "$P" \
+		-- "$SR_RUN" --faults "$faults" ib_write_bw -x 0 -s 65536 -n 200 -p "$P" 127.0.0.1
+}
+for rate in 0 1 5 10 20; do
 	faults=off
 	[ "$rate" = 0 ] || faults="drop=$rate%,seed=$rate"
-	if sr_pair "ib_write_bw, client at drop=$rate%" "$P" -- "$SR_RUN" ib_write_bw -x 0 -s 65536 -n 200 -p "$P" \
-		-- "$SR_RUN" --faults "$faults" ib_write_bw -x 0 -s 65536 -n 200 -p "$P" 127.0.0.1; then
+	if sr_perftest_tries write_once; then
 		mbs=$(awk '$1 == 65536 { print $4 }' "$SR_CLIENT_OUT")
 		[ -z "$base" ] && base=$mbs
 		injected_n=$(($(counter fault_drop) - before))
@@ -140,10 +146,14 @@ export SOFTRDMA_CONF=$IW_CONF
 rping_faults "iWARP rping -V, client at drop=5% (a 50 ms stall each)" "drop=5%,rto=50ms" fault_drop 4000 40 tcp
 
 echo "--- iWARP: ib_write_bw -R, 64 KiB, client at 0% and drop=2% (200 ms stalls)"
-for faults in off drop=2%; do
+write_r_once() {
 	P=$(sr_free_port)
-	if sr_pair "ib_write_bw -R, client faults $faults" "$P" -- "$SR_RUN" ib_write_bw -R -s 65536 -n 300 -p "$P" \
-		-- "$SR_RUN" --faults "$faults" ib_write_bw -R -s 65536 -n 300 -p "$P" 127.0.0.1; then
+	sr_pair "$(sr_try_desc "ib_write_bw -R, client faults $faults")" "$P" \
+		-- "$SR_RUN" ib_write_bw -R -s 65536 -n 300 -p "$P" \
+		-- "$SR_RUN" --faults "$faults" ib_write_bw -R -s 65536 -n 300 -p "$P" 127.0.0.1
+}
+for faults in off drop=2%; do
+	if sr_perftest_tries write_r_once; then
 		echo "  $faults: $(awk '$1 == 65536 { print $4 " MB/s average" }' "$SR_CLIENT_OUT")"
 	fi
 done

@@ -76,7 +76,7 @@ sr_pair "rstream -T v: 64 KiB x 500, verified" "$P" -- "$SR_RUN" rstream -p "$P"
 perf_once() {
 	local desc=$1
 	shift
-	[ "$SR_TRY" -gt 1 ] && desc+=" (try $SR_TRY)"
+	desc=$(sr_try_desc "$desc")
 	P=$(sr_free_port)
 	sr_pair "$desc" "$P" -- "$SR_RUN" "$@" -R -p "$P" -- "$SR_RUN" "$@" -R -p "$P" 127.0.0.1
 }

@@ -21,8 +21,8 @@ sr_netns_add "$SR_NS_LO"
 # ib_send_bw -R over 127.0.0.1 in namespace $ns with ${at[@]}, from
 # lo_suite (sr_perftest_tries runs it again if it meets perftest's race)
 send_bw_once() {
-	local desc="$label: ib_send_bw -R to 127.0.0.1"
-	[ "$SR_TRY" -gt 1 ] && desc+=" (try $SR_TRY)"
+	local desc
+	desc=$(sr_try_desc "$label: ib_send_bw -R to 127.0.0.1")
 	p=$(sr_free_port "$ns")
 	sr_pair --ns "$ns" "$desc" "cm:$p" \
 		-- "${at[@]}" ib_send_bw -R -p "$p" -n 500 \

@@ -33,9 +33,9 @@ pair "rc_pingpong 100000 B, ibv_wr_* API" ibv_rc_pingpong -g 0 -c -s 100000 -n 5
 pair "uc_pingpong 10000 B" ibv_uc_pingpong -g 0 -c -s 10000 -n 100
 pair "ud_pingpong 1000 B" ibv_ud_pingpong -g 0 -c -s 1000 -n 100
 pair "srq_pingpong 10000 B" ibv_srq_pingpong -g 0 -c -s 10000 -n 100
-pair "ib_write_bw 64 KiB" ib_write_bw -x 0 -s 65536 -n 1000
-pair "ib_read_bw 64 KiB" ib_read_bw -x 0 -s 65536 -n 500
-pair "ib_send_bw 64 KiB" ib_send_bw -x 0 -s 65536 -n 1000
-pair "ib_atomic_bw" ib_atomic_bw -x 0 -n 1000
-pair "ib_send_lat" ib_send_lat -x 0 -s 64 -n 500
+sr_perftest_tries pair "ib_write_bw 64 KiB" ib_write_bw -x 0 -s 65536 -n 1000
+sr_perftest_tries pair "ib_read_bw 64 KiB" ib_read_bw -x 0 -s 65536 -n 500
+sr_perftest_tries pair "ib_send_bw 64 KiB" ib_send_bw -x 0 -s 65536 -n 1000
+sr_perftest_tries pair "ib_atomic_bw" ib_atomic_bw -x 0 -n 1000
+sr_perftest_tries pair "ib_send_lat" ib_send_lat -x 0 -s 64 -n 500
 sr_finish

@@ -22,7 +22,7 @@ cm_pair() {
 perf_once() {
 	local desc=$1
 	shift
-	[ "$SR_TRY" -gt 1 ] && desc+=" (try $SR_TRY)"
+	desc=$(sr_try_desc "$desc")
 	P=$(sr_free_port)
 	cm_pair "$desc" -- "$SR_RUN" "$@" -R -p "$P" -- "$SR_RUN" "$@" -R -p "$P" 127.0.0.1
 }

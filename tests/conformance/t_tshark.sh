@@ -16,7 +16,8 @@ cap=$SR_TMP/roce.pcapng
 sr_capture_start "$cap" 'udp port 4791'
 
 pair() { # DESC TOOL ARGS...
-	local desc=$1 tool=$2 port
+	local desc tool=$2 port
+	desc=$(sr_try_desc "$1")
 	shift 2
 	port=$(sr_free_port)
 	sr_pair "$desc" "$port" -- "$SR_RUN" "$tool" -p "$port" "$@" -- "$SR_RUN" "$tool" -p "$port" "$@" 127.0.0.1
@@ -24,10 +25,10 @@ pair() { # DESC TOOL ARGS...
 pair "rc send" ibv_rc_pingpong -g 0 -s 5000 -n 5
 pair "uc send" ibv_uc_pingpong -g 0 -s 5000 -n 5
 pair "ud send" ibv_ud_pingpong -g 0 -s 1000 -n 5
-pair "rc write" ib_write_bw -x 0 -s 5000 -n 5
-pair "rc read" ib_read_bw -x 0 -s 5000 -n 5
-pair "rc atomic fetch&add" ib_atomic_bw -x 0 -n 5 -A FETCH_AND_ADD
-pair "rc atomic compare&swap" ib_atomic_bw -x 0 -n 5 -A CMP_AND_SWAP
+sr_perftest_tries pair "rc write" ib_write_bw -x 0 -s 5000 -n 5
+sr_perftest_tries pair "rc read" ib_read_bw -x 0 -s 5000 -n 5
+sr_perftest_tries pair "rc atomic fetch&add" ib_atomic_bw -x 0 -n 5 -A FETCH_AND_ADD
+sr_perftest_tries pair "rc atomic compare&swap" ib_atomic_bw -x 0 -n 5 -A CMP_AND_SWAP
 # memory windows (verbs/test_mw): Writes, Reads and atomics through a
 # window's rkey are ordinary packets, Send with Invalidate carries an IETH;
 # BIND_MW and LOCAL_INV are local and send nothing

@@ -28,8 +28,8 @@ pgrep -f 'rping -s -a 127.0.0.1 -p 7999' >/dev/null && sr_fail "  the hung rping
 (
 	SR_TIMEOUT=2
 	once() {
-		local desc="ib_send_bw -R -D 5: 5 s of traffic under a 2 s watchdog"
-		[ "$SR_TRY" -gt 1 ] && desc+=" (try $SR_TRY)"
+		local desc
+		desc=$(sr_try_desc "ib_send_bw -R -D 5: 5 s of traffic under a 2 s watchdog")
 		P=$(sr_free_port)
 		sr_pair "$desc" "cm:$P" \
 			-- "$SR_RUN" ib_send_bw -R -p "$P" -D 5 \
