@@ -105,7 +105,7 @@ uint32_t sr_crc32c_update_sw(uint32_t crc, const void *buf, size_t len)
 
 /* ---- the public update functions ---- */
 
-uint32_t sr_crc32_update(uint32_t crc, const void *buf, size_t len)
+static uint32_t crc32_bytewise(uint32_t crc, const void *buf, size_t len)
 {
 #ifdef SR_HAVE_ISAL
 	/* crc32_gzip_refl inverts its seed on entry and its result on exit
@@ -118,7 +118,7 @@ uint32_t sr_crc32_update(uint32_t crc, const void *buf, size_t len)
 #endif
 }
 
-uint32_t sr_crc32c_update(uint32_t crc, const void *buf, size_t len)
+static uint32_t crc32c_bytewise(uint32_t crc, const void *buf, size_t len)
 {
 #ifdef SR_HAVE_ISAL
 	/* crc32_iscsi is already a plain register update (no inversions),
@@ -136,6 +136,25 @@ uint32_t sr_crc32c_update(uint32_t crc, const void *buf, size_t len)
 #else
 	return sr_crc32c_update_sw(crc, buf, len);
 #endif
+}
+
+uint32_t sr_crc32_update(uint32_t crc, const void *buf, size_t len)
+{
+	if (sr_crc_fold_update(0, &crc, buf, len, crc32_bytewise))
+		return crc;
+	return crc32_bytewise(crc, buf, len);
+}
+
+uint32_t sr_crc32c_update(uint32_t crc, const void *buf, size_t len)
+{
+#ifndef SR_HAVE_ISAL
+	/* ISA-L's CRC-32C (the crc32 instruction on three streams) is as
+	 * fast as folding: 17-21 GB/s against 11-19 from 1 to 64 KiB on the
+	 * development machine.  Its CRC-32 is what folding beats (8-10). */
+	if (sr_crc_fold_update(1, &crc, buf, len, crc32c_bytewise))
+		return crc;
+#endif
+	return crc32c_bytewise(crc, buf, len);
 }
 
 /* ---- ICRC ---- */

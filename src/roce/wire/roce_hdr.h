@@ -211,4 +211,12 @@ bool sr_icrc_verify_ipv4_id(const struct sr_icrc_env *env, const uint8_t *buf, s
 uint32_t sr_crc32_update_sw(uint32_t crc, const void *buf, size_t len);
 uint32_t sr_crc32c_update_sw(uint32_t crc, const void *buf, size_t len);
 
+/* crc_fold.c: the update of *crc over buf (which: 0 CRC-32, 1 CRC-32C) by
+ * carry-less multiplication, its last bytes through bytewise; false, with
+ * *crc untouched, where the CPU cannot (no VPCLMULQDQ, or
+ * SOFTRDMA_CRC_FOLD=0) or len < SR_CRC_FOLD_MIN. */
+#define SR_CRC_FOLD_MIN 512
+bool sr_crc_fold_update(int which, uint32_t *crc, const void *buf, size_t len,
+			uint32_t (*bytewise)(uint32_t, const void *, size_t));
+
 #endif
