@@ -8,6 +8,7 @@
 #               private <libdir>/softrdma, man pages, softrdma.pc)
 # Other targets: build, deps, demo, test-fast, test-asan, test-tsan, test-installed,
 # test-stress (scripts/stress.sh: hogs on every core, two copies at once),
+# test-streak (scripts/streak.sh: CI on a fresh clone 20 times in a row),
 # uninstall, bench (bench/run.sh), bench-storage (bench/storage.sh: iSER
 # beside iSCSI/TCP; root for the two-namespace half), clean.
 
@@ -19,7 +20,7 @@ CTEST_ARGS ?=
 PREFIX     ?= /usr/local
 DESTDIR    ?=
 
-.PHONY: all deps build demo test test-fast test-asan test-tsan test-installed test-stress install uninstall deb bench bench-storage clean
+.PHONY: all deps build demo test test-fast test-asan test-tsan test-installed test-stress test-streak install uninstall deb bench bench-storage clean
 
 all: deps build demo
 
@@ -81,6 +82,11 @@ test-installed: build
 # once; a hang fails with every thread's backtrace (scripts/stress.sh).
 test-stress: build
 	bash scripts/stress.sh $(STRESS_ARGS)
+
+# What CI does (the README's two commands on a fresh clone of HEAD), 20
+# times in a row: a flaky test shows (scripts/streak.sh; STREAK_ARGS).
+test-streak:
+	bash scripts/streak.sh $(STREAK_ARGS)
 
 bench: build
 	bash bench/run.sh
