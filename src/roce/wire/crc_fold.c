@@ -1,6 +1,7 @@
 /* CRC-32 and CRC-32C of long buffers by carry-less multiplication
- * (x86 VPCLMULQDQ on 256-bit registers), for the ICRC of every RoCE
- * packet and the MPA CRC of every iWARP FPDU.
+ * (x86 VPCLMULQDQ on 256-bit registers): the RoCE ICRC (CRC-32), and
+ * iWARP's MPA CRC-32C in builds without ISA-L, whose CRC-32C (the crc32
+ * instruction) is as fast as this (icrc.c).
  *
  * The buffer is cut into 128-byte blocks held in eight 128-bit lanes.
  * Each lane A = H * x^64 + L (H the half sent first) moves D bits down
