@@ -731,6 +731,17 @@ sr_pingpong_suite() {
 	done
 }
 
+# sr_perftest_once DESC LISTEN ARGS...: one perftest -R pair (ARGS) on
+# this host, the client to 127.0.0.1; LISTEN as for sr_perftest_ns_once.
+# For sr_perftest_tries.
+sr_perftest_once() {
+	local desc listen=$2
+	desc=$(sr_try_desc "$1")
+	shift 2
+	P=$(sr_free_port)
+	sr_pair "$desc" "$listen$P" -- "$SR_RUN" "$@" -R -p "$P" -- "$SR_RUN" "$@" -R -p "$P" 127.0.0.1
+}
+
 # sr_perftest_ns_once DESC LISTEN ARGS...: one perftest -R pair (ARGS) from
 # host A to a server on host B, after sr_netns_setup; LISTEN is "cm:" where
 # the server's rdma_cm listen shows in B's softrdmad table (RoCE), "" where

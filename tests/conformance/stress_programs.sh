@@ -28,14 +28,9 @@ suite() {
 	export SOFTRDMA_CONF=$conf
 	# what the harness waits for before starting a client: rdma_cm listens
 	# show in softrdmad's table on RoCE, as TCP listeners on iWARP
-	lp() { if [ "$type" = roce ]; then echo "cm:$1"; else echo "$1"; fi; }
-	# perftest -R once (sr_perftest_tries runs it again if it meets its race)
-	perf_once() {
-		local desc
-		desc=$(sr_try_desc "$type: $* -R")
-		p=$(sr_free_port)
-		sr_pair "$desc" "$(lp "$p")" -- "$SR_RUN" "$@" -R -p "$p" -- "$SR_RUN" "$@" -R -p "$p" 127.0.0.1
-	}
+	local cm=
+	[ "$type" = roce ] && cm=cm:
+	lp() { echo "$cm$1"; }
 
 	p=$(sr_free_port)
 	if sr_pair "$type: rping -C 500 -v" "$(lp "$p")" \
@@ -49,7 +44,7 @@ suite() {
 		-- "$SR_RUN" ucmatose -s 127.0.0.1 -p "$p" -c 10 -C 50 -S 4000
 	for t in "ib_write_bw -s 65536 -n 1000" "ib_read_bw -s 65536 -n 500" "ib_send_lat -s 64 -n 2000"; do
 		# shellcheck disable=SC2086 # the program and its options
-		sr_perftest_tries perf_once $t &&
+		sr_perftest_tries sr_perftest_once "$type: $t -R" "$cm" $t &&
 			sr_expect "$SR_CLIENT_OUT" '^ *[0-9]+ +[0-9]+ ' "  results reported"
 	done
 	if [ "$full" = full ]; then

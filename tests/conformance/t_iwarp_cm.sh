@@ -70,21 +70,13 @@ P=$(sr_free_port)
 sr_pair "rstream -T v: 64 KiB x 500, verified" "$P" -- "$SR_RUN" rstream -p "$P" -T v -S 65536 -C 500 \
 	-- "$SR_RUN" rstream -s 127.0.0.1 -p "$P" -T v -S 65536 -C 500
 
-# perftest -R on one host (and sr_perftest_ns_once from host A to host B);
+# perftest -R on one host (and from host A to host B below);
 # sr_perftest_tries runs them again while they fail only by perftest's own
 # faults
-perf_once() {
-	local desc=$1
-	shift
-	desc=$(sr_try_desc "$desc")
-	P=$(sr_free_port)
-	sr_pair "$desc" "$P" -- "$SR_RUN" "$@" -R -p "$P" -- "$SR_RUN" "$@" -R -p "$P" 127.0.0.1
-}
-
 for t in "ib_write_bw -s 65536 -n 2000" "ib_read_bw -s 65536 -n 1000" "ib_send_bw -s 65536 -n 2000" \
 	"ib_write_lat -s 64 -n 2000" "ib_send_lat -s 64 -n 2000" "ib_write_bw -s 4096 -n 5000 -q 4"; do
 	set -- $t
-	sr_perftest_tries perf_once "$1 -R ${*:2}" "$@" &&
+	sr_perftest_tries sr_perftest_once "$1 -R ${*:2}" "" "$@" &&
 		sr_expect "$SR_CLIENT_OUT" '^ *[0-9]+ +[0-9]+ +[0-9.]+' "  results reported"
 done
 

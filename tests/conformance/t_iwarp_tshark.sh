@@ -28,18 +28,10 @@ sr_capture_start "$cap" 'tcp' -B 256
 P=$(sr_free_port)
 sr_pair "rping -C 20 -S 5000" "$P" -- "$SR_RUN" rping -s -a 127.0.0.1 -p "$P" -C 20 -S 5000 \
 	-- "$SR_RUN" rping -c -a 127.0.0.1 -p "$P" -C 20 -S 5000
-perf_once() { # DESC TOOL ARGS...
-	local desc tool=$2 port
-	desc=$(sr_try_desc "$1")
-	shift 2
-	port=$(sr_free_port)
-	sr_pair "$desc" "$port" -- "$SR_RUN" "$tool" -R -p "$port" "$@" \
-		-- "$SR_RUN" "$tool" -R -p "$port" "$@" 127.0.0.1
-}
-perf() { sr_perftest_tries perf_once "$@"; }
-perf "ib_send_bw -R" ib_send_bw -s 5000 -n 20
-perf "ib_write_bw -R (multi-FPDU messages)" ib_write_bw -s 200000 -n 20
-perf "ib_read_bw -R" ib_read_bw -s 5000 -n 20
+perf() { sr_perftest_tries sr_perftest_once "$@"; } # DESC LISTEN ARGS...
+perf "ib_send_bw -R" "" ib_send_bw -s 5000 -n 20
+perf "ib_write_bw -R (multi-FPDU messages)" "" ib_write_bw -s 200000 -n 20
+perf "ib_read_bw -R" "" ib_read_bw -s 5000 -n 20
 sleep 1
 sr_capture_stop
 

@@ -18,15 +18,6 @@ cm_pair() {
 	sr_pair "$desc" "cm:$P$kind" "$@"
 }
 
-# perftest -R, again while it meets its own race (sr_perftest_tries)
-perf_once() {
-	local desc=$1
-	shift
-	desc=$(sr_try_desc "$desc")
-	P=$(sr_free_port)
-	cm_pair "$desc" -- "$SR_RUN" "$@" -R -p "$P" -- "$SR_RUN" "$@" -R -p "$P" 127.0.0.1
-}
-
 for spec in "64 1000" "23 200" "4096 200" "65535 100"; do
 	set -- $spec
 	P=$(sr_free_port)
@@ -60,7 +51,7 @@ cm_pair "rdma_xserver / rdma_xclient (RC, SRQ via rdma_create_srq)" -- "$SR_RUN"
 for t in "ib_write_bw -s 65536 -n 2000" "ib_read_bw -s 65536 -n 1000" "ib_send_bw -s 65536 -n 2000" \
 	"ib_send_lat -s 64 -n 1000" "ib_write_lat -s 64 -n 1000"; do
 	set -- $t
-	sr_perftest_tries perf_once "$1 -R ${*:2}" "$@"
+	sr_perftest_tries sr_perftest_once "$1 -R ${*:2}" cm: "$@"
 done
 
 P=$(sr_free_port)

@@ -27,15 +27,8 @@ pgrep -f 'rping -s -a 127.0.0.1 -p 7999' >/dev/null && sr_fail "  the hung rping
 # a command that keeps exchanging packets for longer than SR_TIMEOUT is not hung
 (
 	SR_TIMEOUT=2
-	once() {
-		local desc
-		desc=$(sr_try_desc "ib_send_bw -R -D 5: 5 s of traffic under a 2 s watchdog")
-		P=$(sr_free_port)
-		sr_pair "$desc" "cm:$P" \
-			-- "$SR_RUN" ib_send_bw -R -p "$P" -D 5 \
-			-- "$SR_RUN" ib_send_bw -R -p "$P" -D 5 127.0.0.1
-	}
-	sr_perftest_tries once
+	sr_perftest_tries sr_perftest_once "ib_send_bw -R -D 5: 5 s of traffic under a 2 s watchdog" cm: \
+		ib_send_bw -D 5
 ) >"$out" 2>&1
 rc=$?
 sed 's/^/    > /' "$out"
