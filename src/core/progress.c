@@ -3,14 +3,12 @@
  * transport's timers (retransmission, RNR, ACK coalescing).  It is what
  * serves one-sided READ/WRITE while the application sleeps. */
 #include <errno.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <time.h>
 
 #include "core/sr.h"
@@ -463,45 +461,6 @@ void sr_progress_need_thread(struct sr_context *ctx)
 	}
 }
 
-/* The progress thread asks the scheduler for short time slices (Linux
- * 6.12 and later: sched_attr.sched_runtime of a SCHED_OTHER thread is
- * its slice; older kernels ignore it).  It runs in short bursts -- a
- * packet to place, an ACK to send -- while the application's threads
- * often spin; under EEVDF a short slice means an early deadline, so a
- * woken progress thread gets a CPU at once instead of after a spinner's
- * slice (several milliseconds on a loaded machine).  Nothing else of the
- * thread (policy, nice) changes, and no privilege is needed.
- * SOFTRDMA_PROGRESS_SLICE sets the slice in microseconds (0: the kernel's
- * default). */
-#define SR_PROGRESS_SLICE_US 100
-struct sr_sched_attr {
-	uint32_t size, policy;
-	uint64_t flags;
-	int32_t nice;
-	uint32_t priority;
-	uint64_t runtime, deadline, period;
-};
-
-static void progress_short_slice(void)
-{
-	const char *e = getenv("SOFTRDMA_PROGRESS_SLICE");
-	unsigned long us = e && *e ? strtoul(e, NULL, 10) : SR_PROGRESS_SLICE_US;
-	struct sr_sched_attr a;
-
-	if (!us)
-		return;
-	memset(&a, 0, sizeof(a));
-	if (syscall(SYS_sched_getattr, 0, &a, sizeof(a), 0))
-		return;
-	if (a.policy != SCHED_OTHER && a.policy != SCHED_BATCH)
-		return; /* a real-time or idle thread keeps what it has */
-	a.size = sizeof(a);
-	a.runtime = (uint64_t)us * 1000;
-	a.flags = 0;
-	if (syscall(SYS_sched_setattr, 0, &a, 0))
-		SR_DBG("progress thread: sched_setattr: %s", strerror(errno));
-}
-
 static void *progress_main(void *arg)
 {
 	struct sr_context *ctx = arg;
@@ -510,7 +469,6 @@ static void *progress_main(void *arg)
 	tls_progress_ctx = ctx;
 	/* our naps and timers are in microseconds; the default 50 us slack would swamp them */
 	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-	progress_short_slice();
 
 	while (!atomic_load(&ctx->stop)) {
 		free_zombies(ctx);

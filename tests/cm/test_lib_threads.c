@@ -7,9 +7,6 @@
  * its default action kills tgtd.  This test does what tgtd does, in a
  * child process, and checks every thread's mask in /proc. */
 #include <dirent.h>
-#include <sched.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <rdma/rsocket.h>
@@ -39,76 +36,6 @@ static bool start_library_threads(void)
 	CHECK_RC(rsetsockopt(rs, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)), 0,
 		 "rsetsockopt SO_KEEPALIVE (starts the keepalive thread)");
 	return true;
-}
-
-struct sched_attr_v1 {
-	uint32_t size, policy;
-	uint64_t flags;
-	int32_t nice;
-	uint32_t priority;
-	uint64_t runtime, deadline, period;
-};
-
-static bool get_sched(int tid, struct sched_attr_v1 *a)
-{
-	memset(a, 0, sizeof(*a));
-	return syscall(SYS_sched_getattr, tid, a, sizeof(*a), 0) == 0;
-}
-
-/* The tid of a thread named name, or 0. */
-static int find_thread(const char *name)
-{
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *e;
-	int found = 0;
-
-	while (d && !found && (e = readdir(d))) {
-		char path[64], comm[64] = "";
-		int tid = atoi(e->d_name);
-		FILE *f;
-
-		snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tid);
-		if (tid > 0 && (f = fopen(path, "r"))) {
-			if (fgets(comm, sizeof(comm), f) && !strncmp(comm, name, strlen(name)) &&
-			    comm[strlen(name)] == '\n')
-				found = tid;
-			fclose(f);
-		}
-	}
-	if (d)
-		closedir(d);
-	return found;
-}
-
-/* The progress thread asks for 100 us time slices (Linux 6.12 and later
- * report a fair thread's slice as its sched_runtime; older kernels report
- * 0 and ignore the request) and keeps the policy and nice value it was
- * born with: the child runs at nice 3.  The thread names itself and sets
- * its slice as it starts: wait up to 2 s for both. */
-static void check_progress_sched(void)
-{
-	struct sched_attr_v1 me, a;
-	int tid = 0;
-
-	memset(&a, 0, sizeof(a));
-	if (!CHECK(get_sched(0, &me), "sched_getattr of the main thread\t(%s)", strerror(errno)))
-		return;
-	for (int i = 0; i < 200; i++) {
-		if ((tid = find_thread("sr-progress")) && get_sched(tid, &a) && (!me.runtime || a.runtime == 100000))
-			break;
-		usleep(10000);
-	}
-	if (!CHECK(tid > 0, "a thread named sr-progress"))
-		return;
-	CHECK(a.policy == me.policy && a.nice == me.nice && a.nice == 3,
-	      "sr-progress keeps the process's policy and nice value\t(policy %u/%u, nice %d/%d)", a.policy,
-	      me.policy, a.nice, me.nice);
-	if (!me.runtime) {
-		NOTE("this kernel reports no slices (before 6.12): not checked");
-		return;
-	}
-	CHECK(a.runtime == 100000, "sr-progress runs with 100 us slices\t(%llu ns; main thread %llu ns)",
-	      (unsigned long long)a.runtime, (unsigned long long)me.runtime);
 }
 
 /* Every thread but the caller has all signals blocked (those the kernel
@@ -185,12 +112,9 @@ int main(void)
 	pid_t pid = fork();
 	if (pid == 0) {
 		close(counts[0]);
-		errno = 0;
-		CHECK(nice(3) == 3 || !errno, "nice(3)\t(%s)", strerror(errno));
 		if (!start_library_threads())
 			_exit(2);
 		check_masks();
-		check_progress_sched();
 		/* tgtd's pattern: block SIGUSR2 in the main thread only, now */
 		sigset_t usr2;
 		sigemptyset(&usr2);
