@@ -45,6 +45,11 @@ int sr_thread_start(pthread_t *t, const char *name, bool detached, void *(*fn)(v
 		return err;
 	}
 	sigfillset(&all);
+	/* but the faults: one with its signal blocked kills the process
+	 * outright, where core/guard.c's handler would have ended a copy into
+	 * memory the application unmapped */
+	sigdelset(&all, SIGSEGV);
+	sigdelset(&all, SIGBUS);
 	err = pthread_attr_setsigmask_np(&a, &all);
 	if (!err && detached)
 		err = pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);

@@ -6,7 +6,8 @@
  * never to one of ours, where its default action would kill the process or
  * its handler would run on a stack the application never expected.  The
  * mask is set before the thread exists (pthread_attr_setsigmask_np), so
- * there is no window in which a signal could reach it. */
+ * there is no window in which a signal could reach it.  SIGSEGV and SIGBUS
+ * stay unblocked: they come from the thread's own faults (core/guard.h). */
 #ifndef SR_COMMON_THREAD_H
 #define SR_COMMON_THREAD_H
 

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <sys/random.h>
 
+#include "core/guard.h"
 #include "core/sr.h"
 
 struct ibv_pd *sr_alloc_pd(struct ibv_context *c)
@@ -289,8 +290,7 @@ static bool place_checked(uint8_t *host, const uint8_t *src, size_t n)
 			return false; /* a page of the range is gone */
 		atomic_store_explicit(&unavailable, true, memory_order_relaxed);
 	}
-	sr_place(host, src, n);
-	return true;
+	return sr_place_guarded(host, src, n);
 }
 
 int sr_sge_copy(struct sr_context *ctx, struct sr_pd *pd, const struct ibv_sge *sge, uint32_t num_sge,
@@ -318,7 +318,8 @@ int sr_sge_copy(struct sr_context *ctx, struct sr_pd *pd, const struct ibv_sge *
 			if (!place_checked(host, p, n))
 				return -EFAULT;
 		} else if (to_sge) {
-			sr_place(host, p, n);
+			if (!sr_place_guarded(host, p, n))
+				return -EFAULT; /* unmapped by the application (core/guard.h) */
 		} else {
 			memcpy(p, host, n);
 		}

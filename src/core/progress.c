@@ -11,6 +11,7 @@
 #include <sys/prctl.h>
 #include <time.h>
 
+#include "core/guard.h"
 #include "core/sr.h"
 #include "common/daemon_client.h"
 #include "common/thread.h"
@@ -566,6 +567,7 @@ int sr_progress_start(struct sr_context *ctx)
 	    epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->doorbell, &ev) ||
 	    epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->data_epfd, &dev))
 		goto fail;
+	sr_guard_init(); /* before the first packet is placed */
 	err = sr_thread_start(&ctx->thread, "sr-progress", false, progress_main, ctx);
 	if (err) {
 		errno = err;

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "core/guard.h"
 #include "iwarp/iwarp.h"
 
 #define SR_IW_SCRATCH 4096
@@ -603,11 +604,11 @@ static int tail_place(struct sr_qp *qp)
 	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
 	host = sr_iw_stag_lookup(qp, rx->h.stag, rx->dst_base + rx->pay_len - rx->tail_len, rx->tail_len,
 				 IBV_ACCESS_REMOTE_WRITE, &err);
-	if (host)
-		sr_place(host, rx->tail, rx->tail_len);
+	if (host && !sr_place_guarded(host, rx->tail, rx->tail_len))
+		host = NULL; /* unmapped by the application (core/guard.h) */
 	pthread_rwlock_unlock(&qp->ctx->mr_lock);
 	if (!host) {
-		/* deregistered while the segment came in */
+		/* deregistered (or unmapped) while the segment came in */
 		ddp_tagged_err(qp, SR_TERM_DDP_T_INV_STAG);
 		return -1;
 	}
@@ -673,14 +674,15 @@ static int rx_payload(struct sr_qp *qp)
 			for (int i = 0; i < n; i++)
 				want += iov[i].iov_len;
 			got = rx_read(w, tmp, want < SR_IW_LA ? want : SR_IW_LA);
-			sr_dma_begin();
 			for (int i = 0; i < n && k < (size_t)got; i++) {
 				size_t c = iov[i].iov_len < (size_t)got - k ? iov[i].iov_len : (size_t)got - k;
 
-				memcpy(iov[i].iov_base, tmp + k, c);
+				if (!sr_place_guarded(iov[i].iov_base, tmp + k, c)) {
+					got = -EFAULT; /* unmapped by the application (core/guard.h) */
+					break;
+				}
 				k += c;
 			}
-			sr_dma_end();
 		} else if (rx->sock_dry) {
 			got = -EAGAIN;
 		} else {

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "core/guard.h"
 #include "iwarp/iwarp.h"
 #include "core/fault.h"
 
@@ -288,6 +289,10 @@ static int add_fpdu(struct sr_qp *qp)
 			uint8_t *host = sr_iw_stag_lookup(qp, e->src_stag, e->src_to + m->off, seg,
 							  IBV_ACCESS_REMOTE_READ, &err);
 
+			if (host && !sr_probe_read(host, seg)) {
+				host = NULL; /* unmapped by the application (core/guard.h) */
+				err = SR_IW_MEM_BOUNDS;
+			}
 			if (!host) {
 				/* checked when the request came; deregistered since */
 				m->src = SR_IW_SRC_NONE;

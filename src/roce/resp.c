@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/guard.h"
 #include "roce/roce.h"
 
 void sr_resp_reset(struct sr_qp *qp)
@@ -282,6 +283,9 @@ static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate)
 	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
 	if (len) {
 		src = sr_rkey_lookup(qp, pkt->reth_rkey, pkt->reth_va, len, IBV_ACCESS_REMOTE_READ);
+		/* registered, but unmapped by the application since (core/guard.h) */
+		if (src && !sr_probe_read(src, len))
+			src = NULL;
 		if (!src) {
 			pthread_rwlock_unlock(&qp->ctx->mr_lock);
 			if (!duplicate)
@@ -364,14 +368,14 @@ static void resp_atomic(struct sr_qp *qp, struct sr_pkt *pkt)
 		resp_fatal(qp, pkt->psn, SR_AETH_NAK_REM_ACCESS);
 		return;
 	}
-	/* a real atomic: the target process's own threads may touch it too */
-	if (pkt->opcode == IBV_OPCODE_RC_COMPARE_SWAP) {
-		orig = pkt->atm_compare;
-		__atomic_compare_exchange_n(p, &orig, pkt->atm_swap_add, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-	} else {
-		orig = __atomic_fetch_add(p, pkt->atm_swap_add, __ATOMIC_SEQ_CST);
-	}
+	bool cas = pkt->opcode == IBV_OPCODE_RC_COMPARE_SWAP;
+	bool done = sr_atomic_guarded(p, cas, cas ? pkt->atm_compare : pkt->atm_swap_add, pkt->atm_swap_add, &orig);
 	pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	if (!done) {
+		/* registered, but unmapped by the application (core/guard.h) */
+		resp_fatal(qp, pkt->psn, SR_AETH_NAK_REM_ACCESS);
+		return;
+	}
 	/* most QPs never see an atomic: the replay table comes with the first */
 	if (!r->ares)
 		r->ares = calloc(SR_ATOMIC_RES, sizeof(*r->ares));
@@ -588,10 +592,10 @@ static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt)
 	if (pkt->paylen) {
 		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
 		uint8_t *dst = sr_rkey_lookup(qp, r->write_rkey, r->write_va, pkt->paylen, IBV_ACCESS_REMOTE_WRITE);
-		if (dst)
-			sr_place(dst, pkt->payload, pkt->paylen);
+		if (dst && !sr_place_guarded(dst, pkt->payload, pkt->paylen))
+			dst = NULL; /* unmapped by the application (core/guard.h) */
 		pthread_rwlock_unlock(&qp->ctx->mr_lock);
-		if (!dst) { /* deregistered under us */
+		if (!dst) { /* deregistered or unmapped under us */
 			if (rc)
 				resp_fatal(qp, pkt->psn, SR_AETH_NAK_REM_ACCESS);
 			return;

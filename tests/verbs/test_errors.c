@@ -25,6 +25,7 @@
  * Run as "test_errors --peer <rfd> <wfd>" it is the child of the peer
  * process test. */
 #include "vt.h"
+#include "common/tsan.h"
 #include "vt_roce.h"
 
 #include <fcntl.h>
@@ -783,6 +784,78 @@ static void ud_unmapped_receive(void)
 	}
 	vt_buf_free(&s);
 	vt_pair_destroy(&p);
+}
+
+/* RC: a peer's WRITE (one packet and several), READ, atomic and SEND aimed
+ * at registered memory the application has unmapped.  A NIC would reach
+ * the pages the kernel still pins; softrdma cannot pin, and its copy used
+ * to fault and kill the process.  Now each fails as for a bad key (the
+ * memory guard, src/core/guard.h): the requester gets an error completion
+ * and the process lives on. */
+static void rc_unmapped_target(void)
+{
+	static const struct {
+		const char *what;
+		enum ibv_wr_opcode op;
+		uint32_t len;
+		enum ibv_wc_status want;
+	} t[] = {
+		{ "a 100-byte WRITE", IBV_WR_RDMA_WRITE, 100, IBV_WC_REM_ACCESS_ERR },
+		{ "an 8 KiB WRITE (several packets)", IBV_WR_RDMA_WRITE, 8192, IBV_WC_REM_ACCESS_ERR },
+		{ "a 6000-byte READ", IBV_WR_RDMA_READ, 6000, IBV_WC_REM_ACCESS_ERR },
+		{ "a FETCH_AND_ADD", IBV_WR_ATOMIC_FETCH_AND_ADD, 8, IBV_WC_REM_ACCESS_ERR },
+		{ "a 200-byte SEND into a posted receive", IBV_WR_SEND, 200, IBV_WC_REM_OP_ERR },
+	};
+
+	SECTION("RC: WRITE, READ, atomic and SEND aimed at registered memory the application unmapped");
+#ifdef SR_TSAN
+	NOTE("not in a ThreadSanitizer build: the memory guard is off there (src/core/guard.c)");
+	return;
+#endif
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct vt_qp_cfg c;
+		struct vt_pair p;
+		struct vt_buf s;
+		struct ibv_wc wc;
+		vt_cfg_default(&c, IBV_QPT_RC);
+		if (!vt_pair_setup(&D, &c, &p))
+			return;
+		vt_buf_alloc(&s, D.pd, 16384, 4096, IBV_ACCESS_LOCAL_WRITE);
+		vt_fill(s.p, 16384, 9);
+		uint8_t *m = mmap(NULL, 16384, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		struct ibv_mr *mr = m != MAP_FAILED ? ibv_reg_mr(D.pd, m, 16384, ACC_ALL) : NULL;
+		if (!CHECK(mr != NULL, "%s: an mmap'ed buffer registered", t[i].what)) {
+			vt_buf_free(&s);
+			vt_pair_destroy(&p);
+			return;
+		}
+		if (t[i].op == IBV_WR_SEND)
+			CHECK_RC(vt_post_recv(p.qp[1], 90, m + 4096, 4096, mr->lkey), 0, "%s: the receive posted",
+				 t[i].what);
+		CHECK_RC(munmap(m, 16384), 0, "%s: the buffer unmapped, its MR still registered", t[i].what);
+		/* and kept out of reach: nothing else (a sanitizer's allocator)
+		 * may be mapped there while the peer aims at it */
+		CHECK(mmap(m, 16384, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) == m,
+		      "%s: its range reserved with no access\t(%s)", t[i].what, strerror(errno));
+		int rc;
+		if (t[i].op == IBV_WR_ATOMIC_FETCH_AND_ADD)
+			rc = vt_post_atomic(p.qp[0], 91, t[i].op, s.p, s.mr->lkey, IBV_SEND_SIGNALED,
+					    (uintptr_t)m + 4096, mr->rkey, 1, 0);
+		else
+			rc = vt_post_send(p.qp[0], 91, t[i].op, s.p, t[i].len, s.mr->lkey, IBV_SEND_SIGNALED,
+					  (uintptr_t)m + 4096, mr->rkey, 0);
+		CHECK_RC(rc, 0, "%s: posted", t[i].what);
+		EXPECT_WC(p.scq[0], 91, t[i].want, VT_ANY_OPCODE, NULL, "%s fails with %s (the process lives)",
+			  t[i].what, ibv_wc_status_str(t[i].want));
+		if (t[i].op == IBV_WR_SEND)
+			EXPECT_WC(p.rcq[1], 90, IBV_WC_LOC_QP_OP_ERR, VT_ANY_OPCODE, &wc,
+				  "  ...and the receive fails here");
+		CHECK_RC(ibv_dereg_mr(mr), 0, "%s: the MR deregisters after", t[i].what);
+		munmap(m, 16384);
+		drain_async("unmapped target");
+		vt_buf_free(&s);
+		vt_pair_destroy(&p);
+	}
 }
 
 /* The application moves a QP to ERR while WRITEs are in flight: every WR
@@ -1831,6 +1904,7 @@ int main(int argc, char **argv)
 	async_after_destroy();
 	dereg_during_stream();
 	rereg_access();
+	rc_unmapped_target();
 	reset_cleans_cq();
 	misaligned_sge();
 	ud_unmapped_receive();

@@ -19,11 +19,13 @@
  * Runs with SOFTRDMA_CONF naming a config whose first device is an iWARP
  * device on lo (tests/CMakeLists.txt writes iwarp.conf). */
 #include "vt_mpa.h"
+#include "common/tsan.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 
 #include "iwarp/iwarp_cm.h"
@@ -775,6 +777,78 @@ out:
 	for (int i = 0; i < 2; i++) {
 		side_qp_free(&s[i]);
 		vt_close(&s[i].d);
+	}
+}
+
+/* A peer's Write or Read aimed at registered memory the application
+ * unmapped (src/core/guard.h): the responder's copy, CRC or Read Response
+ * would fault and kill the process; instead its QP goes to ERR (a
+ * Terminate where the stream allows one) and the Read fails at the
+ * requester.  Writes of up to 64 bytes are staged whole until their CRC
+ * is checked and then copied; longer ones are read straight into the
+ * region by the kernel, which refuses (EFAULT). */
+static void test_unmapped(void)
+{
+	static const struct {
+		const char *what;
+		enum ibv_wr_opcode op;
+		uint32_t len;
+	} t[] = {
+		{ "a 40-byte Write (staged, then copied)", IBV_WR_RDMA_WRITE, 40 },
+		{ "an 8 KiB Write (read into the region)", IBV_WR_RDMA_WRITE, 8192 },
+		{ "a 6000-byte Read", IBV_WR_RDMA_READ, 6000 },
+	};
+	const unsigned acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	struct mpa_opts o = { .crc = true, .rev = 2, .ird = 4, .ord = 4 };
+
+	SECTION("a Write or Read aimed at registered memory the application unmapped");
+#ifdef SR_TSAN
+	NOTE("not in a ThreadSanitizer build: the memory guard is off there (src/core/guard.c)");
+	return;
+#endif
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct side s[2];
+		struct conn c;
+		struct vt_buf b;
+		struct ibv_wc wc;
+
+		memset(s, 0, sizeof(s));
+		if (!vt_open(&s[0].d) || !vt_open(&s[1].d))
+			return;
+		if (!CHECK(side_qp(&s[0], 16, 16, 1) && side_qp(&s[1], 16, 16, 1) && conn_up(s, &o, &c),
+			   "%s: a connected pair", t[i].what) ||
+		    vt_buf_alloc(&b, s[0].d.pd, 16384, 4096, IBV_ACCESS_LOCAL_WRITE))
+			goto next;
+		uint8_t *m = mmap(NULL, 16384, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		struct ibv_mr *mr = m != MAP_FAILED ? ibv_reg_mr(s[1].d.pd, m, 16384, acc) : NULL;
+		if (CHECK(mr != NULL, "%s: an mmap'ed buffer registered", t[i].what)) {
+			CHECK_RC(munmap(m, 16384), 0, "%s: the buffer unmapped, its MR still registered", t[i].what);
+			/* and kept out of reach: nothing else (a sanitizer's allocator)
+			 * may be mapped there while the peer aims at it */
+			CHECK(mmap(m, 16384, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) == m,
+			      "%s: its range reserved with no access\t(%s)", t[i].what, strerror(errno));
+			CHECK_RC(vt_post_send(s[0].qp, 7, t[i].op, b.p, t[i].len, b.mr->lkey, IBV_SEND_SIGNALED,
+					      (uintptr_t)m + 4096, mr->rkey, 0),
+				 0, "%s: posted", t[i].what);
+			CHECK(wait_state(s[1].qp, IBV_QPS_ERR, 5000), "%s: the target's QP goes to ERR (the process lives)",
+			      t[i].what);
+			if (t[i].op == IBV_WR_RDMA_READ) {
+				bool got = vt_poll(s[0].scq, 1, &wc, VT_TIMEOUT_MS) == 1;
+				CHECK(got && wc.wr_id == 7 && wc.status != IBV_WC_SUCCESS,
+				      "%s fails at the requester\t(%s)", t[i].what,
+				      got ? ibv_wc_status_str(wc.status) : "no completion");
+			}
+			CHECK_RC(ibv_dereg_mr(mr), 0, "%s: the MR deregisters after", t[i].what);
+			munmap(m, 16384);
+		}
+		vt_buf_free(&b);
+next:
+		drain_async(&s[0].d);
+		drain_async(&s[1].d);
+		for (int k = 0; k < 2; k++) {
+			side_qp_free(&s[k]);
+			vt_close(&s[k].d);
+		}
 	}
 }
 
@@ -1580,6 +1654,7 @@ int main(void)
 		test_data(&o, n[rtr], false);
 	}
 	test_late_receive_srq();
+	test_unmapped();
 	test_raw();
 	test_close_keeps_data();
 	return vt_end();

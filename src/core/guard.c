@@ -1,0 +1,192 @@
+/* Memory guard: see guard.h. */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/guard.h"
+#include "core/sr.h"
+
+/* The guarded access in progress on this thread, if any.  Read by the
+ * signal handler: initial-exec TLS is a plain load there. */
+static __thread sigjmp_buf *volatile guard_jb __attribute__((tls_model("initial-exec")));
+
+static struct sigaction prev_segv, prev_bus;
+static pthread_once_t guard_once = PTHREAD_ONCE_INIT;
+
+/* Hand a fault that is not ours to whoever had the signal before. */
+static void forward(int sig, siginfo_t *si, void *uc)
+{
+	const struct sigaction *p = sig == SIGSEGV ? &prev_segv : &prev_bus;
+
+	if ((p->sa_flags & SA_SIGINFO) && p->sa_sigaction) {
+		p->sa_sigaction(sig, si, uc);
+		return;
+	}
+	if (!(p->sa_flags & SA_SIGINFO) && p->sa_handler != SIG_DFL && p->sa_handler != SIG_IGN) {
+		p->sa_handler(sig);
+		return;
+	}
+	/* the default action: back to it, and the faulting instruction runs
+	 * again and ends the process as if we had never been here; a signal
+	 * someone sent (no fault to repeat) is raised again */
+	signal(sig, SIG_DFL);
+	if (si->si_code <= 0)
+		raise(sig);
+}
+
+static void on_fault(int sig, siginfo_t *si, void *uc)
+{
+	sigjmp_buf *jb = guard_jb;
+
+	if (jb && si->si_code > 0) {
+		guard_jb = NULL;
+		siglongjmp(*jb, 1);
+	}
+	forward(sig, si, uc);
+}
+
+static void guard_install(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_fault;
+	/* SA_NODEFER: the jump out of the handler restores no mask, so the
+	 * signal must not be blocked while it runs; SA_ONSTACK for
+	 * applications that fault on stack overflow with an alternate stack */
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGSEGV, &sa, &prev_segv))
+		SR_DBG("memory guard: sigaction(SIGSEGV): %s", strerror(errno));
+	if (sigaction(SIGBUS, &sa, &prev_bus))
+		SR_DBG("memory guard: sigaction(SIGBUS): %s", strerror(errno));
+}
+
+/* After the jump back from a fault: the jump restores no signal mask
+ * (sigsetjmp(jb, 0): no system call per access), and a handler run by
+ * a sanitizer's wrapper may have had the fault signals blocked. */
+static void recovered(void)
+{
+	sigset_t s;
+
+	sigemptyset(&s);
+	sigaddset(&s, SIGSEGV);
+	sigaddset(&s, SIGBUS);
+	pthread_sigmask(SIG_UNBLOCK, &s, NULL);
+}
+
+void sr_guard_init(void)
+{
+#ifndef SR_TSAN
+	pthread_once(&guard_once, guard_install);
+#else
+	/* ThreadSanitizer runs a thread's signal handlers inside its runtime,
+	 * which a jump back out of a handler leaves holding its own locks (the
+	 * process hangs at its next lock): no guard in TSan builds */
+	(void)guard_once;
+	(void)guard_install;
+#endif
+}
+
+/* Each access runs in a function of its own (noinline), so that nothing
+ * of the caller's lives in registers the jump back would lose.
+ *
+ * ThreadSanitizer intercepts memcpy and instruments loads, stores and
+ * atomics with calls into its runtime, which take the runtime's own
+ * locks: a jump out of a fault in there would leave them held and hang
+ * the process at its next lock.  In a TSan build the accesses are plain
+ * code the runtime never sees (no_sanitize), as DMA is to it anyway
+ * (common/tsan.h): byte stores in address order, as sr_place's. */
+#ifdef SR_TSAN
+#define SR_GUARD_BODY __attribute__((noinline, no_sanitize("thread")))
+static SR_GUARD_BODY void place_body(void *dst, const void *src, size_t n)
+{
+	volatile uint8_t *d = dst;
+	const volatile uint8_t *s = src;
+
+	for (size_t i = 0; i < n; i++)
+		d[i] = s[i];
+}
+#else
+#define SR_GUARD_BODY __attribute__((noinline))
+static SR_GUARD_BODY void place_body(void *dst, const void *src, size_t n)
+{
+	sr_place(dst, src, n);
+}
+#endif
+
+bool sr_place_guarded(void *dst, const void *src, size_t n)
+{
+	sigjmp_buf jb;
+
+	if (sigsetjmp(jb, 0)) {
+		recovered();
+		return false;
+	}
+	guard_jb = &jb;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	place_body(dst, src, n);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	guard_jb = NULL;
+	return true;
+}
+
+static SR_GUARD_BODY void probe_body(const volatile uint8_t *p, size_t n, size_t pg)
+{
+	size_t i;
+
+	for (i = 0; i < n; i += pg - ((uintptr_t)(p + i) & (pg - 1)))
+		(void)p[i];
+	if (n)
+		(void)p[n - 1];
+}
+
+bool sr_probe_read(const void *p, size_t n)
+{
+	size_t pg = (size_t)getpagesize();
+	sigjmp_buf jb;
+
+	if (sigsetjmp(jb, 0)) {
+		recovered();
+		return false;
+	}
+	guard_jb = &jb;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	probe_body(p, n, pg);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	guard_jb = NULL;
+	return true;
+}
+
+static SR_GUARD_BODY uint64_t atomic_body(uint64_t *p, bool cas, uint64_t compare_add, uint64_t swap)
+{
+	uint64_t orig;
+
+	/* a real atomic: the target process's own threads may touch it too */
+	if (cas) {
+		orig = compare_add;
+		__atomic_compare_exchange_n(p, &orig, swap, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+	} else {
+		orig = __atomic_fetch_add(p, compare_add, __ATOMIC_SEQ_CST);
+	}
+	return orig;
+}
+
+bool sr_atomic_guarded(uint64_t *p, bool cas, uint64_t compare_add, uint64_t swap, uint64_t *orig)
+{
+	sigjmp_buf jb;
+
+	if (sigsetjmp(jb, 0)) {
+		recovered();
+		return false;
+	}
+	guard_jb = &jb;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	*orig = atomic_body(p, cas, compare_add, swap);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	guard_jb = NULL;
+	return true;
+}
