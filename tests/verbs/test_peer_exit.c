@@ -163,9 +163,14 @@ int main(void)
 	vt_begin("test_peer_exit", 240);
 	vt_seed((uint64_t)time(NULL) ^ (uint64_t)getpid());
 	vt_cfg_default(&c, IBV_QPT_RC);
-	/* a SEND never acknowledged fails fast: 4 ms timeout, 2 retries */
-	c.timeout = 10;
-	c.retry_cnt = 2;
+	/* A SEND never acknowledged fails whatever the budget (the child is
+	 * gone, no retry can reach it); the budget only has to outlast a
+	 * busy machine's scheduling of the child's progress thread.  With
+	 * 4 ms x 3 tries, a CI run beside two spinning ib_write_lat pairs
+	 * failed one run in 40-85: the child's ACK left 12 ms after the
+	 * parent had given up.  17 ms x 8 tries: 134 ms per round. */
+	c.timeout = 12;
+	c.retry_cnt = 7;
 	SECTION("RC: the receiver _exits on its receive completion; the sender's SEND still succeeds");
 	for (int r = 1; r <= ROUNDS; r++)
 		round_trip(r, &c);
