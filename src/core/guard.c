@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -9,9 +10,14 @@
 #include "core/guard.h"
 #include "core/sr.h"
 
-/* The guarded access in progress on this thread, if any.  Read by the
- * signal handler: initial-exec TLS is a plain load there. */
-static __thread sigjmp_buf *volatile guard_jb __attribute__((tls_model("initial-exec")));
+/* The guarded access in progress on this thread, if any, and how many
+ * threads are in one.  The handler looks at the thread's own only while
+ * some thread is in a guarded access: a fault of the application's then
+ * never makes it touch the library's thread-local storage (general
+ * dynamic, as a library that programs dlopen must use: initial-exec
+ * would not fit the static TLS that Python and UCX leave). */
+static __thread sigjmp_buf *volatile guard_jb;
+static atomic_int guards_active;
 
 static struct sigaction prev_segv, prev_bus;
 static pthread_once_t guard_once = PTHREAD_ONCE_INIT;
@@ -39,7 +45,7 @@ static void forward(int sig, siginfo_t *si, void *uc)
 
 static void on_fault(int sig, siginfo_t *si, void *uc)
 {
-	sigjmp_buf *jb = guard_jb;
+	sigjmp_buf *jb = atomic_load(&guards_active) ? guard_jb : NULL;
 
 	if (jb && si->si_code > 0) {
 		guard_jb = NULL;
@@ -123,14 +129,17 @@ bool sr_place_guarded(void *dst, const void *src, size_t n)
 	sigjmp_buf jb;
 
 	if (sigsetjmp(jb, 0)) {
+		atomic_fetch_sub(&guards_active, 1);
 		recovered();
 		return false;
 	}
+	atomic_fetch_add(&guards_active, 1);
 	guard_jb = &jb;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	place_body(dst, src, n);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	guard_jb = NULL;
+	atomic_fetch_sub(&guards_active, 1);
 	return true;
 }
 
@@ -150,14 +159,17 @@ bool sr_probe_read(const void *p, size_t n)
 	sigjmp_buf jb;
 
 	if (sigsetjmp(jb, 0)) {
+		atomic_fetch_sub(&guards_active, 1);
 		recovered();
 		return false;
 	}
+	atomic_fetch_add(&guards_active, 1);
 	guard_jb = &jb;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	probe_body(p, n, pg);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	guard_jb = NULL;
+	atomic_fetch_sub(&guards_active, 1);
 	return true;
 }
 
@@ -180,13 +192,16 @@ bool sr_atomic_guarded(uint64_t *p, bool cas, uint64_t compare_add, uint64_t swa
 	sigjmp_buf jb;
 
 	if (sigsetjmp(jb, 0)) {
+		atomic_fetch_sub(&guards_active, 1);
 		recovered();
 		return false;
 	}
+	atomic_fetch_add(&guards_active, 1);
 	guard_jb = &jb;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	*orig = atomic_body(p, cas, compare_add, swap);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	guard_jb = NULL;
+	atomic_fetch_sub(&guards_active, 1);
 	return true;
 }
