@@ -124,7 +124,9 @@ static SR_GUARD_BODY void place_body(void *dst, const void *src, size_t n)
 }
 #endif
 
-bool sr_place_guarded(void *dst, const void *src, size_t n)
+/* Runs body(arg) under the guard: false if it faulted.  One place for
+ * the jump target, the count of guarded threads and the thread's slot. */
+static bool run_guarded(void (*body)(void *), void *arg)
 {
 	sigjmp_buf jb;
 
@@ -136,72 +138,81 @@ bool sr_place_guarded(void *dst, const void *src, size_t n)
 	atomic_fetch_add(&guards_active, 1);
 	guard_jb = &jb;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	place_body(dst, src, n);
+	body(arg);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	guard_jb = NULL;
 	atomic_fetch_sub(&guards_active, 1);
 	return true;
 }
 
-static SR_GUARD_BODY void probe_body(const volatile uint8_t *p, size_t n, size_t pg)
+struct place_args {
+	void *dst;
+	const void *src;
+	size_t n;
+};
+
+static SR_GUARD_BODY void place_run(void *a)
 {
+	struct place_args *p = a;
+
+	place_body(p->dst, p->src, p->n);
+}
+
+bool sr_place_guarded(void *dst, const void *src, size_t n)
+{
+	struct place_args a = { dst, src, n };
+
+	return run_guarded(place_run, &a);
+}
+
+struct probe_args {
+	const volatile uint8_t *p;
+	size_t n, pg;
+};
+
+static SR_GUARD_BODY void probe_run(void *a)
+{
+	struct probe_args *r = a;
 	size_t i;
 
-	for (i = 0; i < n; i += pg - ((uintptr_t)(p + i) & (pg - 1)))
-		(void)p[i];
-	if (n)
-		(void)p[n - 1];
+	for (i = 0; i < r->n; i += r->pg - ((uintptr_t)(r->p + i) & (r->pg - 1)))
+		(void)r->p[i];
+	if (r->n)
+		(void)r->p[r->n - 1];
 }
 
 bool sr_probe_read(const void *p, size_t n)
 {
-	size_t pg = (size_t)getpagesize();
-	sigjmp_buf jb;
+	struct probe_args a = { p, n, (size_t)getpagesize() };
 
-	if (sigsetjmp(jb, 0)) {
-		atomic_fetch_sub(&guards_active, 1);
-		recovered();
-		return false;
-	}
-	atomic_fetch_add(&guards_active, 1);
-	guard_jb = &jb;
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	probe_body(p, n, pg);
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	guard_jb = NULL;
-	atomic_fetch_sub(&guards_active, 1);
-	return true;
+	return run_guarded(probe_run, &a);
 }
 
-static SR_GUARD_BODY uint64_t atomic_body(uint64_t *p, bool cas, uint64_t compare_add, uint64_t swap)
+struct atomic_args {
+	uint64_t *p;
+	bool cas;
+	uint64_t compare_add, swap, orig;
+};
+
+static SR_GUARD_BODY void atomic_run(void *a)
 {
-	uint64_t orig;
+	struct atomic_args *r = a;
 
 	/* a real atomic: the target process's own threads may touch it too */
-	if (cas) {
-		orig = compare_add;
-		__atomic_compare_exchange_n(p, &orig, swap, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+	if (r->cas) {
+		r->orig = r->compare_add;
+		__atomic_compare_exchange_n(r->p, &r->orig, r->swap, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 	} else {
-		orig = __atomic_fetch_add(p, compare_add, __ATOMIC_SEQ_CST);
+		r->orig = __atomic_fetch_add(r->p, r->compare_add, __ATOMIC_SEQ_CST);
 	}
-	return orig;
 }
 
 bool sr_atomic_guarded(uint64_t *p, bool cas, uint64_t compare_add, uint64_t swap, uint64_t *orig)
 {
-	sigjmp_buf jb;
+	struct atomic_args a = { p, cas, compare_add, swap, 0 };
 
-	if (sigsetjmp(jb, 0)) {
-		atomic_fetch_sub(&guards_active, 1);
-		recovered();
+	if (!run_guarded(atomic_run, &a))
 		return false;
-	}
-	atomic_fetch_add(&guards_active, 1);
-	guard_jb = &jb;
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	*orig = atomic_body(p, cas, compare_add, swap);
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	guard_jb = NULL;
-	atomic_fetch_sub(&guards_active, 1);
+	*orig = a.orig;
 	return true;
 }
