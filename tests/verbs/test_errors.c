@@ -767,9 +767,9 @@ static void ud_unmapped_receive(void)
 		return;
 	vt_buf_alloc(&s, D.pd, 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
 	vt_fill(s.p, 64, 7);
-	uint8_t *m = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	struct ibv_mr *mr = m != MAP_FAILED ? ibv_reg_mr(D.pd, m, 8192, IBV_ACCESS_LOCAL_WRITE) : NULL;
-	if (CHECK(mr != NULL, "an mmap'ed buffer registered")) {
+	struct ibv_mr *mr;
+	uint8_t *m = vt_mmap_reg(D.pd, 8192, IBV_ACCESS_LOCAL_WRITE, &mr, "UD");
+	if (m) {
 		CHECK_RC(vt_post_recv(p.qp[1], 70, m, 1024, mr->lkey), 0, "a receive posted into it");
 		CHECK_RC(vt_post_recv(p.qp[1], 71, m + 4096, 1024, mr->lkey), 0, "and a second one");
 		CHECK_RC(munmap(m, 8192), 0, "the buffer unmapped, its MR still registered");
@@ -822,9 +822,9 @@ static void rc_unmapped_target(void)
 			return;
 		vt_buf_alloc(&s, D.pd, 16384, 4096, IBV_ACCESS_LOCAL_WRITE);
 		vt_fill(s.p, 16384, 9);
-		uint8_t *m = mmap(NULL, 16384, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		struct ibv_mr *mr = m != MAP_FAILED ? ibv_reg_mr(D.pd, m, 16384, ACC_ALL) : NULL;
-		if (!CHECK(mr != NULL, "%s: an mmap'ed buffer registered", t[i].what)) {
+		struct ibv_mr *mr;
+		uint8_t *m = vt_mmap_reg(D.pd, 16384, ACC_ALL, &mr, t[i].what);
+		if (!m) {
 			vt_buf_free(&s);
 			vt_pair_destroy(&p);
 			return;
@@ -832,11 +832,7 @@ static void rc_unmapped_target(void)
 		if (t[i].op == IBV_WR_SEND)
 			CHECK_RC(vt_post_recv(p.qp[1], 90, m + 4096, 4096, mr->lkey), 0, "%s: the receive posted",
 				 t[i].what);
-		CHECK_RC(munmap(m, 16384), 0, "%s: the buffer unmapped, its MR still registered", t[i].what);
-		/* and kept out of reach: nothing else (a sanitizer's allocator)
-		 * may be mapped there while the peer aims at it */
-		CHECK(mmap(m, 16384, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) == m,
-		      "%s: its range reserved with no access\t(%s)", t[i].what, strerror(errno));
+		vt_unmap_reserved(m, 16384, t[i].what);
 		int rc;
 		if (t[i].op == IBV_WR_ATOMIC_FETCH_AND_ADD)
 			rc = vt_post_atomic(p.qp[0], 91, t[i].op, s.p, s.mr->lkey, IBV_SEND_SIGNALED,

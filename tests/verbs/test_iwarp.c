@@ -25,7 +25,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdatomic.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 
 #include "iwarp/iwarp_cm.h"
@@ -819,14 +818,10 @@ static void test_unmapped(void)
 			   "%s: a connected pair", t[i].what) ||
 		    vt_buf_alloc(&b, s[0].d.pd, 16384, 4096, IBV_ACCESS_LOCAL_WRITE))
 			goto next;
-		uint8_t *m = mmap(NULL, 16384, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		struct ibv_mr *mr = m != MAP_FAILED ? ibv_reg_mr(s[1].d.pd, m, 16384, acc) : NULL;
-		if (CHECK(mr != NULL, "%s: an mmap'ed buffer registered", t[i].what)) {
-			CHECK_RC(munmap(m, 16384), 0, "%s: the buffer unmapped, its MR still registered", t[i].what);
-			/* and kept out of reach: nothing else (a sanitizer's allocator)
-			 * may be mapped there while the peer aims at it */
-			CHECK(mmap(m, 16384, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) == m,
-			      "%s: its range reserved with no access\t(%s)", t[i].what, strerror(errno));
+		struct ibv_mr *mr;
+		uint8_t *m = vt_mmap_reg(s[1].d.pd, 16384, acc, &mr, t[i].what);
+		if (m) {
+			vt_unmap_reserved(m, 16384, t[i].what);
 			CHECK_RC(vt_post_send(s[0].qp, 7, t[i].op, b.p, t[i].len, b.mr->lkey, IBV_SEND_SIGNALED,
 					      (uintptr_t)m + 4096, mr->rkey, 0),
 				 0, "%s: posted", t[i].what);

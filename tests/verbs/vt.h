@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
@@ -391,6 +392,33 @@ VT_STATIC void vt_buf_free(struct vt_buf *b)
 		ibv_dereg_mr(b->mr);
 	free(b->base);
 	memset(b, 0, sizeof(*b));
+}
+
+/* Registered memory the application unmaps under its MR (a NIC would
+ * still reach the pinned pages; softrdma's memory guard must fail the
+ * access instead).  vt_mmap_reg: len bytes of their own mapping,
+ * registered with access; NULL (reported) on failure. */
+VT_STATIC uint8_t *vt_mmap_reg(struct ibv_pd *pd, size_t len, int access, struct ibv_mr **mr, const char *what)
+{
+	uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	*mr = m != MAP_FAILED ? ibv_reg_mr(pd, m, len, access) : NULL;
+	if (!CHECK(*mr != NULL, "%s: an mmap'ed buffer registered", what)) {
+		if (m != MAP_FAILED)
+			munmap(m, len);
+		return NULL;
+	}
+	return m;
+}
+
+/* Unmaps it, its MR still registered, and keeps the range out of reach:
+ * nothing else (a sanitizer's allocator) may be mapped there while the
+ * peer aims at it.  munmap(m, len) after ibv_dereg_mr frees the range. */
+VT_STATIC void vt_unmap_reserved(uint8_t *m, size_t len, const char *what)
+{
+	CHECK_RC(munmap(m, len), 0, "%s: the buffer unmapped, its MR still registered", what);
+	CHECK(mmap(m, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) == m,
+	      "%s: its range reserved with no access\t(%s)", what, strerror(errno));
 }
 
 /* ------------------------------------------------------------------ */
