@@ -204,6 +204,7 @@ struct ibv_context *sr_open_device(struct ibv_device *ibdev)
 	pthread_mutex_init(&ctx->async_lock, NULL);
 	pthread_mutex_init(&ctx->progress_lock, NULL);
 	pthread_mutex_init(&ctx->timer_lock, NULL);
+	pthread_mutex_init(&ctx->held_lock, NULL);
 	pthread_mutex_init(&ctx->txs_lock, NULL);
 	pthread_mutex_init(&ctx->mcast_lock, NULL);
 	pthread_rwlock_init(&ctx->mr_lock, NULL);

@@ -284,6 +284,71 @@ void sr_qp_timer_disarm(struct sr_qp *qp)
 	pthread_mutex_unlock(&ctx->timer_lock);
 }
 
+/* ---- sends held back for a batch: released by the next poll ---- */
+
+bool sr_qp_hold(struct sr_qp *qp)
+{
+	struct sr_context *ctx = qp->ctx;
+	bool ok = true;
+
+	if (atomic_load_explicit(&qp->in_held, memory_order_relaxed))
+		return true;
+	pthread_mutex_lock(&ctx->held_lock);
+	uint32_t n = atomic_load_explicit(&ctx->n_held_qps, memory_order_relaxed);
+	if (n < SR_HELD_QPS && !qp->dead) {
+		ctx->held_qps[n] = qp;
+		atomic_store_explicit(&qp->in_held, true, memory_order_relaxed);
+		atomic_store_explicit(&ctx->n_held_qps, n + 1, memory_order_relaxed);
+	} else {
+		ok = false;
+	}
+	pthread_mutex_unlock(&ctx->held_lock);
+	return ok;
+}
+
+void sr_qp_unhold(struct sr_qp *qp)
+{
+	struct sr_context *ctx = qp->ctx;
+
+	if (!atomic_load_explicit(&qp->in_held, memory_order_relaxed))
+		return;
+	pthread_mutex_lock(&ctx->held_lock);
+	uint32_t n = atomic_load_explicit(&ctx->n_held_qps, memory_order_relaxed);
+	for (uint32_t i = 0; i < n; i++) {
+		if (ctx->held_qps[i] == qp) {
+			ctx->held_qps[i] = ctx->held_qps[n - 1];
+			atomic_store_explicit(&ctx->n_held_qps, n - 1, memory_order_relaxed);
+			break;
+		}
+	}
+	atomic_store_explicit(&qp->in_held, false, memory_order_relaxed);
+	pthread_mutex_unlock(&ctx->held_lock);
+}
+
+/* progress_lock held: a QP destroyed meanwhile stays allocated (a zombie
+ * is freed only past that lock, free_zombies) and says so in qp->dead. */
+static void release_held(struct sr_context *ctx)
+{
+	struct sr_qp *qps[SR_HELD_QPS];
+	uint32_t n;
+
+	if (!atomic_load_explicit(&ctx->n_held_qps, memory_order_relaxed))
+		return;
+	pthread_mutex_lock(&ctx->held_lock);
+	n = atomic_load_explicit(&ctx->n_held_qps, memory_order_relaxed);
+	memcpy(qps, ctx->held_qps, n * sizeof(*qps));
+	for (uint32_t i = 0; i < n; i++)
+		atomic_store_explicit(&qps[i]->in_held, false, memory_order_relaxed);
+	atomic_store_explicit(&ctx->n_held_qps, 0, memory_order_relaxed);
+	pthread_mutex_unlock(&ctx->held_lock);
+	for (uint32_t i = 0; i < n; i++) {
+		pthread_mutex_lock(&qps[i]->lock);
+		if (!qps[i]->dead && ctx->dev->tops->sq_release)
+			ctx->dev->tops->sq_release(qps[i]);
+		pthread_mutex_unlock(&qps[i]->lock);
+	}
+}
+
 void sr_progress_wake(struct sr_context *ctx)
 {
 	uint64_t one = 1;
@@ -404,6 +469,8 @@ void sr_progress_poll(struct sr_context *ctx)
 	if (pthread_mutex_trylock(&ctx->progress_lock))
 		return;
 	receive_ready(ctx);
+	/* the application polls an empty CQ: it has posted what it had */
+	release_held(ctx);
 	/* datagrams through the daemon are UD (and rare collisions, which the
 	 * progress thread serves): only UD users pay for checking it here */
 	if (ctx->daemon && atomic_load(&ctx->n_ud_qps) && !sr_daemon_dead(ctx->daemon)) {
@@ -456,6 +523,11 @@ static bool data_left(struct sr_context *ctx)
 void sr_progress_need_thread(struct sr_context *ctx)
 {
 	atomic_store_explicit(&ctx->last_poll_ns, 0, memory_order_relaxed);
+	if (atomic_load_explicit(&ctx->n_held_qps, memory_order_relaxed)) {
+		pthread_mutex_lock(&ctx->progress_lock);
+		release_held(ctx);
+		pthread_mutex_unlock(&ctx->progress_lock);
+	}
 	if (!atomic_load(&ctx->data_armed)) {
 		atomic_store(&ctx->want_armed, true);
 		sr_progress_wake(ctx);

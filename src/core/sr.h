@@ -39,6 +39,7 @@
 #define SR_MAX_MCAST_GRP 64
 #define SR_MAX_MCAST_QP_ATTACH 64
 #define SR_MAX_PKEYS 1
+#define SR_HELD_QPS 16 /* QPs of a context whose sends may wait for the next poll */
 #define SR_MAX_MSG_SIZE 0x80000000u /* 2 GiB, as rxe */
 
 struct sr_transport_ops;
@@ -116,6 +117,12 @@ struct sr_context {
 	struct sr_qp **timer_qps;
 	uint32_t n_timer_qps, timer_qps_cap;
 	struct sr_qp **timer_snap; /* the progress thread's copy of timer_qps */
+	/* held_lock protects held_qps: QPs whose transport holds posted
+	 * sends for a batch (roce/req.c) that the application's next empty
+	 * poll or CQ arming releases.  Taken inside qp->lock. */
+	pthread_mutex_t held_lock;
+	struct sr_qp *held_qps[SR_HELD_QPS];
+	_Atomic uint32_t n_held_qps;
 	uint32_t timer_snap_cap;
 	_Atomic uint64_t last_poll_ns;
 	_Atomic uint64_t last_post_ns; /* an application thread posted a send WR */
@@ -331,6 +338,7 @@ struct sr_qp {
 	 * it between non-zero values under timer_lock alone, so a reader with
 	 * only qp->lock sees "in the set or not" right, but reads atomically. */
 	_Atomic uint32_t timer_slot;
+	atomic_bool in_held;      /* in ctx->held_qps (changed under held_lock) */
 	struct sr_qp *next, *prev; /* ctx->qp_list */
 	struct sr_qp *zombie_next;
 	void *tp;                  /* transport private (struct sr_roce_qp) */
@@ -357,6 +365,8 @@ struct sr_transport_ops {
 	void (*deliver)(struct sr_qp *qp, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len);
 	/* after a round of on_readable calls, with no QP locked */
 	void (*rx_flush)(struct sr_context *ctx);
+	/* send what sq_kick held back for a batch (NULL: it never holds) */
+	void (*sq_release)(struct sr_qp *qp);
 };
 
 /* ---- helpers shared across core/ and transports ---- */
@@ -573,6 +583,12 @@ void sr_qp_timer_arm_slack(struct sr_qp *qp, uint64_t when, uint64_t slack_ns);
 #define SR_PROGRESS_TICK_NS 1000000ull
 #define SR_PROGRESS_TICK_FOR_NS 100000000ull /* ... for 100 ms after a post */
 void sr_qp_timer_disarm(struct sr_qp *qp); /* qp->lock held */
+/* The transport holds posted sends of qp back for a batch (qp->lock
+ * held): the application's next empty poll of a CQ, or its arming of one,
+ * releases them (sq_release).  False if the context's set is full: then
+ * they must not wait. */
+bool sr_qp_hold(struct sr_qp *qp);
+void sr_qp_unhold(struct sr_qp *qp); /* qp->lock held */
 int sr_progress_add_fd(struct sr_context *ctx, int fd, struct sr_qp *qp);
 /* Change what fd of qp waits for (EPOLLIN, EPOLLOUT). */
 int sr_progress_mod_fd(struct sr_context *ctx, int fd, struct sr_qp *qp, uint32_t events);

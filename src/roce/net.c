@@ -1010,7 +1010,8 @@ static void roce_sq_kick(struct sr_qp *qp)
 	uint64_t now = sr_now_ns();
 	rqp(qp)->last_post_ns = now;
 	atomic_store_explicit(&qp->ctx->last_post_ns, now, memory_order_relaxed);
-	sr_req_progress_kick(qp, true);
+	/* a post that sent took a system call: time the gap to the next from its end */
+	rqp(qp)->post_end_ns = sr_req_progress_kick(qp, true) ? sr_now_ns() : now;
 }
 static void roce_rq_kick(struct sr_qp *qp) { (void)qp; }
 
@@ -1041,4 +1042,5 @@ const struct sr_transport_ops sr_roce_ops = {
 	.on_readable = roce_on_readable,
 	.deliver = roce_deliver,
 	.rx_flush = roce_rx_flush,
+	.sq_release = sr_req_progress,
 };

@@ -281,26 +281,42 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
  * newly posted WQE waits to leave together with those posted after it, in
  * one sendmsg, instead of a system call each.  The ACK that comes back
  * releases them (the receive path calls sr_req_progress), as does a full
- * batch.  A message posted when little is in flight (a ping-pong, the
- * start of a burst) goes at once.  The last packet sent before a hold
- * asked for an ACK: it was the last WQE queued when it left. */
+ * batch.  The last packet sent before a hold asked for an ACK: it was the
+ * last WQE queued when it left.
+ *
+ * With less in flight, a message goes at once (a ping-pong, the start of
+ * a stream), unless it is part of a burst: posted right after the
+ * previous post returned, by an application that polls its CQs.  Its next
+ * empty poll (or arming a CQ) releases the burst (sr_qp_hold), as does
+ * the ACK of what is in flight.  An application that spins on memory
+ * instead of polling never has its sends held this way: the ACK it would
+ * wait for may itself wait for its next request (resp.c, ack_hold). */
 #define SR_TX_HOLD_INFLIGHT 8   /* packets unacknowledged */
 #define SR_TX_HOLD_WQES 32      /* waiting WQEs that make a batch worth sending */
+#define SR_TX_BURST_NS 2000ull  /* a post this soon after the last one returned is a burst */
+#define SR_TX_POLLER_NS 200000ull /* an application that polled a CQ this recently polls */
 
-static bool tx_hold(struct sr_qp *qp)
+static bool tx_hold(struct sr_qp *qp, uint64_t now)
 {
 	struct sr_roce_qp *r = rqp(qp);
 	struct sr_sq *sq = &qp->sq;
 
 	if (!r->tx_hold || qp->ibqp.qp_base.qp_type != IBV_QPT_RC || qp->attr.qp_state != IBV_QPS_RTS)
 		return false;
-	if (psn_diff(r->next_psn, r->una_psn) < SR_TX_HOLD_INFLIGHT || sq->head - sq->cur >= SR_TX_HOLD_WQES)
+	if (sq->head - sq->cur >= SR_TX_HOLD_WQES)
 		return false;
 	struct sr_send_wqe *w = sr_sq_wqe(sq, sq->head - 1);
-	return w->state == SR_WQE_POSTED && w->length <= r->mtu;
+	if (w->state != SR_WQE_POSTED || w->length > r->mtu)
+		return false;
+	int inflight = psn_diff(r->next_psn, r->una_psn);
+	if (inflight >= SR_TX_HOLD_INFLIGHT)
+		return true;
+	uint64_t polled = atomic_load_explicit(&qp->ctx->last_poll_ns, memory_order_relaxed);
+	return inflight > 0 && now - r->post_end_ns < SR_TX_BURST_NS && polled && now - polled < SR_TX_POLLER_NS &&
+	       sr_qp_hold(qp);
 }
 
-void sr_req_progress_kick(struct sr_qp *qp, bool kick)
+bool sr_req_progress_kick(struct sr_qp *qp, bool kick)
 {
 	struct sr_roce_qp *r = rqp(qp);
 	struct sr_sq *sq = &qp->sq;
@@ -313,15 +329,15 @@ void sr_req_progress_kick(struct sr_qp *qp, bool kick)
 	if (!r || (qp->attr.qp_state != IBV_QPS_RTS && !draining) || r->rnr_deadline || sq->cur == sq->head) {
 		if (r && r->ack_deadline && kick)
 			sr_resp_flush_ack(qp); /* the application posted: no request will carry it */
-		return;
+		return false;
 	}
-	if (kick && tx_hold(qp)) {
+	if (kick && tx_hold(qp, r->last_post_ns)) {
 		if (r->ack_deadline)
 			sr_resp_flush_ack(qp); /* our requests wait: the peer's may wait for this */
-		return;
+		return false;
 	}
 	if (!(b = sr_tls_buf(SR_TLS_TX_BATCH, sizeof(*b))))
-		return;
+		return false;
 	sr_tx_batch_init(b, qp, &qp->av);
 	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
 	while (sq->cur != sq->head) {
@@ -391,6 +407,7 @@ void sr_req_progress_kick(struct sr_qp *qp, bool kick)
 		sr_sq_complete(qp);
 	if (t == IBV_QPT_RC && sent)
 		sr_comp_arm_timer(qp);
+	return sent;
 }
 
 void sr_req_progress(struct sr_qp *qp) { sr_req_progress_kick(qp, false); }

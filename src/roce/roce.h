@@ -108,6 +108,7 @@ struct sr_roce_qp {
 	 * sr_resp_end_batch): when it must go at the latest, 0 = not held */
 	uint64_t ack_deadline;
 	uint64_t last_post_ns;   /* the application last posted a send WR */
+	uint64_t post_end_ns;    /* ... and that post returned (req.c, tx_hold) */
 	bool uc_drop;            /* UC: dropping the rest of a damaged message */
 	struct sr_atomic_res *ares; /* SR_ATOMIC_RES entries, from the first atomic on */
 	uint32_t ares_next;
@@ -158,7 +159,7 @@ void sr_roce_fault_timer(struct sr_qp *qp, uint64_t now);
 /* req.c */
 void sr_req_progress(struct sr_qp *qp);
 /* kick: the application posted (a held ACK goes now, with or without requests) */
-void sr_req_progress_kick(struct sr_qp *qp, bool kick);
+bool sr_req_progress_kick(struct sr_qp *qp, bool kick); /* true: it sent */
 void sr_req_go_back(struct sr_qp *qp, uint32_t psn);
 struct sr_send_wqe *sr_req_wqe_for_psn(struct sr_qp *qp, uint32_t psn, uint32_t *idx);
 
