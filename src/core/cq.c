@@ -282,6 +282,8 @@ int sr_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 		/* empty: receive what is waiting on the sockets ourselves */
 		sr_progress_poll(to_sctx(ibcq->context));
 	}
+	if (i)
+		sr_progress_reaped(to_sctx(ibcq->context));
 	/* A spinning poller on a machine with fewer cores than busy threads
 	 * starves the threads that produce its completions (our progress
 	 * thread, the peer, the daemon): yield now and then while empty. */

@@ -306,6 +306,20 @@ bool sr_qp_hold(struct sr_qp *qp)
 	return ok;
 }
 
+bool sr_post_in_burst(struct sr_qp *qp, uint64_t now, uint64_t post_end, bool prev_held)
+{
+	if (!post_end || now - post_end >= SR_TX_BURST_NS)
+		return false;
+	if (prev_held)
+		return true;
+	uint64_t polled = atomic_load_explicit(&qp->ctx->last_poll_ns, memory_order_relaxed);
+	uint64_t reaped = atomic_load_explicit(&qp->ctx->last_reap_ns, memory_order_relaxed);
+
+	if (reaped > polled)
+		polled = reaped;
+	return polled && now - polled < SR_TX_POLLER_NS;
+}
+
 void sr_qp_unhold(struct sr_qp *qp)
 {
 	struct sr_context *ctx = qp->ctx;
@@ -479,6 +493,15 @@ void sr_progress_poll(struct sr_context *ctx)
 			sr_ctx_fatal(ctx, "lost the connection to softrdmad");
 	}
 	pthread_mutex_unlock(&ctx->progress_lock);
+}
+
+void sr_progress_reaped(struct sr_context *ctx)
+{
+	atomic_store_explicit(&ctx->last_reap_ns, sr_now_ns(), memory_order_relaxed);
+	if (atomic_load_explicit(&ctx->n_held_qps, memory_order_relaxed) && !pthread_mutex_trylock(&ctx->progress_lock)) {
+		release_held(ctx);
+		pthread_mutex_unlock(&ctx->progress_lock);
+	}
 }
 
 /* How the progress thread and pollers share the receiving.

@@ -125,6 +125,7 @@ struct sr_context {
 	_Atomic uint32_t n_held_qps;
 	uint32_t timer_snap_cap;
 	_Atomic uint64_t last_poll_ns;
+	_Atomic uint64_t last_reap_ns; /* an application thread's poll returned completions */
 	_Atomic uint64_t last_post_ns; /* an application thread posted a send WR */
 	_Atomic uint64_t sleep_until;
 	atomic_bool timers_dirty;  /* a timer was armed since the thread last looked (progress_deadline) */
@@ -569,6 +570,9 @@ int sr_progress_start(struct sr_context *ctx);
 void sr_progress_stop(struct sr_context *ctx);
 void sr_progress_wake(struct sr_context *ctx);
 void sr_progress_poll(struct sr_context *ctx);
+/* An application thread's poll returned completions: sends held for its
+ * next poll go now (sr_qp_hold). */
+void sr_progress_reaped(struct sr_context *ctx);
 /* An application thread is about to sleep (e.g. on a completion channel):
  * the progress thread does the receiving from now on. */
 void sr_progress_need_thread(struct sr_context *ctx);
@@ -589,6 +593,14 @@ void sr_qp_timer_disarm(struct sr_qp *qp); /* qp->lock held */
  * they must not wait. */
 bool sr_qp_hold(struct sr_qp *qp);
 void sr_qp_unhold(struct sr_qp *qp); /* qp->lock held */
+/* Is a post at now_ns, after a post of qp's that returned at
+ * post_end_ns (and was held if prev_held), part of a burst by an
+ * application that polls its CQs?  Then its sends may wait for that
+ * application's next poll (sr_qp_hold).  A burst starts within
+ * SR_TX_POLLER_NS of a poll and goes on while posts follow each other. */
+#define SR_TX_BURST_NS 2000ull    /* a post this soon after the last one returned */
+#define SR_TX_POLLER_NS 200000ull /* ... by an application that polled a CQ this recently */
+bool sr_post_in_burst(struct sr_qp *qp, uint64_t now_ns, uint64_t post_end_ns, bool prev_held);
 int sr_progress_add_fd(struct sr_context *ctx, int fd, struct sr_qp *qp);
 /* Change what fd of qp waits for (EPOLLIN, EPOLLOUT). */
 int sr_progress_mod_fd(struct sr_context *ctx, int fd, struct sr_qp *qp, uint32_t events);

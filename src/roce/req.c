@@ -293,8 +293,6 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
  * wait for may itself wait for its next request (resp.c, ack_hold). */
 #define SR_TX_HOLD_INFLIGHT 8   /* packets unacknowledged */
 #define SR_TX_HOLD_WQES 32      /* waiting WQEs that make a batch worth sending */
-#define SR_TX_BURST_NS 2000ull  /* a post this soon after the last one returned is a burst */
-#define SR_TX_POLLER_NS 200000ull /* an application that polled a CQ this recently polls */
 
 static bool tx_hold(struct sr_qp *qp, uint64_t now)
 {
@@ -303,6 +301,7 @@ static bool tx_hold(struct sr_qp *qp, uint64_t now)
 
 	if (!r->tx_hold || qp->ibqp.qp_base.qp_type != IBV_QPT_RC || qp->attr.qp_state != IBV_QPS_RTS)
 		return false;
+	bool burst = r->bursting = sr_post_in_burst(qp, now, r->post_end_ns, r->bursting);
 	if (sq->head - sq->cur >= SR_TX_HOLD_WQES)
 		return false;
 	struct sr_send_wqe *w = sr_sq_wqe(sq, sq->head - 1);
@@ -311,9 +310,7 @@ static bool tx_hold(struct sr_qp *qp, uint64_t now)
 	int inflight = psn_diff(r->next_psn, r->una_psn);
 	if (inflight >= SR_TX_HOLD_INFLIGHT)
 		return true;
-	uint64_t polled = atomic_load_explicit(&qp->ctx->last_poll_ns, memory_order_relaxed);
-	return inflight > 0 && now - r->post_end_ns < SR_TX_BURST_NS && polled && now - polled < SR_TX_POLLER_NS &&
-	       sr_qp_hold(qp);
+	return inflight > 0 && burst && sr_qp_hold(qp);
 }
 
 bool sr_req_progress_kick(struct sr_qp *qp, bool kick)

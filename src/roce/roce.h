@@ -109,6 +109,7 @@ struct sr_roce_qp {
 	uint64_t ack_deadline;
 	uint64_t last_post_ns;   /* the application last posted a send WR */
 	uint64_t post_end_ns;    /* ... and that post returned (req.c, tx_hold) */
+	bool bursting;           /* ... and it was part of a burst (sr_post_in_burst) */
 	bool uc_drop;            /* UC: dropping the rest of a damaged message */
 	struct sr_atomic_res *ares; /* SR_ATOMIC_RES entries, from the first atomic on */
 	uint32_t ares_next;

@@ -19,6 +19,7 @@
  * Runs with SOFTRDMA_CONF naming a config whose first device is an iWARP
  * device on lo (tests/CMakeLists.txt writes iwarp.conf). */
 #include "vt_mpa.h"
+#include "vt_sends.h"
 #include "common/tsan.h"
 
 #include <fcntl.h>
@@ -515,6 +516,80 @@ static void test_pipeline(struct side s[2], const char *tag, unsigned ord)
 	vt_buf_free(&b);
 }
 
+/* Writes from side 0 have landed at side 1 once a Send behind them has
+ * arrived (their region may then go). */
+static void writes_landed(struct side s[2], struct vt_buf *b, const char *tag)
+{
+	CHECK_RC(vt_post_recv(s[1].qp, 77, b->p, 0, b->mr->lkey), 0, "%s: post a receive", tag);
+	CHECK_RC(vt_post_send(s[0].qp, 78, IBV_WR_SEND, NULL, 0, 0, IBV_SEND_SIGNALED, 0, 0, 0), 0, "%s: post a Send",
+		 tag);
+	EXPECT_WC(s[0].scq, 78, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "%s: a Send behind the Writes", tag);
+	EXPECT_WC(s[1].rcq, 77, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "%s: its receive", tag);
+}
+
+/* A burst of small Writes from a thread that polls its CQ leaves in a
+ * few sendmsg calls (TCP then makes large segments of it); a thread that
+ * does not poll sends each at once. */
+static void test_burst(struct side s[2], const char *tag)
+{
+	enum { N = 16, LEN = 4096 };
+	struct vt_buf a, b;
+	struct ibv_wc wc[N];
+
+	if (vt_buf_alloc(&a, s[0].d.pd, N * LEN, 4096, IBV_ACCESS_LOCAL_WRITE) ||
+	    vt_buf_alloc(&b, s[1].d.pd, N * LEN, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)) {
+		CHECK(0, "buffers");
+		return;
+	}
+	struct vt_burst bu = { 0 };
+	for (int t = 0; vt_burst_more(&bu); t++) {
+		vt_fill(a.p, N * LEN, 500u + (uint32_t)t);
+		memset(b.p, 0, N * LEN);
+		CHECK_INT(ibv_poll_cq(s[0].scq, N, wc), 0, "%s: try %d: the send CQ is empty before the burst", tag, t);
+		vt_burst_start(&bu);
+		for (int i = 0; i < N; i++)
+			vt_post_send(s[0].qp, (uint64_t)i, IBV_WR_RDMA_WRITE, a.p + i * LEN, LEN, a.mr->lkey,
+				     IBV_SEND_SIGNALED, (uintptr_t)b.p + (uint64_t)i * LEN, b.mr->rkey, 0);
+		vt_burst_stop(&bu);
+		int got = 0, bad = 0;
+		while (got < N) {
+			int k = poll_some(s[0].scq, N - got, wc, VT_TIMEOUT_MS);
+			if (!k)
+				break;
+			for (int i = 0; i < k; i++)
+				bad += wc[i].status != IBV_WC_SUCCESS || wc[i].wr_id != (uint64_t)got + (uint64_t)i;
+			got += k;
+		}
+		if (!CHECK(got == N && !bad, "%s: try %d: %d Writes of %d bytes complete in order (got %d, %d bad)", tag,
+			   t, N, LEN, got, bad))
+			break;
+		writes_landed(s, &b, tag);
+		CHECK(!memcmp(a.p, b.p, N * LEN), "%s: try %d: the Writes' data", tag, t);
+	}
+	/* the first Write leaves at once, the other 15 at the poll after the
+	 * burst; without the hold, a sendmsg each */
+	char what[128];
+	snprintf(what, sizeof(what), "%s: %d Writes posted back to back", tag, N);
+	vt_burst_check(&bu, 4, what);
+#ifdef VT_SENDS_COUNTED
+	vt_sleep_ms(5);
+	unsigned long c0 = vt_send_calls;
+	vt_post_send(s[0].qp, 1, IBV_WR_RDMA_WRITE, a.p, LEN, a.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)b.p,
+		     b.mr->rkey, 0);
+	vt_post_send(s[0].qp, 2, IBV_WR_RDMA_WRITE, a.p + LEN, LEN, a.mr->lkey, IBV_SEND_SIGNALED,
+		     (uintptr_t)b.p + LEN, b.mr->rkey, 0);
+	CHECK_INT(vt_send_calls - c0, 2, "%s: two Writes posted back to back by a thread that does not poll: a sendmsg each",
+		  tag);
+	int done = poll_some(s[0].scq, 2, wc, VT_TIMEOUT_MS);
+	if (done == 1)
+		done += poll_some(s[0].scq, 1, wc + 1, VT_TIMEOUT_MS);
+	CHECK_INT(done, 2, "%s: both complete", tag);
+	writes_landed(s, &b, tag);
+#endif
+	vt_buf_free(&a);
+	vt_buf_free(&b);
+}
+
 /* What verbs refuse on iWARP, as siw does. */
 static void test_refused(struct side s[2])
 {
@@ -732,6 +807,7 @@ static void test_data(const struct mpa_opts *o, const char *tag, bool throughput
 		goto out;
 	test_opcodes(s, tag);
 	test_pipeline(s, tag, o->ord);
+	test_burst(s, tag);
 	{
 		/* a poller that reuses its buffer as soon as the last byte lands
 		 * must not see a false CRC error (riostream, ib_write_lat) */
