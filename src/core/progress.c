@@ -296,9 +296,18 @@ bool sr_qp_hold(struct sr_qp *qp)
 	pthread_mutex_lock(&ctx->held_lock);
 	uint32_t n = atomic_load_explicit(&ctx->n_held_qps, memory_order_relaxed);
 	if (n < SR_HELD_QPS && !qp->dead) {
+		uint64_t now = n ? 0 : sr_now_ns();
+		if (!n)
+			atomic_store_explicit(&ctx->held_since, now, memory_order_relaxed);
 		ctx->held_qps[n] = qp;
 		atomic_store_explicit(&qp->in_held, true, memory_order_relaxed);
 		atomic_store_explicit(&ctx->n_held_qps, n + 1, memory_order_relaxed);
+		/* The progress thread releases what no poll did: make sure it
+		 * looks by then (one ticking anyway is not woken).  After the
+		 * set is published: the thread that sees the deadline must
+		 * also see the set, or it sleeps on without it. */
+		if (!n)
+			progress_deadline(ctx, now + SR_HOLD_MAX_NS + SR_PROGRESS_TICK_NS);
 	} else {
 		ok = false;
 	}
@@ -571,6 +580,17 @@ static void *progress_main(void *arg)
 		atomic_store(&ctx->timers_dirty, false);
 		uint64_t next = run_timers(ctx);
 		uint64_t now = sr_now_ns(), wake = next;
+		if (atomic_load_explicit(&ctx->n_held_qps, memory_order_relaxed)) {
+			/* sends held for a poll that has not come */
+			uint64_t due = atomic_load_explicit(&ctx->held_since, memory_order_relaxed) + SR_HOLD_MAX_NS;
+			if (due <= now) {
+				pthread_mutex_lock(&ctx->progress_lock);
+				release_held(ctx);
+				pthread_mutex_unlock(&ctx->progress_lock);
+			} else if (!wake || due + SR_PROGRESS_TICK_NS < wake) {
+				wake = due + SR_PROGRESS_TICK_NS;
+			}
+		}
 		uint64_t lp = atomic_load_explicit(&ctx->last_poll_ns, memory_order_relaxed);
 		uint64_t lpost = atomic_load_explicit(&ctx->last_post_ns, memory_order_relaxed);
 		if (lpost && now - lpost < SR_PROGRESS_TICK_FOR_NS && (!wake || wake > now + SR_PROGRESS_TICK_NS))

@@ -123,6 +123,7 @@ struct sr_context {
 	pthread_mutex_t held_lock;
 	struct sr_qp *held_qps[SR_HELD_QPS];
 	_Atomic uint32_t n_held_qps;
+	_Atomic uint64_t held_since; /* the set last became non-empty */
 	uint32_t timer_snap_cap;
 	_Atomic uint64_t last_poll_ns;
 	_Atomic uint64_t last_reap_ns; /* an application thread's poll returned completions */
@@ -588,9 +589,11 @@ void sr_qp_timer_arm_slack(struct sr_qp *qp, uint64_t when, uint64_t slack_ns);
 #define SR_PROGRESS_TICK_FOR_NS 100000000ull /* ... for 100 ms after a post */
 void sr_qp_timer_disarm(struct sr_qp *qp); /* qp->lock held */
 /* The transport holds posted sends of qp back for a batch (qp->lock
- * held): the application's next empty poll of a CQ, or its arming of one,
- * releases them (sq_release).  False if the context's set is full: then
- * they must not wait. */
+ * held): the application's next poll of a CQ, or its arming of one,
+ * releases them (sq_release); failing that, the progress thread does
+ * after SR_HOLD_MAX_NS (plus up to a tick).  False if the context's set
+ * is full: then they must not wait. */
+#define SR_HOLD_MAX_NS 100000ull
 bool sr_qp_hold(struct sr_qp *qp);
 void sr_qp_unhold(struct sr_qp *qp); /* qp->lock held */
 /* Is a post at now_ns, after a post of qp's that returned at

@@ -461,14 +461,14 @@ static bool iw_drained(struct sr_iw_qp *w)
 }
 
 /* A burst of small messages from an application that polls its CQs
- * (sr_post_in_burst) waits for its next empty poll and then leaves in one
+ * (sr_post_in_burst) waits for its next poll and then leaves in one
  * sendmsg, as larger TCP segments: with TCP_NODELAY each post would be a
  * segment of its own.  The first message of a burst goes at once, and so
- * do messages while a batch is still going out.  SR_IW_HOLD_NS bounds the
- * wait of an application that posts a burst and then does not poll. */
+ * do messages while a batch is still going out.  An application that
+ * posts a burst and then does not poll has it sent by the progress
+ * thread (sr_qp_hold). */
 #define SR_IW_HOLD_WQES 16           /* waiting messages that make a batch */
 #define SR_IW_HOLD_LEN 16384u        /* only messages this small wait */
-#define SR_IW_HOLD_NS 50000ull
 
 static bool iw_tx_hold(struct sr_qp *qp, uint64_t now)
 {
@@ -479,13 +479,9 @@ static bool iw_tx_hold(struct sr_qp *qp, uint64_t now)
 		return false;
 	w->bursting = sr_post_in_burst(qp, now, w->post_end_ns, w->bursting);
 	if (!w->bursting || w->txb.sent != w->txb.total || sq->head - sq->cur >= SR_IW_HOLD_WQES ||
-	    sr_sq_wqe(sq, sq->head - 1)->length > SR_IW_HOLD_LEN || !sr_qp_hold(qp))
+	    sr_sq_wqe(sq, sq->head - 1)->length > SR_IW_HOLD_LEN)
 		return false;
-	if (!w->hold_deadline) {
-		w->hold_deadline = now + SR_IW_HOLD_NS;
-		sr_qp_timer_arm_slack(qp, w->hold_deadline, 4 * SR_IW_HOLD_NS);
-	}
-	return true;
+	return sr_qp_hold(qp);
 }
 
 static void iw_sq_kick(struct sr_qp *qp)
@@ -493,7 +489,9 @@ static void iw_sq_kick(struct sr_qp *qp)
 	struct sr_iw_qp *w = iqp(qp);
 	uint64_t now = sr_now_ns();
 
-	if (w && iw_tx_hold(qp, now)) {
+	/* held for a burst, or the socket is full: then the progress thread
+	 * sends it on EPOLLOUT, and a sendmsg now would only fail */
+	if (w && (iw_tx_hold(qp, now) || w->epollout)) {
 		w->post_end_ns = now;
 		return;
 	}
@@ -502,12 +500,6 @@ static void iw_sq_kick(struct sr_qp *qp)
 		w->post_end_ns = sr_now_ns(); /* after a system call: the gap to the next post from here */
 }
 
-static void iw_sq_release(struct sr_qp *qp)
-{
-	if (iqp(qp))
-		iqp(qp)->hold_deadline = 0;
-	sr_iw_tx_progress(qp);
-}
 
 static void iw_rq_kick(struct sr_qp *qp)
 {
@@ -572,8 +564,6 @@ static uint64_t iw_next_deadline(struct sr_qp *qp)
 
 	if (w && w->rx_held)
 		d = sr_fault_earlier(d, w->nobuf_recheck ? w->nobuf_recheck : w->nobuf_deadline);
-	if (w && w->hold_deadline)
-		d = sr_fault_earlier(d, w->hold_deadline);
 	if (sr_faults_on(qp) && w)
 		return sr_fault_earlier(d, qp->faults->deadline);
 	return d;
@@ -587,8 +577,6 @@ static void iw_on_timer(struct sr_qp *qp, uint64_t now)
 		sr_iw_fault_timer(qp, now);
 	if (w && w->rx_held && now >= (w->nobuf_recheck ? w->nobuf_recheck : w->nobuf_deadline))
 		rx_release(qp); /* an SRQ receive, or the Terminate */
-	if (w && w->hold_deadline && now >= w->hold_deadline)
-		iw_sq_release(qp); /* a burst no poll released */
 
 	if (w && w->lingering) {
 		int outq;
@@ -674,7 +662,7 @@ const struct sr_transport_ops sr_iwarp_ops = {
 	.sq_kick = iw_sq_kick,
 	.rq_kick = iw_rq_kick,
 	.on_timer = iw_on_timer,
-	.sq_release = iw_sq_release,
+	.sq_release = sr_iw_tx_progress,
 	.next_deadline = iw_next_deadline,
 	.on_readable = iw_on_readable,
 	.deliver = iw_deliver,

@@ -214,7 +214,6 @@ struct sr_iw_qp {
 	bool tx_hold;            /* allowed (SOFTRDMA_TX_HOLD=0: never) */
 	uint64_t post_end_ns;    /* the last post returned */
 	bool bursting;           /* ... and it was part of a burst (sr_post_in_burst) */
-	uint64_t hold_deadline;  /* held WQEs go by then at the latest; 0 = none held */
 };
 
 static inline struct sr_iw_qp *iqp(struct sr_qp *qp) { return qp->tp; }
