@@ -315,11 +315,11 @@ bool sr_qp_hold(struct sr_qp *qp)
 	return ok;
 }
 
-bool sr_post_in_burst(struct sr_qp *qp, uint64_t now, uint64_t post_end, bool prev_held)
+static bool post_in_burst(struct sr_qp *qp, uint64_t now)
 {
-	if (!post_end || now - post_end >= SR_TX_BURST_NS)
+	if (!qp->post_end_ns || now - qp->post_end_ns >= SR_TX_BURST_NS)
 		return false;
-	if (prev_held)
+	if (qp->in_burst)
 		return true;
 	uint64_t polled = atomic_load_explicit(&qp->ctx->last_poll_ns, memory_order_relaxed);
 	uint64_t reaped = atomic_load_explicit(&qp->ctx->last_reap_ns, memory_order_relaxed);
@@ -327,6 +327,11 @@ bool sr_post_in_burst(struct sr_qp *qp, uint64_t now, uint64_t post_end, bool pr
 	if (reaped > polled)
 		polled = reaped;
 	return polled && now - polled < SR_TX_POLLER_NS;
+}
+
+bool sr_post_in_burst(struct sr_qp *qp, uint64_t now)
+{
+	return qp->in_burst = post_in_burst(qp, now);
 }
 
 void sr_qp_unhold(struct sr_qp *qp)
@@ -370,6 +375,14 @@ static void release_held(struct sr_context *ctx)
 			ctx->dev->tops->sq_release(qps[i]);
 		pthread_mutex_unlock(&qps[i]->lock);
 	}
+}
+
+/* The same, taking progress_lock. */
+static void release_held_now(struct sr_context *ctx)
+{
+	pthread_mutex_lock(&ctx->progress_lock);
+	release_held(ctx);
+	pthread_mutex_unlock(&ctx->progress_lock);
 }
 
 void sr_progress_wake(struct sr_context *ctx)
@@ -555,11 +568,8 @@ static bool data_left(struct sr_context *ctx)
 void sr_progress_need_thread(struct sr_context *ctx)
 {
 	atomic_store_explicit(&ctx->last_poll_ns, 0, memory_order_relaxed);
-	if (atomic_load_explicit(&ctx->n_held_qps, memory_order_relaxed)) {
-		pthread_mutex_lock(&ctx->progress_lock);
-		release_held(ctx);
-		pthread_mutex_unlock(&ctx->progress_lock);
-	}
+	if (atomic_load_explicit(&ctx->n_held_qps, memory_order_relaxed))
+		release_held_now(ctx);
 	if (!atomic_load(&ctx->data_armed)) {
 		atomic_store(&ctx->want_armed, true);
 		sr_progress_wake(ctx);
@@ -583,13 +593,10 @@ static void *progress_main(void *arg)
 		if (atomic_load_explicit(&ctx->n_held_qps, memory_order_relaxed)) {
 			/* sends held for a poll that has not come */
 			uint64_t due = atomic_load_explicit(&ctx->held_since, memory_order_relaxed) + SR_HOLD_MAX_NS;
-			if (due <= now) {
-				pthread_mutex_lock(&ctx->progress_lock);
-				release_held(ctx);
-				pthread_mutex_unlock(&ctx->progress_lock);
-			} else if (!wake || due + SR_PROGRESS_TICK_NS < wake) {
+			if (due <= now)
+				release_held_now(ctx);
+			else if (!wake || due + SR_PROGRESS_TICK_NS < wake)
 				wake = due + SR_PROGRESS_TICK_NS;
-			}
 		}
 		uint64_t lp = atomic_load_explicit(&ctx->last_poll_ns, memory_order_relaxed);
 		uint64_t lpost = atomic_load_explicit(&ctx->last_post_ns, memory_order_relaxed);

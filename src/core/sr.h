@@ -118,8 +118,9 @@ struct sr_context {
 	uint32_t n_timer_qps, timer_qps_cap;
 	struct sr_qp **timer_snap; /* the progress thread's copy of timer_qps */
 	/* held_lock protects held_qps: QPs whose transport holds posted
-	 * sends for a batch (roce/req.c) that the application's next empty
-	 * poll or CQ arming releases.  Taken inside qp->lock. */
+	 * sends for a batch (sr_qp_hold) until the application's next poll
+	 * or CQ arming, or the progress thread, releases them.  Taken inside
+	 * qp->lock. */
 	pthread_mutex_t held_lock;
 	struct sr_qp *held_qps[SR_HELD_QPS];
 	_Atomic uint32_t n_held_qps;
@@ -341,6 +342,10 @@ struct sr_qp {
 	 * only qp->lock sees "in the set or not" right, but reads atomically. */
 	_Atomic uint32_t timer_slot;
 	atomic_bool in_held;      /* in ctx->held_qps (changed under held_lock) */
+	/* qp->lock: the application's last post of a send WR returned at
+	 * post_end_ns, and was part of a burst (sr_post_in_burst) */
+	uint64_t post_end_ns;
+	bool in_burst;
 	struct sr_qp *next, *prev; /* ctx->qp_list */
 	struct sr_qp *zombie_next;
 	void *tp;                  /* transport private (struct sr_roce_qp) */
@@ -596,14 +601,16 @@ void sr_qp_timer_disarm(struct sr_qp *qp); /* qp->lock held */
 #define SR_HOLD_MAX_NS 100000ull
 bool sr_qp_hold(struct sr_qp *qp);
 void sr_qp_unhold(struct sr_qp *qp); /* qp->lock held */
-/* Is a post at now_ns, after a post of qp's that returned at
- * post_end_ns (and was held if prev_held), part of a burst by an
- * application that polls its CQs?  Then its sends may wait for that
+/* Is a post of qp at now_ns part of a burst by an application that polls
+ * its CQs (qp->lock held)?  Then its sends may wait for that
  * application's next poll (sr_qp_hold).  A burst starts within
- * SR_TX_POLLER_NS of a poll and goes on while posts follow each other. */
+ * SR_TX_POLLER_NS of a poll and goes on while each post follows the
+ * return of the one before (qp->post_end_ns, which the transport's
+ * sq_kick sets) within SR_TX_BURST_NS.  Records the answer in
+ * qp->in_burst. */
 #define SR_TX_BURST_NS 2000ull    /* a post this soon after the last one returned */
 #define SR_TX_POLLER_NS 200000ull /* ... by an application that polled a CQ this recently */
-bool sr_post_in_burst(struct sr_qp *qp, uint64_t now_ns, uint64_t post_end_ns, bool prev_held);
+bool sr_post_in_burst(struct sr_qp *qp, uint64_t now_ns);
 int sr_progress_add_fd(struct sr_context *ctx, int fd, struct sr_qp *qp);
 /* Change what fd of qp waits for (EPOLLIN, EPOLLOUT). */
 int sr_progress_mod_fd(struct sr_context *ctx, int fd, struct sr_qp *qp, uint32_t events);

@@ -477,8 +477,7 @@ static bool iw_tx_hold(struct sr_qp *qp, uint64_t now)
 
 	if (!w->tx_hold || !w->connected || qp->attr.qp_state != IBV_QPS_RTS)
 		return false;
-	w->bursting = sr_post_in_burst(qp, now, w->post_end_ns, w->bursting);
-	if (!w->bursting || w->txb.sent != w->txb.total || sq->head - sq->cur >= SR_IW_HOLD_WQES ||
+	if (!sr_post_in_burst(qp, now) || w->txb.sent != w->txb.total || sq->head - sq->cur >= SR_IW_HOLD_WQES ||
 	    sr_sq_wqe(sq, sq->head - 1)->length > SR_IW_HOLD_LEN)
 		return false;
 	return sr_qp_hold(qp);
@@ -492,14 +491,12 @@ static void iw_sq_kick(struct sr_qp *qp)
 	/* held for a burst, or the socket is full: then the progress thread
 	 * sends it on EPOLLOUT, and a sendmsg now would only fail */
 	if (w && (iw_tx_hold(qp, now) || w->epollout)) {
-		w->post_end_ns = now;
+		qp->post_end_ns = now;
 		return;
 	}
 	sr_iw_tx_progress(qp);
-	if (w)
-		w->post_end_ns = sr_now_ns(); /* after a system call: the gap to the next post from here */
+	qp->post_end_ns = sr_now_ns(); /* after a system call: the gap to the next post from here */
 }
-
 
 static void iw_rq_kick(struct sr_qp *qp)
 {

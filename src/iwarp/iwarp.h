@@ -212,8 +212,6 @@ struct sr_iw_qp {
 	uint64_t stat_fpdus_rx, stat_fpdus_tx;
 	/* a burst of small posts held for one sendmsg (iwarp.c, iw_tx_hold) */
 	bool tx_hold;            /* allowed (SOFTRDMA_TX_HOLD=0: never) */
-	uint64_t post_end_ns;    /* the last post returned */
-	bool bursting;           /* ... and it was part of a burst (sr_post_in_burst) */
 };
 
 static inline struct sr_iw_qp *iqp(struct sr_qp *qp) { return qp->tp; }

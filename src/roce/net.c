@@ -1011,7 +1011,7 @@ static void roce_sq_kick(struct sr_qp *qp)
 	rqp(qp)->last_post_ns = now;
 	atomic_store_explicit(&qp->ctx->last_post_ns, now, memory_order_relaxed);
 	/* a post that sent took a system call: time the gap to the next from its end */
-	rqp(qp)->post_end_ns = sr_req_progress_kick(qp, true) ? sr_now_ns() : now;
+	qp->post_end_ns = sr_req_progress_kick(qp, true) ? sr_now_ns() : now;
 }
 static void roce_rq_kick(struct sr_qp *qp) { (void)qp; }
 

@@ -287,8 +287,8 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
  * With less in flight, a message goes at once (a ping-pong, the start of
  * a stream), unless it is part of a burst: posted right after the
  * previous post returned, by an application that polls its CQs.  Its next
- * empty poll (or arming a CQ) releases the burst (sr_qp_hold), as does
- * the ACK of what is in flight.  An application that spins on memory
+ * poll (or arming a CQ) releases the burst (sr_qp_hold), as does the ACK
+ * of what is in flight.  An application that spins on memory
  * instead of polling never has its sends held this way: the ACK it would
  * wait for may itself wait for its next request (resp.c, ack_hold). */
 #define SR_TX_HOLD_INFLIGHT 8   /* packets unacknowledged */
@@ -301,7 +301,7 @@ static bool tx_hold(struct sr_qp *qp, uint64_t now)
 
 	if (!r->tx_hold || qp->ibqp.qp_base.qp_type != IBV_QPT_RC || qp->attr.qp_state != IBV_QPS_RTS)
 		return false;
-	bool burst = r->bursting = sr_post_in_burst(qp, now, r->post_end_ns, r->bursting);
+	bool burst = sr_post_in_burst(qp, now);
 	if (sq->head - sq->cur >= SR_TX_HOLD_WQES)
 		return false;
 	struct sr_send_wqe *w = sr_sq_wqe(sq, sq->head - 1);

@@ -108,8 +108,6 @@ struct sr_roce_qp {
 	 * sr_resp_end_batch): when it must go at the latest, 0 = not held */
 	uint64_t ack_deadline;
 	uint64_t last_post_ns;   /* the application last posted a send WR */
-	uint64_t post_end_ns;    /* ... and that post returned (req.c, tx_hold) */
-	bool bursting;           /* ... and it was part of a burst (sr_post_in_burst) */
 	bool uc_drop;            /* UC: dropping the rest of a damaged message */
 	struct sr_atomic_res *ares; /* SR_ATOMIC_RES entries, from the first atomic on */
 	uint32_t ares_next;
