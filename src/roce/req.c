@@ -293,6 +293,7 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
  * wait for may itself wait for its next request (resp.c, ack_hold). */
 #define SR_TX_HOLD_INFLIGHT 8   /* packets unacknowledged */
 #define SR_TX_HOLD_WQES 32      /* waiting WQEs that make a batch worth sending */
+#define SR_TX_HOLD_LEN 16384u   /* only messages this small wait */
 
 static bool tx_hold(struct sr_qp *qp, uint64_t now)
 {
@@ -305,7 +306,7 @@ static bool tx_hold(struct sr_qp *qp, uint64_t now)
 	if (sq->head - sq->cur >= SR_TX_HOLD_WQES)
 		return false;
 	struct sr_send_wqe *w = sr_sq_wqe(sq, sq->head - 1);
-	if (w->state != SR_WQE_POSTED || w->length > r->mtu)
+	if (w->state != SR_WQE_POSTED || w->length > SR_TX_HOLD_LEN)
 		return false;
 	int inflight = psn_diff(r->next_psn, r->una_psn);
 	if (inflight >= SR_TX_HOLD_INFLIGHT)

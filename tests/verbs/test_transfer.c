@@ -737,11 +737,13 @@ static void test_held_acks(void)
 	vt_pair_destroy(&p);
 }
 
-static void test_burst(void)
+/* len: one packet, or several (16 KiB at MTU 4096: a burst of them
+ * batches too) */
+static void test_burst(size_t len, unsigned long max_calls)
 {
-	enum { N = 64, LEN = 64 };
-	SECTION("RC: %d small WRITEs posted back to back by a CQ poller leave in a few system calls; "
-		"lone posts leave at once", N);
+	enum { N = 64 };
+	SECTION("RC: %d WRITEs of %zu bytes posted back to back by a CQ poller leave in a few system calls; "
+		"lone posts leave at once", N, len);
 	struct vt_qp_cfg c;
 	struct vt_pair p;
 	struct vt_buf a, b;
@@ -751,19 +753,19 @@ static void test_burst(void)
 	c.max_send_wr = 2 * N;
 	if (!vt_pair_setup(&D, &c, &p))
 		return;
-	vt_buf_alloc(&a, D.pd, N * LEN, 4096, IBV_ACCESS_LOCAL_WRITE);
-	vt_buf_alloc(&b, D.pd, N * LEN, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	vt_buf_alloc(&a, D.pd, N * len, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_buf_alloc(&b, D.pd, N * len, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	struct vt_burst bu = { 0 };
 	for (int t = 0; vt_burst_more(&bu); t++) {
 		for (int i = 0; i < N; i++)
-			vt_fill(a.p + i * LEN, LEN, 1000u * (uint32_t)t + (uint32_t)i);
-		memset(b.p, 0, N * LEN);
+			vt_fill(a.p + i * len, len, 1000u * (uint32_t)t + (uint32_t)i);
+		memset(b.p, 0, N * len);
 		/* an empty poll just before: this thread polls its CQ */
 		CHECK_INT(ibv_poll_cq(p.scq[0], N, wc), 0, "try %d: the send CQ is empty before the burst", t);
 		vt_burst_start(&bu);
 		for (int i = 0; i < N; i++)
-			vt_post_send(p.qp[0], (uint64_t)i, IBV_WR_RDMA_WRITE, a.p + i * LEN, LEN, a.mr->lkey,
-				     IBV_SEND_SIGNALED, (uintptr_t)b.p + (uint64_t)i * LEN, b.mr->rkey, 0);
+			vt_post_send(p.qp[0], (uint64_t)i, IBV_WR_RDMA_WRITE, a.p + i * len, len, a.mr->lkey,
+				     IBV_SEND_SIGNALED, (uintptr_t)b.p + (uint64_t)i * len, b.mr->rkey, 0);
 		vt_burst_stop(&bu);
 		/* what the burst left held goes at the first poll */
 		int got = vt_poll(p.scq[0], N, wc, VT_TIMEOUT_MS), bad = 0;
@@ -773,27 +775,27 @@ static void test_burst(void)
 			   got, bad))
 			break;
 		for (int i = 0; i < N; i++)
-			if (!CHECK_DATA(b.p + i * LEN, LEN, 1000u * (uint32_t)t + (uint32_t)i, "try %d: WRITE %d's data",
+			if (!CHECK_DATA(b.p + i * len, len, 1000u * (uint32_t)t + (uint32_t)i, "try %d: WRITE %d's data",
 					t, i))
 				break;
 	}
 	/* one lone WRITE, then the first 32 held ones (a full batch) left;
 	 * the rest waited for the poll.  Without the hold: a call for each of
-	 * the first 8 WRITEs, then the batches. */
-	vt_burst_check(&bu, 4, "64 WRITEs posted back to back");
+	 * the first 8 WRITEs (each 16 KiB WRITE, all 64), then the batches. */
+	vt_burst_check(&bu, max_calls, "64 WRITEs posted back to back");
 #ifdef VT_SENDS_COUNTED
 	/* a thread that has not polled a CQ for a while spins on memory
 	 * (ib_write_lat, riostream): its sends must not wait for a poll */
 	usleep(5000);
-	vt_fill(a.p, 2 * LEN, 77);
+	vt_fill(a.p, 2 * len, 77);
 	unsigned long c0 = vt_send_calls;
-	vt_post_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, a.p, LEN, a.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)b.p,
+	vt_post_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, a.p, len, a.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)b.p,
 		     b.mr->rkey, 0);
-	vt_post_send(p.qp[0], 2, IBV_WR_RDMA_WRITE, a.p + LEN, LEN, a.mr->lkey, IBV_SEND_SIGNALED,
-		     (uintptr_t)b.p + LEN, b.mr->rkey, 0);
+	vt_post_send(p.qp[0], 2, IBV_WR_RDMA_WRITE, a.p + len, len, a.mr->lkey, IBV_SEND_SIGNALED,
+		     (uintptr_t)b.p + len, b.mr->rkey, 0);
 	CHECK_INT(vt_send_calls - c0, 2, "two WRITEs posted back to back by a thread that does not poll: a sendmsg each");
 	CHECK_INT(vt_poll(p.scq[0], 2, wc, VT_TIMEOUT_MS), 2, "both complete");
-	CHECK_DATA(b.p, 2 * LEN, 77, "their data");
+	CHECK_DATA(b.p, 2 * len, 77, "their data");
 #endif
 	vt_buf_free(&a);
 	vt_buf_free(&b);
@@ -2408,8 +2410,10 @@ int main(void)
 	CHECK_INT(vt_stat_sum(1u << SR_STAT_RETRANSMITS) - retx0, 0, "RC deep queue: no retransmission");
 	test_held_acks();
 	check_no_async("after test_held_acks");
-	test_burst();
-	check_no_async("after test_burst");
+	test_burst(64, 4);
+	check_no_async("after test_burst(64)");
+	test_burst(16384, 8);
+	check_no_async("after test_burst(16384)");
 	test_srq();
 	check_no_async("after test_srq()");
 	test_rnr_recovery();
