@@ -55,6 +55,10 @@ static uint32_t roundup_pow2(uint32_t v)
 /* ---- the extended polling API (ibv_cq_ex) ---- */
 static struct sr_cq *ex_cq(struct ibv_cq_ex *c) { return (struct sr_cq *)c; }
 
+static void poll_yield(bool empty);
+
+/* As ibv_poll_cq does (sr_poll_cq): an empty CQ has the polling thread
+ * receive what waits on the sockets, then look again. */
 static int ex_start_poll(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
 {
 	struct sr_cq *cq = ex_cq(c);
@@ -63,6 +67,12 @@ static int ex_start_poll(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
 	pthread_mutex_lock(&cq->lock);
 	if (cq->head == cq->tail) {
 		pthread_mutex_unlock(&cq->lock);
+		sr_progress_poll(to_sctx(c->context));
+		pthread_mutex_lock(&cq->lock);
+	}
+	if (cq->head == cq->tail) {
+		pthread_mutex_unlock(&cq->lock);
+		poll_yield(true);
 		return ENOENT;
 	}
 	cq->cur = cq->ring[cq->tail & (cq->size - 1)];
@@ -84,9 +94,14 @@ static int ex_next_poll(struct ibv_cq_ex *c)
 	return 0;
 }
 
+/* Called only after a start_poll that found a completion: the thread
+ * reaped, as after a non-empty ibv_poll_cq (outside the CQ lock: releasing
+ * held sends may complete work into a CQ). */
 static void ex_end_poll(struct ibv_cq_ex *c)
 {
 	pthread_mutex_unlock(&ex_cq(c)->lock);
+	sr_progress_reaped(to_sctx(c->context));
+	poll_yield(false);
 }
 
 static enum ibv_wc_opcode ex_read_opcode(struct ibv_cq_ex *c) { return ex_cq(c)->cur.opcode; }
@@ -284,15 +299,20 @@ int sr_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	}
 	if (i)
 		sr_progress_reaped(to_sctx(ibcq->context));
-	/* A spinning poller on a machine with fewer cores than busy threads
-	 * starves the threads that produce its completions (our progress
-	 * thread, the peer, the daemon): yield now and then while empty. */
+	poll_yield(!i);
+	return i;
+}
+
+/* A spinning poller on a machine with fewer cores than busy threads
+ * starves the threads that produce its completions (our progress thread,
+ * the peer, the daemon): yield now and then while empty. */
+static void poll_yield(bool empty)
+{
 	static __thread unsigned int empty_polls;
-	if (i)
+	if (!empty)
 		empty_polls = 0;
 	else if (++empty_polls % 32 == 0)
 		sched_yield();
-	return i;
 }
 
 static void cq_signal(struct sr_cq *cq)

@@ -737,20 +737,61 @@ static void test_held_acks(void)
 	vt_pair_destroy(&p);
 }
 
+struct exwc {
+	uint64_t wr_id;
+	int status, opcode;
+	uint32_t byte_len, qp_num, src_qp, imm, flags;
+};
+
+static int poll_ex(struct ibv_cq_ex *cq, int n, struct exwc *out, int timeout_ms)
+{
+	struct ibv_poll_cq_attr pa = { .comp_mask = 0 };
+	uint64_t end = vt_now_ms() + (uint64_t)timeout_ms;
+	int got = 0;
+	while (got < n) {
+		int rc = ibv_start_poll(cq, &pa);
+		if (rc == ENOENT) {
+			if (vt_now_ms() > end)
+				return got;
+			sched_yield();
+			continue;
+		}
+		if (rc) {
+			CHECK_RC(rc, 0, "ibv_start_poll");
+			return got;
+		}
+		do {
+			struct exwc *w = &out[got++];
+			w->wr_id = cq->wr_id;
+			w->status = cq->status;
+			w->opcode = ibv_wc_read_opcode(cq);
+			w->byte_len = ibv_wc_read_byte_len(cq);
+			w->qp_num = ibv_wc_read_qp_num(cq);
+			w->src_qp = ibv_wc_read_src_qp(cq);
+			w->flags = ibv_wc_read_wc_flags(cq);
+			w->imm = w->flags & IBV_WC_WITH_IMM ? ntohl(ibv_wc_read_imm_data(cq)) : 0;
+		} while (got < n && ibv_next_poll(cq) == 0);
+		ibv_end_poll(cq);
+	}
+	return got;
+}
+
 /* len: one packet, or several (16 KiB at MTU 4096: a burst of them
  * batches too) */
-static void test_burst(size_t len, unsigned long max_calls)
+static void test_burst(size_t len, unsigned long max_calls, bool cq_ex)
 {
 	enum { N = 64 };
-	SECTION("RC: %d WRITEs of %zu bytes posted back to back by a CQ poller leave in a few system calls; "
-		"lone posts leave at once", N, len);
+	SECTION("RC: %d WRITEs of %zu bytes posted back to back by a CQ poller (%s) leave in a few system calls; "
+		"lone posts leave at once", N, len, cq_ex ? "ibv_start_poll" : "ibv_poll_cq");
 	struct vt_qp_cfg c;
 	struct vt_pair p;
 	struct vt_buf a, b;
 	struct ibv_wc wc[N];
+	struct exwc xw[N];
 
 	vt_cfg_default(&c, IBV_QPT_RC);
 	c.max_send_wr = 2 * N;
+	c.cq_ex = cq_ex;
 	if (!vt_pair_setup(&D, &c, &p))
 		return;
 	vt_buf_alloc(&a, D.pd, N * len, 4096, IBV_ACCESS_LOCAL_WRITE);
@@ -761,16 +802,27 @@ static void test_burst(size_t len, unsigned long max_calls)
 			vt_fill(a.p + i * len, len, 1000u * (uint32_t)t + (uint32_t)i);
 		memset(b.p, 0, N * len);
 		/* an empty poll just before: this thread polls its CQ */
-		CHECK_INT(ibv_poll_cq(p.scq[0], N, wc), 0, "try %d: the send CQ is empty before the burst", t);
+		if (cq_ex) {
+			struct ibv_poll_cq_attr pa = { .comp_mask = 0 };
+			CHECK_RC(ibv_start_poll(p.scqx[0], &pa), ENOENT, "try %d: the send CQ is empty before the burst", t);
+		} else
+			CHECK_INT(ibv_poll_cq(p.scq[0], N, wc), 0, "try %d: the send CQ is empty before the burst", t);
 		vt_burst_start(&bu);
 		for (int i = 0; i < N; i++)
 			vt_post_send(p.qp[0], (uint64_t)i, IBV_WR_RDMA_WRITE, a.p + i * len, len, a.mr->lkey,
 				     IBV_SEND_SIGNALED, (uintptr_t)b.p + (uint64_t)i * len, b.mr->rkey, 0);
 		vt_burst_stop(&bu);
 		/* what the burst left held goes at the first poll */
-		int got = vt_poll(p.scq[0], N, wc, VT_TIMEOUT_MS), bad = 0;
-		for (int i = 0; i < got; i++)
-			bad += wc[i].status != IBV_WC_SUCCESS || wc[i].wr_id != (uint64_t)i;
+		int got, bad = 0;
+		if (cq_ex) {
+			got = poll_ex(p.scqx[0], N, xw, VT_TIMEOUT_MS);
+			for (int i = 0; i < got; i++)
+				bad += xw[i].status != IBV_WC_SUCCESS || xw[i].wr_id != (uint64_t)i;
+		} else {
+			got = vt_poll(p.scq[0], N, wc, VT_TIMEOUT_MS);
+			for (int i = 0; i < got; i++)
+				bad += wc[i].status != IBV_WC_SUCCESS || wc[i].wr_id != (uint64_t)i;
+		}
 		if (!CHECK(got == N && !bad, "try %d: %d WRITEs complete in order with SUCCESS (got %d, %d bad)", t, N,
 			   got, bad))
 			break;
@@ -1240,45 +1292,6 @@ static void test_wr_api(void)
 }
 
 /* Polls n completions through the extended API; returns how many. */
-struct exwc {
-	uint64_t wr_id;
-	int status, opcode;
-	uint32_t byte_len, qp_num, src_qp, imm, flags;
-};
-
-static int poll_ex(struct ibv_cq_ex *cq, int n, struct exwc *out, int timeout_ms)
-{
-	struct ibv_poll_cq_attr pa = { .comp_mask = 0 };
-	uint64_t end = vt_now_ms() + (uint64_t)timeout_ms;
-	int got = 0;
-	while (got < n) {
-		int rc = ibv_start_poll(cq, &pa);
-		if (rc == ENOENT) {
-			if (vt_now_ms() > end)
-				return got;
-			sched_yield();
-			continue;
-		}
-		if (rc) {
-			CHECK_RC(rc, 0, "ibv_start_poll");
-			return got;
-		}
-		do {
-			struct exwc *w = &out[got++];
-			w->wr_id = cq->wr_id;
-			w->status = cq->status;
-			w->opcode = ibv_wc_read_opcode(cq);
-			w->byte_len = ibv_wc_read_byte_len(cq);
-			w->qp_num = ibv_wc_read_qp_num(cq);
-			w->src_qp = ibv_wc_read_src_qp(cq);
-			w->flags = ibv_wc_read_wc_flags(cq);
-			w->imm = w->flags & IBV_WC_WITH_IMM ? ntohl(ibv_wc_read_imm_data(cq)) : 0;
-		} while (got < n && ibv_next_poll(cq) == 0);
-		ibv_end_poll(cq);
-	}
-	return got;
-}
-
 static void test_cq_ex(void)
 {
 	SECTION("RC: ibv_create_cq_ex and the start/next/end_poll API");
@@ -2410,10 +2423,12 @@ int main(void)
 	CHECK_INT(vt_stat_sum(1u << SR_STAT_RETRANSMITS) - retx0, 0, "RC deep queue: no retransmission");
 	test_held_acks();
 	check_no_async("after test_held_acks");
-	test_burst(64, 4);
+	test_burst(64, 4, false);
 	check_no_async("after test_burst(64)");
-	test_burst(16384, 8);
+	test_burst(16384, 8, false);
 	check_no_async("after test_burst(16384)");
+	test_burst(64, 4, true);
+	check_no_async("after test_burst(64, cq_ex)");
 	test_srq();
 	check_no_async("after test_srq()");
 	test_rnr_recovery();
