@@ -830,6 +830,7 @@ static void rx_drain(struct sr_qp *qp, int fd, const struct sockaddr_in6 *local)
 		return;
 	memset(&env, 0, sizeof(env));
 	env.dst = *local;
+	sr_resp_defer_reads(qp);
 	for (int rounds = 0; rounds < 16; rounds++) {
 		for (int i = 0; i < SR_RX_GRO_BATCH; i++) {
 			iov[i].iov_base = rx_bufs + (size_t)i * SR_RX_GRO_BUF;
@@ -874,6 +875,7 @@ static void rx_drain(struct sr_qp *qp, int fd, const struct sockaddr_in6 *local)
 		if (n < SR_RX_GRO_BATCH)
 			break;
 	}
+	sr_resp_defer_reads(NULL);
 }
 
 /* ---- transport ops ---- */

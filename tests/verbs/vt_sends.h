@@ -26,8 +26,9 @@
 #if !defined(SR_TSAN) && !defined(VT_SENDS_SANITIZED)
 #define VT_SENDS_COUNTED 1
 
-/* sendmsg and sendmmsg calls this thread made */
+/* sendmsg and sendmmsg calls this thread made, and the whole process */
 static __thread unsigned long vt_send_calls;
+static _Atomic unsigned long vt_send_calls_all;
 
 int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 {
@@ -35,6 +36,7 @@ int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 	if (!next)
 		next = (int (*)(int, struct mmsghdr *, unsigned int, int))dlsym(RTLD_NEXT, "sendmmsg");
 	vt_send_calls++;
+	vt_send_calls_all++;
 	return next(fd, v, n, flags);
 }
 
@@ -44,6 +46,7 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	if (!next)
 		next = (ssize_t(*)(int, const struct msghdr *, int))dlsym(RTLD_NEXT, "sendmsg");
 	vt_send_calls++;
+	vt_send_calls_all++;
 	return next(fd, m, flags);
 }
 
