@@ -36,8 +36,8 @@ static void aeth_hdr(struct sr_qp *qp, struct sr_pkt *h, uint32_t psn, uint8_t s
 	h->aeth_msn = rqp(qp)->msn;
 }
 
-/* Responses to small READs, deferred while a receive batch lasts
- * (sr_resp_defer_reads).  A requester batches its READs (perftest posts
+/* Responses to small READs and atomic ACKs, deferred while a receive
+ * batch lasts (sr_resp_defer_reads).  A requester batches its READs (perftest posts
  * dozens back to back) and they arrive in one recvmmsg; answering each
  * with its own sendmmsg made small READs run at a fifth of the WRITE
  * rate.  The payload is copied here when the request is served, so the
@@ -411,6 +411,14 @@ static void send_atomic_ack(struct sr_qp *qp, uint32_t psn, uint64_t orig)
 	h.aeth_syndrome = SR_AETH_ACK | SR_AETH_ACK_UNLIMITED;
 	h.aeth_msn = r->msn;
 	h.atmack_orig = orig;
+	/* in a receive batch: with the READ responses (no payload to keep) */
+	struct resp_tx *t = resp_tx();
+	if (t && t->defer == qp && t->b.qp == qp) {
+		if (t->b.npkts >= SR_TX_MAX_PKTS)
+			sr_tx_batch_flush(&t->b);
+		if (sr_tx_batch_add(&t->b, &h, NULL, 0, 0))
+			return;
+	}
 	resp_xmit(qp, &h);
 }
 

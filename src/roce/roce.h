@@ -178,8 +178,9 @@ void sr_resp_flush_ack(struct sr_qp *qp);
  * receives it too, with no thread handoff). */
 void sr_resp_end_batch(struct sr_qp *qp);
 /* While qp (NULL: none) receives a batch on this thread, its responses to
- * small READs wait to leave together at sr_resp_end_batch, in one
- * sendmmsg, instead of one each; NULL also sends what waits. */
+ * small READs and its atomic ACKs wait to leave together at
+ * sr_resp_end_batch, in one sendmmsg, instead of one each; NULL also
+ * sends what waits. */
 void sr_resp_defer_reads(struct sr_qp *qp);
 /* The pending ACK as a packet header (and no longer pending); false if none. */
 bool sr_resp_take_ack(struct sr_qp *qp, struct sr_pkt *h);

@@ -1737,13 +1737,17 @@ static void test_max_sge(void)
 
 /* Many outstanding READs of 1 MiB with max_rd_atomic 1 and 16, and a mix
  * of every operation in one stream: results in order and all correct. */
-/* Small READs posted as one list arrive at the responder in a batch, and
- * their responses leave in a batch too: one sendmmsg each made 64-byte
- * READs run at a fifth of the WRITE rate (roce/resp.c, resp_tx). */
-static void test_read_batch(void)
+/* Small READs (or atomics) posted as one list arrive at the responder in
+ * a batch, and their responses leave in a batch too: one sendmmsg each
+ * made 64-byte READs run at a fifth of the WRITE rate and atomics at a
+ * tenth (roce/resp.c, resp_tx). */
+static void test_resp_batch(bool atomic)
 {
-	enum { N = 64, LEN = 64, TRIES = 5 };
-	SECTION("RC: %d READs of %d bytes posted as one list: data, order, and the responses leave in batches", N, LEN);
+	enum { N = 64, TRIES = 5 };
+	const uint32_t len = atomic ? 8 : 64;
+	const char *what = atomic ? "FETCH_ADDs" : "READs";
+	SECTION("RC: %d %s of %u bytes posted as one list: data, order, and the responses leave in batches", N, what,
+		len);
 	struct vt_qp_cfg c;
 	struct vt_pair p;
 	struct vt_buf l, r;
@@ -1751,8 +1755,8 @@ static void test_read_batch(void)
 	c.max_send_wr = N;
 	if (!vt_pair_setup(&D, &c, &p))
 		return;
-	vt_buf_alloc(&l, D.pd, N * LEN, 4096, IBV_ACCESS_LOCAL_WRITE);
-	vt_buf_alloc(&r, D.pd, N * LEN, 4096, ACC_ALL_T);
+	vt_buf_alloc(&l, D.pd, N * len, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_buf_alloc(&r, D.pd, N * len, 4096, ACC_ALL_T);
 #ifdef VT_SENDS_COUNTED
 	unsigned long best = (unsigned long)-1;
 #endif
@@ -1761,22 +1765,35 @@ static void test_read_batch(void)
 		struct ibv_send_wr wr[N], *bad = NULL;
 		memset(wr, 0, sizeof(wr));
 		for (int i = 0; i < N; i++) {
-			vt_fill(r.p + i * LEN, LEN, 5000u * (uint32_t)t + (uint32_t)i);
-			sge[i] = (struct ibv_sge){ .addr = (uintptr_t)l.p + (uint64_t)i * LEN, .length = LEN, .lkey = l.mr->lkey };
+			uint8_t *tgt = r.p + i * len;
+			if (atomic) {
+				uint64_t v = 1000000u * (uint64_t)t + (uint64_t)i;
+				memcpy(tgt, &v, 8);
+			} else {
+				vt_fill(tgt, len, 5000u * (uint32_t)t + (uint32_t)i);
+			}
+			sge[i] = (struct ibv_sge){ .addr = (uintptr_t)l.p + (uint64_t)i * len, .length = len, .lkey = l.mr->lkey };
 			wr[i].wr_id = (uint64_t)i;
 			wr[i].sg_list = &sge[i];
 			wr[i].num_sge = 1;
-			wr[i].opcode = IBV_WR_RDMA_READ;
 			wr[i].send_flags = IBV_SEND_SIGNALED;
-			wr[i].wr.rdma.remote_addr = (uintptr_t)r.p + (uint64_t)i * LEN;
-			wr[i].wr.rdma.rkey = r.mr->rkey;
+			if (atomic) {
+				wr[i].opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+				wr[i].wr.atomic.remote_addr = (uintptr_t)tgt;
+				wr[i].wr.atomic.compare_add = 7;
+				wr[i].wr.atomic.rkey = r.mr->rkey;
+			} else {
+				wr[i].opcode = IBV_WR_RDMA_READ;
+				wr[i].wr.rdma.remote_addr = (uintptr_t)tgt;
+				wr[i].wr.rdma.rkey = r.mr->rkey;
+			}
 			wr[i].next = i + 1 < N ? &wr[i + 1] : NULL;
 		}
-		memset(l.p, 0, N * LEN);
+		memset(l.p, 0, N * len);
 #ifdef VT_SENDS_COUNTED
 		unsigned long c0 = vt_send_calls_all;
 #endif
-		if (!CHECK_RC(ibv_post_send(p.qp[0], wr, &bad), 0, "try %d: post %d READs as one list", t, N))
+		if (!CHECK_RC(ibv_post_send(p.qp[0], wr, &bad), 0, "try %d: post %d %s as one list", t, N, what))
 			break;
 		struct ibv_wc wc[N];
 		int got = vt_poll(p.scq[0], N, wc, VT_TIMEOUT_MS), bad_wc = 0;
@@ -1786,21 +1803,32 @@ static void test_read_batch(void)
 			best = calls;
 #endif
 		for (int i = 0; i < got; i++)
-			bad_wc += wc[i].status != IBV_WC_SUCCESS || wc[i].wr_id != (uint64_t)i || wc[i].byte_len != LEN;
-		if (!CHECK(got == N && !bad_wc, "try %d: %d READs complete in order with SUCCESS (got %d, %d bad)", t, N,
+			bad_wc += wc[i].status != IBV_WC_SUCCESS || wc[i].wr_id != (uint64_t)i || wc[i].byte_len != len;
+		if (!CHECK(got == N && !bad_wc, "try %d: %d %s complete in order with SUCCESS (got %d, %d bad)", t, N, what,
 			   got, bad_wc))
 			break;
 		bool ok = true;
-		for (int i = 0; i < N && ok; i++)
-			ok = CHECK_DATA(l.p + i * LEN, LEN, 5000u * (uint32_t)t + (uint32_t)i, "try %d: READ %d's data", t, i);
+		for (int i = 0; i < N && ok; i++) {
+			if (atomic) {
+				uint64_t was, now, v = 1000000u * (uint64_t)t + (uint64_t)i;
+				memcpy(&was, l.p + i * len, 8);
+				memcpy(&now, r.p + i * len, 8);
+				ok = CHECK(was == v && now == v + 7, "try %d: FETCH_ADD %d returned %" PRIu64 " (want %" PRIu64
+								 "), target now %" PRIu64,
+					   t, i, was, v, now);
+			} else {
+				ok = CHECK_DATA(l.p + i * len, len, 5000u * (uint32_t)t + (uint32_t)i, "try %d: READ %d's data",
+						t, i);
+			}
+		}
 		if (!ok)
 			break;
 	}
 #ifdef VT_SENDS_COUNTED
 	/* requests leave 16 at a time (max_rd_atomic) and their responses
 	 * together: about 10 calls in all; one response per call was 64 + */
-	CHECK(best <= 32, "%d READs: at most 32 sendmsg calls in the process, requests and responses (best of %d tries: %lu)",
-	      N, TRIES, best);
+	CHECK(best <= 32, "%d %s: at most 32 sendmsg calls in the process, requests and responses (best of %d tries: %lu)",
+	      N, what, TRIES, best);
 #else
 	NOTE("sanitizer build: sendmsg calls are not counted, only the data checked");
 #endif
@@ -2529,8 +2557,10 @@ int main(void)
 	check_no_async("after test_max_sge()");
 	test_reads_and_mix();
 	check_no_async("after test_reads_and_mix()");
-	test_read_batch();
-	check_no_async("after test_read_batch()");
+	test_resp_batch(false);
+	check_no_async("after test_resp_batch(READ)");
+	test_resp_batch(true);
+	check_no_async("after test_resp_batch(FETCH_ADD)");
 	test_shared_cq();
 	check_no_async("after test_shared_cq()");
 	test_oversize_unreliable();
