@@ -5,9 +5,15 @@
 #
 #  RoCE, verbs only (ib_write_bw without -R: no CM, nobody tells the
 #  survivor): its outstanding writes are retransmitted retry_cnt (7) times
-#  after each QP timeout, then fail with RETRY_EXC_ERR (status 12): at
-#  most 8 x timeout after the last ACK, at least 7 x.  Checked at the
-#  default timeout 14 (67 ms: 0.54 s) and at 12 (16.8 ms: 0.13 s).
+#  after each QP timeout, then fail with RETRY_EXC_ERR (status 12): 8
+#  timeouts after the last ACK.  Checked at the default timeout 14 (67 ms:
+#  0.54 s) and at 12 (16.8 ms: 0.13 s).  The survivor runs with
+#  SOFTRDMA_DEBUG=1, which logs each timeout with the retries left: its
+#  last 8 must count down 7..0 (no retry skipped), and the time from the
+#  kill must be at least (7 - K) timeouts, K being the timeouts logged
+#  before the kill (a server slowed by load may have stopped acknowledging
+#  a timeout or more before it died: the last ACK, not the kill, starts
+#  the count).
 #  RoCE, rdma_cm (rping): softrdmad sends the DREQ the dead process left
 #  it (its "CM will"); the survivor gets DISCONNECTED at once.
 #  iWARP, rdma_cm (rping, ib_write_bw -R): the kernel closes the dead
@@ -68,6 +74,13 @@ survive() {
 	fi
 	kill -KILL "$spid"
 	t0=$EPOCHREALTIME
+	if [ -n "${RETRY_T_MS:-}" ]; then
+		# timeouts already logged (one logged just after the kill counts
+		# here too: that only lowers the bound)
+		local k0
+		k0=$(grep -c 'retries left' "$SR_OUTFILE")
+		min=$(awk -v t="$RETRY_T_MS" -v k="$k0" 'BEGIN { n = 7 - k; if (n < 0) n = 0; printf "%d", n * t }')
+	fi
 	wait "$cpid"
 	rc=$?
 	ms=$(ms_since "$t0")
@@ -77,6 +90,16 @@ survive() {
 	if [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] && [ "$ms" -ge "$min" ] && [ "$ms" -le "$max" ]; then
 		sr_pass "$desc: the survivor ended ${ms} ms after the kill (bound ${min}..${max} ms)"
 		sr_expect "$SR_OUTFILE" "$expect" "  it saw: $expect"
+		if [ -n "${RETRY_T_MS:-}" ]; then
+			local left
+			left=$(grep -o '[0-9]* retries left' "$SR_OUTFILE" | tail -8 | awk '{printf "%s ", $1}')
+			if [ "$left" = "7 6 5 4 3 2 1 0 " ]; then
+				sr_pass "  its last 8 timeouts counted down the retries: $left"
+			else
+				sr_fail "  its last 8 timeouts should count down the retries 7..0: $left"
+				sr_dump "$SR_OUTFILE" client
+			fi
+		fi
 	else
 		sr_fail "$desc: the survivor ended $(sr_status_str "$rc") ${ms} ms after the kill (bound ${min}..${max} ms)"
 		sr_dump "$SR_OUTFILE" client
@@ -91,10 +114,10 @@ for u in 14 12; do
 	lo=$(awk -v u="$u" 'BEGIN { printf "%d", 7 * 4.096 * 2 ^ u / 1000 }')
 	hi=$(awk -v u="$u" 'BEGIN { printf "%d", 8 * 4.096 * 2 ^ u / 1000 + 1500 }')
 	P=$(sr_free_port)
-	survive "RoCE verbs: ib_write_bw -u $u (timeout $t_ms ms, retry_cnt 7), server killed" "$P" '#bytes' "$lo" "$hi" \
-		'Failed status 12' \
+	RETRY_T_MS=$t_ms survive "RoCE verbs: ib_write_bw -u $u (timeout $t_ms ms, retry_cnt 7), server killed" "$P" \
+		'#bytes' "$lo" "$hi" 'Failed status 12' \
 		-- "$SR_RUN" ib_write_bw -x 0 -s 4096 -D 30 -u "$u" -p "$P" \
-		-- stdbuf -oL "$SR_RUN" ib_write_bw -x 0 -s 4096 -D 30 -u "$u" -p "$P" 127.0.0.1
+		-- env SOFTRDMA_DEBUG=1 stdbuf -oL "$SR_RUN" ib_write_bw -x 0 -s 4096 -D 30 -u "$u" -p "$P" 127.0.0.1
 done
 
 # ---- RoCE, rdma_cm: the dead process's DREQ ----------------------------------
