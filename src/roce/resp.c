@@ -53,7 +53,7 @@ struct resp_tx {
 
 static struct resp_tx *resp_tx(void) { return sr_tls_buf(SR_TLS_RESP_BATCH, sizeof(struct resp_tx)); }
 
-/* Sends qp's deferred READ responses: before any other packet of its
+/* Sends qp's deferred responses: before any other packet of its
  * responder, which must not overtake them (an ACK past a READ's PSN tells
  * the requester that the READ's response was lost). */
 static void resp_tx_flush(struct sr_qp *qp)
@@ -63,16 +63,26 @@ static void resp_tx_flush(struct sr_qp *qp)
 		sr_tx_batch_flush(&t->b);
 }
 
+/* The batch, made qp's: what waits for another QP leaves first (only the
+ * QP this thread receives for defers, and its lock is held up the stack;
+ * this is a guard, no path mixes them). */
+static struct sr_tx_batch *resp_batch(struct resp_tx *t, struct sr_qp *qp)
+{
+	if (t->b.npkts && t->b.qp != qp)
+		sr_tx_batch_flush(&t->b);
+	if (!t->b.npkts)
+		sr_tx_batch_init(&t->b, qp, &qp->av);
+	return &t->b;
+}
+
 void sr_resp_defer_reads(struct sr_qp *qp)
 {
 	struct resp_tx *t = resp_tx();
 	if (!t)
 		return;
-	if (t->defer && t->defer != qp)
-		resp_tx_flush(t->defer);
+	if (t->b.npkts)
+		sr_tx_batch_flush(&t->b);
 	t->defer = qp;
-	if (qp && t->b.qp != qp)
-		sr_tx_batch_init(&t->b, qp, &qp->av);
 }
 
 static void resp_xmit(struct sr_qp *qp, struct sr_pkt *h)
@@ -321,13 +331,11 @@ static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate)
 	/* a separate slot: the requester's batch may be in use up the stack */
 	if (!(t = resp_tx()))
 		return;
-	struct sr_tx_batch *b = &t->b;
 	/* one packet, in a receive batch: copied, to leave with the batch */
 	bool defer = t->defer == qp && npkts == 1 && len <= SR_RESP_STAGE_BYTES;
-	if (!defer || b->qp != qp) {
-		resp_tx_flush(qp);
-		sr_tx_batch_init(b, qp, &qp->av);
-	}
+	if (!defer)
+		resp_tx_flush(qp); /* what waits goes first */
+	struct sr_tx_batch *b = resp_batch(t, qp);
 	if (!qp_allows(qp, IBV_ACCESS_REMOTE_READ)) {
 		if (!duplicate)
 			resp_fatal(qp, pkt->psn, SR_AETH_NAK_INVALID_REQ);
@@ -413,10 +421,11 @@ static void send_atomic_ack(struct sr_qp *qp, uint32_t psn, uint64_t orig)
 	h.atmack_orig = orig;
 	/* in a receive batch: with the READ responses (no payload to keep) */
 	struct resp_tx *t = resp_tx();
-	if (t && t->defer == qp && t->b.qp == qp) {
-		if (t->b.npkts >= SR_TX_MAX_PKTS)
-			sr_tx_batch_flush(&t->b);
-		if (sr_tx_batch_add(&t->b, &h, NULL, 0, 0))
+	if (t && t->defer == qp) {
+		struct sr_tx_batch *b = resp_batch(t, qp);
+		if (b->npkts >= SR_TX_MAX_PKTS)
+			sr_tx_batch_flush(b);
+		if (sr_tx_batch_add(b, &h, NULL, 0, 0))
 			return;
 	}
 	resp_xmit(qp, &h);
