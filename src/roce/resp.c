@@ -4,6 +4,7 @@
  * region, executes reads and atomics, and answers with (coalesced) ACKs,
  * NAKs, read responses and atomic ACKs. */
 #include <arpa/inet.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,14 +45,24 @@ static void aeth_hdr(struct sr_qp *qp, struct sr_pkt *h, uint32_t psn, uint8_t s
  * batch holds no pointer into registered memory and no lock across the
  * batch (the key table may change meanwhile: a received SEND with
  * Invalidate, a bind on our own send queue). */
-#define SR_RESP_STAGE_BYTES 4096u /* a response of one packet, at most the largest MTU */
+#define SR_RESP_DEFER_BYTES 16384u /* READs this small are deferred... */
+#define SR_RESP_DEFER_PKTS 16u      /* ... if their response is this many packets */
+#define SR_RESP_STAGE_BYTES (16u * SR_RESP_DEFER_BYTES)
 struct resp_tx {
 	struct sr_tx_batch b;
-	struct sr_qp *defer; /* the QP receiving a batch on this thread */
-	uint8_t stage[SR_TX_MAX_PKTS][SR_RESP_STAGE_BYTES];
+	struct sr_qp *defer;  /* the QP receiving a batch on this thread */
+	uint32_t stage_used;  /* bytes of stage the batch's packets point into */
+	uint8_t stage[SR_RESP_STAGE_BYTES];
 };
 
-static struct resp_tx *resp_tx(void) { return sr_tls_buf(SR_TLS_RESP_BATCH, sizeof(struct resp_tx)); }
+/* This thread's; its state starts empty (the stage is scratch) */
+static struct resp_tx *resp_tx(void)
+{
+	static __thread struct resp_tx *t;
+	if (!t && (t = sr_tls_buf(SR_TLS_RESP_BATCH, sizeof(*t))))
+		memset(t, 0, offsetof(struct resp_tx, stage));
+	return t;
+}
 
 /* Sends qp's deferred responses: before any other packet of its
  * responder, which must not overtake them (an ACK past a READ's PSN tells
@@ -331,8 +342,8 @@ static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate)
 	/* a separate slot: the requester's batch may be in use up the stack */
 	if (!(t = resp_tx()))
 		return;
-	/* one packet, in a receive batch: copied, to leave with the batch */
-	bool defer = t->defer == qp && npkts == 1 && len <= SR_RESP_STAGE_BYTES;
+	/* small, in a receive batch: copied, to leave with the batch */
+	bool defer = t->defer == qp && len <= SR_RESP_DEFER_BYTES && npkts <= SR_RESP_DEFER_PKTS;
 	if (!defer)
 		resp_tx_flush(qp); /* what waits goes first */
 	struct sr_tx_batch *b = resp_batch(t, qp);
@@ -341,9 +352,17 @@ static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate)
 			resp_fatal(qp, pkt->psn, SR_AETH_NAK_INVALID_REQ);
 		return;
 	}
-	if (defer && b->npkts >= SR_TX_MAX_PKTS)
-		sr_tx_batch_flush(b);
-	uint8_t *stage = defer ? t->stage[b->npkts] : NULL;
+	uint8_t *stage = NULL;
+	if (defer) {
+		if (!b->npkts)
+			t->stage_used = 0;
+		if (b->npkts + npkts > SR_TX_MAX_PKTS || t->stage_used + len > SR_RESP_STAGE_BYTES) {
+			sr_tx_batch_flush(b);
+			t->stage_used = 0;
+		}
+		stage = t->stage + t->stage_used;
+		t->stage_used += len;
+	}
 	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
 	if (len) {
 		src = sr_rkey_lookup(qp, pkt->reth_rkey, pkt->reth_va, len, IBV_ACCESS_REMOTE_READ);
@@ -395,7 +414,8 @@ static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate)
 			n = 0;
 		struct iovec iov = { .iov_base = src ? src + off : NULL, .iov_len = n };
 		if (!sr_tx_batch_add(b, &h, &iov, n ? 1 : 0, n)) {
-			/* only an undeferred response: a deferred one has room (above) */
+			/* only an undeferred response: a deferred one has room (above;
+			 * 16 packets take at most 64 of the 512 iovecs) */
 			sr_tx_batch_flush(b);
 			sr_tx_batch_add(b, &h, &iov, n ? 1 : 0, n);
 		}
