@@ -64,6 +64,14 @@ static struct resp_tx *resp_tx(void)
 	return t;
 }
 
+/* Every send of the batch goes through here: once sent, the stage it
+ * pointed into is free again. */
+static void resp_tx_send(struct resp_tx *t)
+{
+	sr_tx_batch_flush(&t->b);
+	t->stage_used = 0;
+}
+
 /* Sends qp's deferred responses: before any other packet of its
  * responder, which must not overtake them (an ACK past a READ's PSN tells
  * the requester that the READ's response was lost). */
@@ -71,7 +79,7 @@ static void resp_tx_flush(struct sr_qp *qp)
 {
 	struct resp_tx *t = resp_tx();
 	if (t && t->b.qp == qp && t->b.npkts)
-		sr_tx_batch_flush(&t->b);
+		resp_tx_send(t);
 }
 
 /* The batch, made qp's: what waits for another QP leaves first (only the
@@ -80,7 +88,7 @@ static void resp_tx_flush(struct sr_qp *qp)
 static struct sr_tx_batch *resp_batch(struct resp_tx *t, struct sr_qp *qp)
 {
 	if (t->b.npkts && t->b.qp != qp)
-		sr_tx_batch_flush(&t->b);
+		resp_tx_send(t);
 	if (!t->b.npkts)
 		sr_tx_batch_init(&t->b, qp, &qp->av);
 	return &t->b;
@@ -92,7 +100,7 @@ void sr_resp_defer_reads(struct sr_qp *qp)
 	if (!t)
 		return;
 	if (t->b.npkts)
-		sr_tx_batch_flush(&t->b);
+		resp_tx_send(t);
 	t->defer = qp;
 }
 
@@ -354,12 +362,8 @@ static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate)
 	}
 	uint8_t *stage = NULL;
 	if (defer) {
-		if (!b->npkts)
-			t->stage_used = 0;
-		if (b->npkts + npkts > SR_TX_MAX_PKTS || t->stage_used + len > SR_RESP_STAGE_BYTES) {
-			sr_tx_batch_flush(b);
-			t->stage_used = 0;
-		}
+		if (b->npkts + npkts > SR_TX_MAX_PKTS || t->stage_used + len > SR_RESP_STAGE_BYTES)
+			resp_tx_send(t);
 		stage = t->stage + t->stage_used;
 		t->stage_used += len;
 	}
@@ -416,14 +420,14 @@ static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate)
 		if (!sr_tx_batch_add(b, &h, &iov, n ? 1 : 0, n)) {
 			/* only an undeferred response: a deferred one has room (above;
 			 * 16 packets take at most 64 of the 512 iovecs) */
-			sr_tx_batch_flush(b);
+			resp_tx_send(t);
 			sr_tx_batch_add(b, &h, &iov, n ? 1 : 0, n);
 		}
 	}
 	if (stage)
 		return; /* leaves at sr_resp_end_batch, or before our next responder packet */
 	/* the batch points into registered memory: send before unlocking */
-	sr_tx_batch_flush(b);
+	resp_tx_send(t);
 	pthread_rwlock_unlock(&qp->ctx->mr_lock);
 }
 
@@ -444,7 +448,7 @@ static void send_atomic_ack(struct sr_qp *qp, uint32_t psn, uint64_t orig)
 	if (t && t->defer == qp) {
 		struct sr_tx_batch *b = resp_batch(t, qp);
 		if (b->npkts >= SR_TX_MAX_PKTS)
-			sr_tx_batch_flush(b);
+			resp_tx_send(t);
 		if (sr_tx_batch_add(b, &h, NULL, 0, 0))
 			return;
 	}
