@@ -52,10 +52,20 @@ static uint32_t roundup_pow2(uint32_t v)
 	return r;
 }
 
+/* A spinning poller on a machine with fewer cores than busy threads
+ * starves the threads that produce its completions (our progress thread,
+ * the peer, the daemon): yield now and then while empty. */
+static void poll_yield(bool empty)
+{
+	static __thread unsigned int empty_polls;
+	if (!empty)
+		empty_polls = 0;
+	else if (++empty_polls % 32 == 0)
+		sched_yield();
+}
+
 /* ---- the extended polling API (ibv_cq_ex) ---- */
 static struct sr_cq *ex_cq(struct ibv_cq_ex *c) { return (struct sr_cq *)c; }
-
-static void poll_yield(bool empty);
 
 /* As ibv_poll_cq does (sr_poll_cq): an empty CQ has the polling thread
  * receive what waits on the sockets, then look again. */
@@ -301,18 +311,6 @@ int sr_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 		sr_progress_reaped(to_sctx(ibcq->context));
 	poll_yield(!i);
 	return i;
-}
-
-/* A spinning poller on a machine with fewer cores than busy threads
- * starves the threads that produce its completions (our progress thread,
- * the peer, the daemon): yield now and then while empty. */
-static void poll_yield(bool empty)
-{
-	static __thread unsigned int empty_polls;
-	if (!empty)
-		empty_polls = 0;
-	else if (++empty_polls % 32 == 0)
-		sched_yield();
 }
 
 static void cq_signal(struct sr_cq *cq)

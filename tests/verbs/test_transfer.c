@@ -743,6 +743,7 @@ struct exwc {
 	uint32_t byte_len, qp_num, src_qp, imm, flags;
 };
 
+/* Polls n completions through the extended API; returns how many. */
 static int poll_ex(struct ibv_cq_ex *cq, int n, struct exwc *out, int timeout_ms)
 {
 	struct ibv_poll_cq_attr pa = { .comp_mask = 0 };
@@ -1291,7 +1292,6 @@ static void test_wr_api(void)
 	vt_pair_destroy(&p);
 }
 
-/* Polls n completions through the extended API; returns how many. */
 static void test_cq_ex(void)
 {
 	SECTION("RC: ibv_create_cq_ex and the start/next/end_poll API");
