@@ -14,6 +14,7 @@ shift 2
 case $rounds in '' | *[!0-9]*) echo "ab_env.sh: ROUNDS must be a number, not '$rounds'" >&2; exit 2 ;; esac
 case $var in SOFTRDMA_*) ;; *) echo "ab_env.sh: VAR must be a SOFTRDMA_* switch, not '$var'" >&2; exit 2 ;; esac
 here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/bench/lib.sh"
 RUN=${SR_BUILD_DIR:-$here/build}/bin/softrdma-run
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -23,7 +24,7 @@ export SOFTRDMA_CONF=$tmp/lo.conf
 for _ in $(seq "$rounds"); do
 	for v in off on; do
 		if [ $v = off ]; then export "$var=0"; else unset "$var"; fi
-		p=$((30000 + RANDOM % 20000))
+		p=$(bench_port)
 		/usr/bin/time -f "%U %S" -o "$tmp/srv.t" timeout 120 "$RUN" "$@" -p $p > "$tmp/srv.out" 2>&1 &
 		sleep 0.7
 		/usr/bin/time -f "%U %S" -o "$tmp/cli.t" timeout 120 "$RUN" "$@" -p $p 127.0.0.1 > "$tmp/cli.out" 2>&1

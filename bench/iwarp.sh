@@ -13,6 +13,7 @@
 # are not tests: nothing here passes or fails.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/bench/lib.sh"
 B=${SR_BUILD_DIR:-$here/build}
 out=${1:-$here/bench/results/iwarp-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
@@ -27,12 +28,11 @@ printf 'crc = on\n[rxe0]\ntype = roce\nnetdev = lo\n' > "$out/roce.conf"
 printf 'crc = on\n[siw0]\ntype = iwarp\nnetdev = lo\n' > "$out/iwarp.conf"
 
 rec() { echo "$1,$2,$3,$4" >> "$csv"; printf '  %-24s %6s  %10s %s\n' "$1" "$2" "$3" "$4"; }
-port() { echo $((30000 + RANDOM % 20000)); }
 
 # perftest pair over rdma_cm: CONF NAGLE TOOL ARGS...; prints the client's output
 pair() {
 	local conf=$1 nagle=$2; shift 2
-	local p; p=$(port)
+	local p; p=$(bench_port)
 	SOFTRDMA_IW_NAGLE=$nagle SOFTRDMA_CONF=$conf timeout 90 "$RUN" "$@" -R -p "$p" >> "$log" 2>&1 &
 	local s=$!
 	sleep 0.7

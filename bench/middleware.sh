@@ -18,6 +18,7 @@
 # Benchmarks are not tests: nothing here passes or fails.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/bench/lib.sh"
 B=${SR_BUILD_DIR:-$here/build}
 out=${1:-$here/bench/results/middleware-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
@@ -32,11 +33,10 @@ printf 'crc = on\n[rxe0]\ntype = roce\nnetdev = lo\n' > "$out/roce.conf"
 export SOFTRDMA_CONF=$out/roce.conf
 
 rec() { echo "$1,$2,$3,$4,$5" >> "$csv"; printf '  %-12s %-14s %6s  %10s %s\n' "$1" "$2" "$3" "$4" "$5"; }
-port() { echo $((30000 + RANDOM % 20000)); }
 
 # ucx TLS TEST SIZE ITERS: ucx_perftest pair; prints the client's Final line
 ucx() {
-	local tls=$1 t=$2 sz=$3 n=$4 p; p=$(port)
+	local tls=$1 t=$2 sz=$3 n=$4 p; p=$(bench_port)
 	UCX_TLS=$tls UCX_NET_DEVICES=rxe0:1,lo timeout 120 "$RUN" ucx_perftest -p "$p" -t "$t" -s "$sz" -n "$n" >> "$log" 2>&1 &
 	local s=$!
 	sleep 1

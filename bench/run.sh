@@ -26,6 +26,7 @@
 # iSCSI over TCP; `make bench-storage`).
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/bench/lib.sh"
 B=${SR_BUILD_DIR:-$here/build}
 out=${1:-$here/bench/results/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
@@ -42,13 +43,12 @@ DUR=${BENCH_SECONDS:-3}
 ITERS=${BENCH_ITERS:-5000}
 
 rec() { echo "$1,$2,$3,$4" >> "$csv"; printf '  %-30s %8s  %12s %s\n' "$1" "$2" "$3" "$4"; }
-port() { echo $((30000 + RANDOM % 20000)); }
 
 # server/client pair; prints the client's output.
 #   pair CONF WRAP CMD ARGS...   (CONF "" = none; WRAP "" or $RUN)
 pair() {
 	local conf=$1 wrap=$2; shift 2
-	local p; p=$(port)
+	local p; p=$(bench_port)
 	SOFTRDMA_CONF=$conf timeout 120 $wrap "$@" -p "$p" >> "$log" 2>&1 &
 	local s=$!
 	sleep 0.7
@@ -110,7 +110,7 @@ for sz in 4096 65536; do
 done
 
 echo "== Soft-RoCE: CPU per GB moved (ib_write_bw 64 KiB, both processes)"
-p=$(port)
+p=$(bench_port)
 SOFTRDMA_CONF=$roce_conf /usr/bin/time -f "%U %S" -o "$out/cpu_srv" $RUN ib_write_bw -x 0 -s 65536 -D $DUR -p $p >> "$log" 2>&1 &
 s=$!; sleep 0.7
 o=$(SOFTRDMA_CONF=$roce_conf /usr/bin/time -f "%U %S" -o "$out/cpu_cli" $RUN ib_write_bw -x 0 -s 65536 -D $DUR -p $p 127.0.0.1 2>&1)
@@ -165,7 +165,7 @@ fi
 
 if command -v iperf3 >/dev/null; then
 	echo "== raw TCP: iperf3"
-	p=$(port)
+	p=$(bench_port)
 	iperf3 -s -1 -p $p >> "$log" 2>&1 &
 	sleep 0.5
 	v=$(iperf3 -c 127.0.0.1 -p $p -t $DUR -J 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/8e6)' 2>/dev/null)
