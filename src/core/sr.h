@@ -126,10 +126,10 @@ struct sr_context {
 	_Atomic uint32_t n_held_qps;
 	_Atomic uint64_t held_since; /* the set last became non-empty */
 	uint32_t timer_snap_cap;
-	_Atomic uint64_t last_poll_ns;
+	_Atomic uint64_t last_poll_ns; /* an application thread polled an empty CQ */
 	_Atomic uint64_t last_reap_ns; /* an application thread's poll returned completions */
 	_Atomic uint64_t last_post_ns; /* an application thread posted a send WR */
-	_Atomic uint64_t sleep_until;
+	_Atomic uint64_t sleep_until;  /* the progress thread's next timer, UINT64_MAX = none */
 	atomic_bool timers_dirty;  /* a timer was armed since the thread last looked (progress_deadline) */
 	atomic_bool data_armed;    /* the progress thread waits for the sockets' input (progress.c) */
 	atomic_bool want_armed;    /* ... and should again at once (sr_progress_need_thread) */
@@ -139,7 +139,7 @@ struct sr_context {
 	struct sr_qp *sole_qp;     /* the QP of the only socket, as of sole_qp_gen (progress_lock) */
 	uint32_t sole_qp_gen;
 	atomic_int n_ud_qps;       /* QPs whose datagrams come through the daemon: UD, and RC/UC
-	                            * without a flow socket (roce/net.c) */  /* the progress thread's next timer, UINT64_MAX = none */ /* an application thread polled an empty CQ */
+	                            * without a flow socket (roce/net.c) */
 
 	/* UD multicast (mcast.c).  mcast_lock serialises attach, detach and
 	 * QP destruction (it is held across the daemon call that joins or
