@@ -352,7 +352,10 @@ static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate)
 		return;
 	/* small, in a receive batch: copied, to leave with the batch */
 	bool defer = t->defer == qp && len <= SR_RESP_DEFER_BYTES && npkts <= SR_RESP_DEFER_PKTS;
-	if (!defer)
+	/* larger, in a receive batch: sent now, but for its last packet
+	 * (below); what waits goes first, in the same sendmmsg */
+	bool keep_last = !defer && t->defer == qp && npkts > 1, kept = false;
+	if (!defer && !keep_last)
 		resp_tx_flush(qp); /* what waits goes first */
 	struct sr_tx_batch *b = resp_batch(t, qp);
 	if (!qp_allows(qp, IBV_ACCESS_REMOTE_READ)) {
@@ -417,6 +420,26 @@ static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate)
 		if (!len)
 			n = 0;
 		struct iovec iov = { .iov_base = src ? src + off : NULL, .iov_len = n };
+		if (keep_last && i + 1 == npkts) {
+			/* The last packet carries an AETH, as the first: 4 bytes
+			 * more than the middle ones, so it cannot end their GSO
+			 * run and would be a datagram of its own.  Copied, it
+			 * waits for the batch, where it leads the next response's
+			 * first packets ([last, first, middle] is one run) or
+			 * leaves at the batch's end: a 64 KiB response is two
+			 * datagrams instead of three. */
+			resp_tx_send(t);
+			b = resp_batch(t, qp);
+			if (sr_place_guarded(t->stage, iov.iov_base, n)) {
+				t->stage_used = n;
+				iov.iov_base = t->stage;
+				sr_tx_batch_add(b, &h, &iov, 1, n);
+				kept = true;
+				break;
+			}
+			/* unmapped since the check: the kernel's copy fails
+			 * instead, and the requester's retry gets the NAK */
+		}
 		if (!sr_tx_batch_add(b, &h, &iov, n ? 1 : 0, n)) {
 			/* only an undeferred response: a deferred one has room (above;
 			 * 16 packets take at most 64 of the 512 iovecs) */
@@ -426,8 +449,10 @@ static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate)
 	}
 	if (stage)
 		return; /* leaves at sr_resp_end_batch, or before our next responder packet */
-	/* the batch points into registered memory: send before unlocking */
-	resp_tx_send(t);
+	/* the batch points into registered memory: send before unlocking
+	 * (all but a kept last packet, which points into the stage) */
+	if (!kept)
+		resp_tx_send(t);
 	pthread_rwlock_unlock(&qp->ctx->mr_lock);
 }
 

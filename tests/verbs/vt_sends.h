@@ -26,9 +26,11 @@
 #if !defined(SR_TSAN) && !defined(VT_SENDS_SANITIZED)
 #define VT_SENDS_COUNTED 1
 
-/* sendmsg and sendmmsg calls this thread made, and the whole process */
+/* sendmsg and sendmmsg calls this thread made, and the whole process;
+ * and the messages they sent (a UDP GSO run is one) */
 static __thread unsigned long vt_send_calls;
 static _Atomic unsigned long vt_send_calls_all;
+static _Atomic unsigned long vt_send_msgs_all;
 
 int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 {
@@ -37,7 +39,10 @@ int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 		next = (int (*)(int, struct mmsghdr *, unsigned int, int))dlsym(RTLD_NEXT, "sendmmsg");
 	vt_send_calls++;
 	vt_send_calls_all++;
-	return next(fd, v, n, flags);
+	int r = next(fd, v, n, flags);
+	if (r > 0)
+		vt_send_msgs_all += (unsigned long)r;
+	return r;
 }
 
 ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
@@ -47,7 +52,10 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 		next = (ssize_t(*)(int, const struct msghdr *, int))dlsym(RTLD_NEXT, "sendmsg");
 	vt_send_calls++;
 	vt_send_calls_all++;
-	return next(fd, m, flags);
+	ssize_t r = next(fd, m, flags);
+	if (r >= 0)
+		vt_send_msgs_all++;
+	return r;
 }
 
 #endif
