@@ -51,6 +51,7 @@ static void aeth_hdr(struct sr_qp *qp, struct sr_pkt *h, uint32_t psn, uint8_t s
 struct resp_tx {
 	struct sr_tx_batch b;
 	struct sr_qp *defer;  /* the QP receiving a batch on this thread */
+	bool more;            /* more of that batch follows this packet */
 	uint32_t stage_used;  /* bytes of stage the batch's packets point into */
 	uint8_t stage[SR_RESP_STAGE_BYTES];
 };
@@ -102,6 +103,14 @@ void sr_resp_defer_reads(struct sr_qp *qp)
 	if (t->b.npkts)
 		resp_tx_send(t);
 	t->defer = qp;
+	t->more = false;
+}
+
+void sr_resp_batch_more(bool more)
+{
+	struct resp_tx *t = resp_tx();
+	if (t)
+		t->more = more;
 }
 
 static void resp_xmit(struct sr_qp *qp, struct sr_pkt *h)
@@ -352,9 +361,11 @@ static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate)
 		return;
 	/* small, in a receive batch: copied, to leave with the batch */
 	bool defer = t->defer == qp && len <= SR_RESP_DEFER_BYTES && npkts <= SR_RESP_DEFER_PKTS;
-	/* larger, in a receive batch: sent now, but for its last packet
-	 * (below); what waits goes first, in the same sendmmsg */
-	bool keep_last = !defer && t->defer == qp && npkts > 1, kept = false;
+	/* larger, in a receive batch with more to come: sent now, but for
+	 * its last packet (below); what waits goes first, in the same
+	 * sendmmsg.  The last request of a batch (a ping-pong's only one)
+	 * sends all: its last packet would only leave alone a moment later. */
+	bool keep_last = !defer && t->defer == qp && t->more && npkts > 1, kept = false;
 	if (!defer && !keep_last)
 		resp_tx_flush(qp); /* what waits goes first */
 	struct sr_tx_batch *b = resp_batch(t, qp);

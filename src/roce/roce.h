@@ -182,6 +182,10 @@ void sr_resp_end_batch(struct sr_qp *qp);
  * sr_resp_end_batch, in one sendmmsg, instead of one each; NULL also
  * sends what waits. */
 void sr_resp_defer_reads(struct sr_qp *qp);
+/* Whether more of the receive batch follows the packet about to be
+ * handled: a multi-packet READ response keeps its last packet for the
+ * next one only then (resp.c). */
+void sr_resp_batch_more(bool more);
 /* The pending ACK as a packet header (and no longer pending); false if none. */
 bool sr_resp_take_ack(struct sr_qp *qp, struct sr_pkt *h);
 void sr_resp_reset(struct sr_qp *qp);
