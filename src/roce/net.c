@@ -865,7 +865,7 @@ static void rx_drain(struct sr_qp *qp, int fd, const struct sockaddr_in6 *local)
 			uint16_t k = 0;
 			for (size_t off = 0; off < len; off += seg, k++) {
 				env.ipv4_id_guess = k;
-				sr_resp_batch_more(off + seg < len || i + 1 < n);
+				env.batch_more = off + seg < len || i + 1 < n;
 				rx_datagram(qp, b + off, len - off < seg ? len - off : seg, &env);
 				if (qp->dead || qp->attr.qp_state == IBV_QPS_ERR)
 					break;

@@ -51,7 +51,6 @@ static void aeth_hdr(struct sr_qp *qp, struct sr_pkt *h, uint32_t psn, uint8_t s
 struct resp_tx {
 	struct sr_tx_batch b;
 	struct sr_qp *defer;  /* the QP receiving a batch on this thread */
-	bool more;            /* more of that batch follows this packet */
 	uint32_t stage_used;  /* bytes of stage the batch's packets point into */
 	uint8_t stage[SR_RESP_STAGE_BYTES];
 };
@@ -103,14 +102,6 @@ void sr_resp_defer_reads(struct sr_qp *qp)
 	if (t->b.npkts)
 		resp_tx_send(t);
 	t->defer = qp;
-	t->more = false;
-}
-
-void sr_resp_batch_more(bool more)
-{
-	struct resp_tx *t = resp_tx();
-	if (t)
-		t->more = more;
 }
 
 static void resp_xmit(struct sr_qp *qp, struct sr_pkt *h)
@@ -347,7 +338,7 @@ static bool qp_allows(struct sr_qp *qp, unsigned int access)
 	return (qp->attr.qp_access_flags & access) == access;
 }
 
-static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate)
+static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate, const struct sr_rx_env *env)
 {
 	struct sr_roce_qp *r = rqp(qp);
 	uint32_t len = pkt->reth_len;
@@ -365,7 +356,7 @@ static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate)
 	 * its last packet (below); what waits goes first, in the same
 	 * sendmmsg.  The last request of a batch (a ping-pong's only one)
 	 * sends all: its last packet would only leave alone a moment later. */
-	bool keep_last = !defer && t->defer == qp && t->more && npkts > 1, kept = false;
+	bool keep_last = !defer && t->defer == qp && env->batch_more && npkts > 1, kept = false;
 	if (!defer && !keep_last)
 		resp_tx_flush(qp); /* what waits goes first */
 	struct sr_tx_batch *b = resp_batch(t, qp);
@@ -536,11 +527,11 @@ static void resp_atomic(struct sr_qp *qp, struct sr_pkt *pkt)
 	send_atomic_ack(qp, pkt->psn, orig);
 }
 
-static void resp_duplicate(struct sr_qp *qp, struct sr_pkt *pkt)
+static void resp_duplicate(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_env *env)
 {
 	struct sr_roce_qp *r = rqp(qp);
 	if (pkt->mask & SR_OP_READ) {
-		resp_read(qp, pkt, true); /* re-execute: reads are idempotent */
+		resp_read(qp, pkt, true, env); /* re-execute: reads are idempotent */
 		return;
 	}
 	if (pkt->mask & SR_OP_ATOMIC) {
@@ -567,7 +558,7 @@ static bool seq_ok(struct sr_roce_qp *r, const struct sr_pkt *pkt)
 	return !cont;
 }
 
-static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt)
+static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_env *env)
 {
 	struct sr_roce_qp *r = rqp(qp);
 	bool rc = qp->ibqp.qp_base.qp_type == IBV_QPT_RC;
@@ -584,7 +575,7 @@ static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt)
 			return;
 		}
 		if (d < 0) {
-			resp_duplicate(qp, pkt);
+			resp_duplicate(qp, pkt, env);
 			return;
 		}
 		r->nak_seq_sent = false;
@@ -621,7 +612,7 @@ static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt)
 	}
 
 	if (pkt->mask & SR_OP_READ) {
-		resp_read(qp, pkt, false);
+		resp_read(qp, pkt, false, env);
 		return;
 	}
 	if (pkt->mask & SR_OP_ATOMIC) {
@@ -767,7 +758,7 @@ void sr_resp_rx(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_env *en
 		break;
 	case IBV_QPT_RC:
 	case IBV_QPT_UC:
-		resp_rc_uc(qp, pkt);
+		resp_rc_uc(qp, pkt, env);
 		break;
 	default:
 		break;

@@ -14,13 +14,15 @@
 struct sr_rx_env {
 	struct sockaddr_in6 src, dst;
 	uint16_t ipv4_id_guess; /* segment index within a GRO batch: what a GSO sender used */
+	bool batch_more;        /* more of the receive batch follows this packet (resp.c, resp_read) */
 };
 
 /* Packets to one destination, sent with one sendmmsg: the batch is cut
  * into runs ("groups"), each one message using UDP GSO (UDP_SEGMENT), in
- * which every datagram but the last has the same size.  A read response
- * burst is three runs (FIRST and LAST carry an AETH the MIDDLEs do not),
- * a large WRITE two.  The kernel gives GSO segment k IPv4 ID k (DF,
+ * which every datagram but the last has the same size.  A large WRITE is
+ * two runs (FIRST carries a RETH), a read response burst three (FIRST and
+ * LAST carry an AETH the MIDDLEs do not), or two when its LAST waits to
+ * lead the next response's run (resp.c, resp_read).  The kernel gives GSO segment k IPv4 ID k (DF,
  * unconnected socket), so the ICRC of a run's packet k is computed with
  * ID k; a receiver solves for the ID anyway (sr_icrc_verify_ipv4_id). */
 #define SR_TX_MAX_PKTS 64
@@ -182,10 +184,6 @@ void sr_resp_end_batch(struct sr_qp *qp);
  * sr_resp_end_batch, in one sendmmsg, instead of one each; NULL also
  * sends what waits. */
 void sr_resp_defer_reads(struct sr_qp *qp);
-/* Whether more of the receive batch follows the packet about to be
- * handled: a multi-packet READ response keeps its last packet for the
- * next one only then (resp.c). */
-void sr_resp_batch_more(bool more);
 /* The pending ACK as a packet header (and no longer pending); false if none. */
 bool sr_resp_take_ack(struct sr_qp *qp, struct sr_pkt *h);
 void sr_resp_reset(struct sr_qp *qp);
