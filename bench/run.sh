@@ -20,7 +20,10 @@
 # Absolute numbers on a shared 2-core machine drift; ratios measured in the
 # same run hold.  Benchmarks are not tests: nothing here fails a build.
 # BENCH_SECONDS (default 3) per bandwidth run, BENCH_ITERS (default 5000)
-# per latency run.
+# per latency run.  BENCH_REPEAT=N (default 1) measures everything N times,
+# one whole round after the other, and results.csv holds each number's
+# median (with min, max and n; every sample in samples.csv): one sample of a
+# run on a shared machine can be off by 1.5x.
 # Beside it: bench/middleware.sh (UCX, Open MPI), bench/iwarp.sh
 # (Soft-iWARP) and bench/storage.sh (iSER with tgtd and libiscsi beside
 # iSCSI over TCP; `make bench-storage`).
@@ -36,13 +39,17 @@ printf 'crc = on\n[rxe0]\ntype = roce\nnetdev = lo\n' > "$roce_conf"
 printf 'crc = on\n[siw0]\ntype = iwarp\nnetdev = lo\n' > "$iwarp_conf"
 RUN="$B/bin/softrdma-run"
 csv=$out/results.csv
-echo "metric,size,value,unit" > "$csv"
+samples=$out/samples.csv
+echo "metric,size,value,unit,round" > "$samples"
 log=$out/log.txt
 : > "$log"
 DUR=${BENCH_SECONDS:-3}
 ITERS=${BENCH_ITERS:-5000}
+REPS=${BENCH_REPEAT:-1}
+case $REPS in '' | *[!0-9]* | 0) echo "bench/run.sh: BENCH_REPEAT must be a positive integer, not '$REPS'" >&2; exit 2 ;; esac
+round=1
 
-rec() { echo "$1,$2,$3,$4" >> "$csv"; printf '  %-30s %8s  %12s %s\n' "$1" "$2" "$3" "$4"; }
+rec() { echo "$1,$2,$3,$4,$round" >> "$samples"; printf '  %-30s %8s  %12s %s\n' "$1" "$2" "$3" "$4"; }
 
 # server/client pair; prints the client's output.
 #   pair CONF WRAP CMD ARGS...   (CONF "" = none; WRAP "" or $RUN)
@@ -63,6 +70,7 @@ bw_of() { awk -v s=$1 '$1==s && NF>=5 {print $4}' | tail -1; }
 rate_of() { awk -v s=$1 '$1==s && NF>=5 {print $5}' | tail -1; }
 lat_line() { awk -v s=$1 '$1==s && NF>=9' | tail -1; }
 
+measure_round() {
 echo "== Soft-RoCE: RDMA WRITE/SEND/READ bandwidth by message size (perftest, ${DUR}s each)"
 for op in write send read; do
 	for sz in 64 1024 4096 16384 65536 262144 1048576; do
@@ -172,6 +180,13 @@ if command -v iperf3 >/dev/null; then
 	rec iperf3_tcp_bw 131072 "$(printf '%.1f' "${v:-0}")" MB/s
 	wait 2>/dev/null
 fi
+}
+
+for round in $(seq 1 "$REPS"); do
+	[ "$REPS" -gt 1 ] && echo "==== round $round of $REPS"
+	measure_round
+done
+python3 "$here/bench/median.py" "$samples" "$csv"
 
 python3 "$here/bench/ratios.py" "$csv" "$out/ratios.md" > "$out/ratios.txt"
 cat "$out/ratios.txt"
