@@ -561,6 +561,25 @@ static void connect_failed(struct sr_cm_id *c, int err)
 	     err);
 }
 
+/* Is fd connected to itself?  With nobody listening on a port of this
+ * host in the ephemeral range, TCP can choose that very port for our end
+ * of the connect: both SYNs meet (a simultaneous open) and the socket is
+ * connected to itself.  Our MPA Request would then come back to us as
+ * the "Reply".  The retries of a refused connect (connect_failed), each
+ * from the next ephemeral port, make that likely enough to matter. */
+static bool self_connected(int fd)
+{
+	struct sockaddr_storage me, peer;
+	socklen_t ml = sizeof(me), pl = sizeof(peer);
+	struct sockaddr_in6 a, b;
+
+	if (getsockname(fd, (struct sockaddr *)&me, &ml) || getpeername(fd, (struct sockaddr *)&peer, &pl))
+		return false;
+	sr_cm_to_in6((struct sockaddr *)&me, &a);
+	sr_cm_to_in6((struct sockaddr *)&peer, &b);
+	return a.sin6_port == b.sin6_port && !memcmp(&a.sin6_addr, &b.sin6_addr, sizeof(a.sin6_addr));
+}
+
 /* The active socket is writable: TCP connected (or failed).  Send the
  * MPA Request and wait for the Reply. */
 static void connect_done(struct sr_cm_id *c)
@@ -573,6 +592,11 @@ static void connect_done(struct sr_cm_id *c)
 		soerr = errno;
 	if (soerr) {
 		connect_failed(c, -soerr);
+		return;
+	}
+	if (self_connected(c->iw_fd)) {
+		sr_cm_dbg("iWARP id %p: TCP connected to itself: nobody listens on the port", (void *)c);
+		connect_failed(c, -ECONNREFUSED);
 		return;
 	}
 	setsockopt(c->iw_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

@@ -383,6 +383,32 @@ static void test_errors(void)
 	     getenv("SOFTRDMA_IW_CONNECT_RETRY_MS"));
 	EXPECT_WC(c->recv_cq, 77, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, &wc, "  the posted receive is flushed");
 	destroy(c);
+
+	/* With nobody listening on a port, a connect from that same port
+	 * meets its own SYN and TCP connects the socket to itself.  Retried
+	 * refusals come from ever new ephemeral ports, so a client of a port
+	 * in that range gets there by chance too (a flake of t_iwarp_cm). */
+	SECTION("no listener, and the connect's own port is the one it connects to (TCP connects it to itself)");
+	{
+		struct sockaddr_in me = vt_lo_addr(port);
+		struct sockaddr_in to = vt_lo_addr(port);
+		CHECK_RC(rdma_create_id(ch, &c, NULL, RDMA_PS_TCP), 0, "rdma_create_id");
+		CHECK_RC(rdma_bind_addr(c, (struct sockaddr *)&me), 0, "  bind it to 127.0.0.1:%u", port);
+		CHECK_RC(rdma_resolve_addr(c, NULL, (struct sockaddr *)&to, 2000), 0, "  resolve 127.0.0.1:%u", port);
+		if ((ev = next_event(RDMA_CM_EVENT_ADDR_RESOLVED, 2000)))
+			rdma_ack_cm_event(ev);
+		CHECK_RC(rdma_resolve_route(c, 2000), 0, "  rdma_resolve_route");
+		if ((ev = next_event(RDMA_CM_EVENT_ROUTE_RESOLVED, 2000)))
+			rdma_ack_cm_event(ev);
+		qp_attr(&qa);
+		CHECK_RC(rdma_create_qp(c, NULL, &qa), 0, "  rdma_create_qp");
+		CHECK_RC(rdma_connect(c, NULL), 0, "  connect");
+		if ((ev = next_event(RDMA_CM_EVENT_REJECTED, 5000))) {
+			CHECK_INT(ev->status, -ECONNREFUSED, "  REJECTED -ECONNREFUSED, not a protocol error");
+			rdma_ack_cm_event(ev);
+		}
+		destroy(c);
+	}
 }
 
 /* Our id connects to a plain TCP listener that plays the MPA responder. */
