@@ -51,16 +51,19 @@ static void qp_attr(struct ibv_qp_init_attr *a)
 }
 
 /* An active id resolved to 127.0.0.1:port, with a QP unless !qp. */
-static struct rdma_cm_id *resolved(uint16_t port, bool qp)
+/* A new id resolved to dst (bound to src first, if given), with a QP if
+ * qp; NULL if no id could be created. */
+static struct rdma_cm_id *resolve_to(const struct sockaddr *src, const struct sockaddr *dst, bool qp)
 {
 	struct rdma_cm_id *id;
 	struct rdma_cm_event *ev;
-	struct sockaddr_in a = vt_lo_addr(port);
 	struct ibv_qp_init_attr qa;
 
 	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
 		return NULL;
-	CHECK_RC(rdma_resolve_addr(id, NULL, (struct sockaddr *)&a, 2000), 0, "rdma_resolve_addr");
+	if (src)
+		CHECK_RC(rdma_bind_addr(id, (struct sockaddr *)src), 0, "rdma_bind_addr");
+	CHECK_RC(rdma_resolve_addr(id, NULL, (struct sockaddr *)dst, 2000), 0, "rdma_resolve_addr");
 	if ((ev = next_event(RDMA_CM_EVENT_ADDR_RESOLVED, 2000)))
 		rdma_ack_cm_event(ev);
 	CHECK(id->verbs && id->verbs->device->transport_type == IBV_TRANSPORT_IWARP,
@@ -73,6 +76,13 @@ static struct rdma_cm_id *resolved(uint16_t port, bool qp)
 		CHECK_RC(rdma_create_qp(id, NULL, &qa), 0, "  rdma_create_qp");
 	}
 	return id;
+}
+
+/* resolve_to 127.0.0.1:port */
+static struct rdma_cm_id *resolved(uint16_t port, bool qp)
+{
+	struct sockaddr_in a = vt_lo_addr(port);
+	return resolve_to(NULL, (struct sockaddr *)&a, qp);
 }
 
 static void destroy(struct rdma_cm_id *id)
@@ -390,18 +400,9 @@ static void test_errors(void)
 	 * in that range gets there by chance too (a flake of t_iwarp_cm). */
 	SECTION("no listener, and the connect's own port is the one it connects to (TCP connects it to itself)");
 	{
-		struct sockaddr_in me = vt_lo_addr(port);
-		struct sockaddr_in to = vt_lo_addr(port);
-		CHECK_RC(rdma_create_id(ch, &c, NULL, RDMA_PS_TCP), 0, "rdma_create_id");
-		CHECK_RC(rdma_bind_addr(c, (struct sockaddr *)&me), 0, "  bind it to 127.0.0.1:%u", port);
-		CHECK_RC(rdma_resolve_addr(c, NULL, (struct sockaddr *)&to, 2000), 0, "  resolve 127.0.0.1:%u", port);
-		if ((ev = next_event(RDMA_CM_EVENT_ADDR_RESOLVED, 2000)))
-			rdma_ack_cm_event(ev);
-		CHECK_RC(rdma_resolve_route(c, 2000), 0, "  rdma_resolve_route");
-		if ((ev = next_event(RDMA_CM_EVENT_ROUTE_RESOLVED, 2000)))
-			rdma_ack_cm_event(ev);
-		qp_attr(&qa);
-		CHECK_RC(rdma_create_qp(c, NULL, &qa), 0, "  rdma_create_qp");
+		struct sockaddr_in a = vt_lo_addr(port);
+		c = resolve_to((struct sockaddr *)&a, (struct sockaddr *)&a, true);
+		CHECK(c != NULL, "  an id bound to 127.0.0.1:%u, resolved to the same", port);
 		CHECK_RC(rdma_connect(c, NULL), 0, "  connect");
 		if ((ev = next_event(RDMA_CM_EVENT_REJECTED, 5000))) {
 			CHECK_INT(ev->status, -ECONNREFUSED, "  REJECTED -ECONNREFUSED, not a protocol error");
@@ -693,17 +694,10 @@ static void test_port0_v6(void)
 	CHECK_RC(rdma_listen(l, 4), 0, "listen on [::1]:0");
 	uint16_t port = ntohs(rdma_get_src_port(l));
 	CHECK(port != 0, "  a port was chosen (%u)", port);
-	CHECK_RC(rdma_create_id(ch, &c, NULL, RDMA_PS_TCP), 0, "client id");
 	a6.sin6_port = htons(port);
-	CHECK_RC(rdma_resolve_addr(c, NULL, (struct sockaddr *)&a6, 2000), 0, "resolve [::1]:%u", port);
-	if ((ev = next_event(RDMA_CM_EVENT_ADDR_RESOLVED, 2000)))
-		rdma_ack_cm_event(ev);
-	CHECK_RC(rdma_resolve_route(c, 2000), 0, "resolve route");
-	if ((ev = next_event(RDMA_CM_EVENT_ROUTE_RESOLVED, 2000)))
-		rdma_ack_cm_event(ev);
+	c = resolve_to(NULL, (struct sockaddr *)&a6, true);
+	CHECK(c != NULL, "client id resolved to [::1]:%u", port);
 	struct ibv_qp_init_attr qa;
-	qp_attr(&qa);
-	CHECK_RC(rdma_create_qp(c, NULL, &qa), 0, "create QP");
 	CHECK_RC(rdma_connect(c, NULL), 0, "connect over IPv6");
 	if ((ev = next_event(RDMA_CM_EVENT_CONNECT_REQUEST, 3000))) {
 		s = ev->id;
