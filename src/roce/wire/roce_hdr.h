@@ -218,5 +218,8 @@ uint32_t sr_crc32c_update_sw(uint32_t crc, const void *buf, size_t len);
 #define SR_CRC_FOLD_MIN 512
 bool sr_crc_fold_update(int which, uint32_t *crc, const void *buf, size_t len,
 			uint32_t (*bytewise)(uint32_t, const void *, size_t));
+/* The register width folding uses: 512 (AVX-512), 256 (AVX2), 0 (none,
+ * or SOFTRDMA_CRC_FOLD=0; =256 keeps it to 256). */
+int sr_crc_fold_bits(void);
 
 #endif
