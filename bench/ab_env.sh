@@ -1,7 +1,8 @@
 #!/bin/bash
 # bench/ab_env.sh ROUNDS VAR[=VALUE] PERFTEST-ARGS...: one of softrdma's
 # switches to compare (VAR: SOFTRDMA_CRC_FOLD, SOFTRDMA_TX_HOLD,
-# SOFTRDMA_ACK_HOLD, SOFTRDMA_POLL_DRIVE, SOFTRDMA_GSO) set to VALUE
+# SOFTRDMA_ACK_HOLD, SOFTRDMA_POLL_DRIVE, SOFTRDMA_GSO,
+# SOFTRDMA_RX_COALESCE_US) set to VALUE
 # (default 0: off) and unset (the default),
 # alternately, ROUNDS times each, on one perftest pair over Soft-RoCE on
 # lo.  Prints each run's bandwidth and the CPU seconds (user + system) of
@@ -10,7 +11,7 @@
 #   bench/ab_env.sh 4 SOFTRDMA_CRC_FOLD ib_write_bw -x 0 -s 65536 -n 20000
 #   bench/ab_env.sh 4 SOFTRDMA_CRC_FOLD=256 ib_write_bw -s 65536 -n 20000
 set -uo pipefail
-[ $# -ge 3 ] || { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 3 ] || { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 rounds=$1 var=${2%%=*} val=0
 case $2 in *=*) val=${2#*=} ;; esac
 shift 2

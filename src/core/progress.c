@@ -576,6 +576,43 @@ void sr_progress_need_thread(struct sr_context *ctx)
 	}
 }
 
+/* Receive coalescing, as a NIC's interrupt moderation (ethtool's
+ * rx-usecs).  The progress thread sleeps in epoll_wait while its sockets
+ * are empty, and every datagram that arrives then wakes it: in a stream
+ * of large RDMA Writes, one wake-up per datagram, each paid by the
+ * sender's system call (on loopback it delivers the datagram and wakes
+ * the receiver) and by the receiver's switch in.  After a receive pass
+ * that took at least SR_RX_COALESCE_MIN_BYTES the thread naps
+ * rx_coalesce_ns instead, while the next datagrams queue without waking
+ * anyone, and takes them in one pass.  A ping-pong never triggers it (one
+ * message in flight, under the threshold up to 64 KiB); above, a nap
+ * delays the next message's first datagrams, which come a round trip
+ * later anyway.  RoCE only: on a TCP stream (Soft-iWARP) it made 4 KiB
+ * Writes 16% slower.  SOFTRDMA_RX_COALESCE_US sets the nap (0: off). */
+#define SR_RX_COALESCE_MIN_BYTES 131072
+#define SR_RX_COALESCE_DEFAULT_US 20
+#define SR_RX_COALESCE_MAX_US 1000
+
+__thread uint64_t sr_rx_bytes;
+
+static uint64_t rx_coalesce_ns(void)
+{
+	const char *e = getenv("SOFTRDMA_RX_COALESCE_US");
+	char *end;
+	unsigned long us;
+
+	if (!e || !*e)
+		return SR_RX_COALESCE_DEFAULT_US * 1000ull;
+	errno = 0;
+	us = strtoul(e, &end, 10);
+	if (errno || *end || e[0] == '-' || us > SR_RX_COALESCE_MAX_US) {
+		sr_log("SOFTRDMA_RX_COALESCE_US=%s is not a number of microseconds from 0 to %d: using %d", e,
+		       SR_RX_COALESCE_MAX_US, SR_RX_COALESCE_DEFAULT_US);
+		return SR_RX_COALESCE_DEFAULT_US * 1000ull;
+	}
+	return us * 1000ull;
+}
+
 static void *progress_main(void *arg)
 {
 	struct sr_context *ctx = arg;
@@ -660,11 +697,17 @@ static void *progress_main(void *arg)
 				}
 			}
 		}
+		sr_rx_bytes = 0;
 		if (data)
 			receive_ready(ctx);
 		else
 			ctx->dev->tops->rx_flush(ctx);
 		pthread_mutex_unlock(&ctx->progress_lock);
+		if (ctx->rx_coalesce_ns && sr_rx_bytes >= SR_RX_COALESCE_MIN_BYTES) {
+			/* a stream: let the next datagrams gather (see above) */
+			struct timespec nap = { 0, (long)ctx->rx_coalesce_ns };
+			nanosleep(&nap, NULL);
+		}
 	}
 	return NULL;
 }
@@ -681,6 +724,7 @@ int sr_progress_start(struct sr_context *ctx)
 	 * applications poll (to compare, bench/run.sh) */
 	const char *pd = getenv("SOFTRDMA_POLL_DRIVE");
 	ctx->poll_drive = !pd || strcmp(pd, "0");
+	ctx->rx_coalesce_ns = rx_coalesce_ns();
 
 	ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
 	ctx->data_epfd = epoll_create1(EPOLL_CLOEXEC);

@@ -134,6 +134,7 @@ struct sr_context {
 	atomic_bool data_armed;    /* the progress thread waits for the sockets' input (progress.c) */
 	atomic_bool want_armed;    /* ... and should again at once (sr_progress_need_thread) */
 	bool poll_drive;           /* it may stop while pollers receive (SOFTRDMA_POLL_DRIVE) */
+	uint64_t rx_coalesce_ns;   /* its nap after a large receive pass (SOFTRDMA_RX_COALESCE_US) */
 	atomic_uint n_data_fds;    /* sockets in data_epfd */
 	atomic_uint data_fds_gen;  /* changes whenever one comes or goes */
 	struct sr_qp *sole_qp;     /* the QP of the only socket, as of sole_qp_gen (progress_lock) */
@@ -469,6 +470,15 @@ static inline uint8_t *sr_rkey_lookup(struct sr_qp *qp, uint32_t key, uint64_t v
  * ibv_dereg_mr.  0, -EINVAL (no such key) or -EACCES (another PD).
  * Takes ctx->mr_lock. */
 int sr_mr_invalidate(struct sr_context *ctx, uint32_t key, struct sr_pd *pd);
+/* Bytes of RoCE datagrams this thread has received since it last cleared
+ * the count: the progress thread's receive coalescing (progress.c) reads
+ * its own after each receive pass. */
+extern __thread uint64_t sr_rx_bytes;
+static inline void sr_rx_account(size_t n)
+{
+	sr_rx_bytes += n;
+}
+
 /* Copy a peer's data into application memory as a NIC's DMA would: each
  * byte written once, the last ones last and in address order.  memcpy may
  * store a byte twice (glibc copies 64 bytes as two overlapping 64-byte

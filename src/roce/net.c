@@ -850,6 +850,7 @@ static void rx_drain(struct sr_qp *qp, int fd, const struct sockaddr_in6 *local)
 			if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC)
 				continue;
 			size_t len = msgs[i].msg_len, seg = len;
+			sr_rx_account(len);
 			const uint8_t *b = iov[i].iov_base;
 			for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msgs[i].msg_hdr); cm;
 			     cm = CMSG_NXTHDR(&msgs[i].msg_hdr, cm)) {
