@@ -50,6 +50,7 @@
 #include <sys/socket.h>
 
 #include "cm/cm.h"
+#include "common/env.h"
 #include "iwarp/iwarp_cm.h"
 
 /* siw's MPA timeouts: the initiator waits 10 s for the Reply, the
@@ -66,18 +67,7 @@ static int env_mpa_ms = -1;
 
 static int env_ms(const char *name, int dflt)
 {
-	const char *s = getenv(name);
-	char *end;
-	long v;
-
-	if (!s || !*s)
-		return dflt;
-	v = strtol(s, &end, 10);
-	if (*end || v < 0 || v > 600000) {
-		fprintf(stderr, "softrdma: %s=%s: expected milliseconds 0..600000; using %d\n", name, s, dflt);
-		return dflt;
-	}
-	return (int)v;
+	return (int)sr_env_range(name, dflt, 600000, "milliseconds");
 }
 
 static uint64_t reply_timeout_ns(void)

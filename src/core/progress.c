@@ -14,6 +14,7 @@
 #include "core/guard.h"
 #include "core/sr.h"
 #include "common/daemon_client.h"
+#include "common/env.h"
 #include "common/thread.h"
 
 #define SR_EP_DOORBELL ((void *)1)
@@ -597,20 +598,8 @@ __thread uint64_t sr_rx_bytes;
 
 static uint64_t rx_coalesce_ns(void)
 {
-	const char *e = getenv("SOFTRDMA_RX_COALESCE_US");
-	char *end;
-	unsigned long us;
-
-	if (!e || !*e)
-		return SR_RX_COALESCE_DEFAULT_US * 1000ull;
-	errno = 0;
-	us = strtoul(e, &end, 10);
-	if (errno || *end || e[0] == '-' || us > SR_RX_COALESCE_MAX_US) {
-		sr_log("SOFTRDMA_RX_COALESCE_US=%s is not a number of microseconds from 0 to %d: using %d", e,
-		       SR_RX_COALESCE_MAX_US, SR_RX_COALESCE_DEFAULT_US);
-		return SR_RX_COALESCE_DEFAULT_US * 1000ull;
-	}
-	return us * 1000ull;
+	return (uint64_t)sr_env_range("SOFTRDMA_RX_COALESCE_US", SR_RX_COALESCE_DEFAULT_US, SR_RX_COALESCE_MAX_US,
+				      "microseconds") * 1000ull;
 }
 
 static void *progress_main(void *arg)

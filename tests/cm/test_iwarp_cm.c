@@ -50,7 +50,6 @@ static void qp_attr(struct ibv_qp_init_attr *a)
 	a->sq_sig_all = 1;
 }
 
-/* An active id resolved to 127.0.0.1:port, with a QP unless !qp. */
 /* A new id resolved to dst (bound to src first, if given), with a QP if
  * qp; NULL if no id could be created. */
 static struct rdma_cm_id *resolve_to(const struct sockaddr *src, const struct sockaddr *dst, bool qp)
