@@ -274,6 +274,10 @@ void sr_iw_term_local(struct sr_qp *qp, uint8_t layer, uint8_t etype, uint8_t ec
 		      uint32_t bad_len, uint32_t seg_len, int ev);
 /* A Terminate arrived (h parsed): QP to ERR, the affected WQE failed. */
 void sr_iw_term_received(struct sr_qp *qp, const struct sr_iw_hdr *h);
+/* Terminate codes for a remote STag that sr_iw_stag_lookup refused:
+ * DDP tagged-buffer (placement) and RDMAP protection (READ source). */
+uint8_t sr_iw_memerr_ddp(enum sr_iw_memerr e);
+uint8_t sr_iw_memerr_rdmap(enum sr_iw_memerr e);
 
 extern const struct sr_transport_ops sr_iwarp_ops;
 

@@ -31,38 +31,6 @@ void sr_iw_rx_reset(struct sr_qp *qp)
 		rx->msn[q] = 1;
 }
 
-static uint8_t memerr_ddp(enum sr_iw_memerr e)
-{
-	switch (e) {
-	case SR_IW_MEM_PD:
-		return SR_TERM_DDP_T_STAG_NOT_ASSOC;
-	case SR_IW_MEM_BOUNDS:
-		return SR_TERM_DDP_T_BASE_BOUNDS;
-	case SR_IW_MEM_WRAP:
-		return SR_TERM_DDP_T_TO_WRAP;
-	default:
-		/* RFC 5041 has no code for missing access rights: siw calls it
-		 * an invalid STag, and so do we */
-		return SR_TERM_DDP_T_INV_STAG;
-	}
-}
-
-static uint8_t memerr_rdmap(enum sr_iw_memerr e)
-{
-	switch (e) {
-	case SR_IW_MEM_PD:
-		return SR_TERM_RDMAP_STAG_NOT_ASSOC;
-	case SR_IW_MEM_ACCESS:
-		return SR_TERM_RDMAP_ACCESS;
-	case SR_IW_MEM_BOUNDS:
-		return SR_TERM_RDMAP_BASE_BOUNDS;
-	case SR_IW_MEM_WRAP:
-		return SR_TERM_RDMAP_TO_WRAP;
-	default:
-		return SR_TERM_RDMAP_INV_STAG;
-	}
-}
-
 static void ddp_tagged_err(struct sr_qp *qp, uint8_t ecode)
 {
 	sr_iw_term_rx_error(qp, SR_TERM_LAYER_DDP, SR_TERM_DDP_TAGGED, ecode, IBV_EVENT_QP_ACCESS_ERR);
@@ -231,7 +199,7 @@ static int rx_start(struct sr_qp *qp)
 			bool ok = sr_iw_stag_lookup(qp, h->stag, h->to, rx->pay_len, IBV_ACCESS_REMOTE_WRITE, &err);
 			pthread_rwlock_unlock(&qp->ctx->mr_lock);
 			if (!ok) {
-				ddp_tagged_err(qp, memerr_ddp(err));
+				ddp_tagged_err(qp, sr_iw_memerr_ddp(err));
 				return -1;
 			}
 			rx->dst = SR_IW_DST_WRITE;
@@ -268,7 +236,7 @@ static int rx_start(struct sr_qp *qp)
 			if (!ok) {
 				wqe->state = SR_WQE_DONE;
 				wqe->status = IBV_WC_LOC_PROT_ERR;
-				ddp_tagged_err(qp, memerr_ddp(err));
+				ddp_tagged_err(qp, sr_iw_memerr_ddp(err));
 				return -1;
 			}
 			rx->dst = SR_IW_DST_RRESP;
@@ -341,7 +309,7 @@ static int rx_start(struct sr_qp *qp)
 			pthread_rwlock_unlock(&qp->ctx->mr_lock);
 			if (!ok) {
 				sr_iw_term_rx_error(qp, SR_TERM_LAYER_RDMAP, SR_TERM_RDMAP_PROTECTION,
-						    memerr_rdmap(err), IBV_EVENT_QP_ACCESS_ERR);
+						    sr_iw_memerr_rdmap(err), IBV_EVENT_QP_ACCESS_ERR);
 				return -1;
 			}
 		}

@@ -45,22 +45,6 @@ void sr_iw_tx_reset(struct sr_qp *qp)
 		sr_iw_fault_reset(qp);
 }
 
-static uint8_t memerr_rdmap(enum sr_iw_memerr e)
-{
-	switch (e) {
-	case SR_IW_MEM_PD:
-		return SR_TERM_RDMAP_STAG_NOT_ASSOC;
-	case SR_IW_MEM_ACCESS:
-		return SR_TERM_RDMAP_ACCESS;
-	case SR_IW_MEM_BOUNDS:
-		return SR_TERM_RDMAP_BASE_BOUNDS;
-	case SR_IW_MEM_WRAP:
-		return SR_TERM_RDMAP_TO_WRAP;
-	default:
-		return SR_TERM_RDMAP_INV_STAG;
-	}
-}
-
 /* A local error while preparing what to send: remembered, and handled
  * (Terminate, QP to ERR) once mr_lock is no longer held. */
 static void tx_fail(struct sr_qp *qp, uint8_t layer, uint8_t etype, uint8_t ecode, uint32_t irq_idx)
@@ -296,7 +280,7 @@ static int add_fpdu(struct sr_qp *qp)
 			if (!host) {
 				/* checked when the request came; deregistered since */
 				m->src = SR_IW_SRC_NONE;
-				tx_fail(qp, SR_TERM_LAYER_RDMAP, SR_TERM_RDMAP_PROTECTION, memerr_rdmap(err),
+				tx_fail(qp, SR_TERM_LAYER_RDMAP, SR_TERM_RDMAP_PROTECTION, sr_iw_memerr_rdmap(err),
 					m->wqe_idx);
 				return -1;
 			}

@@ -9,6 +9,41 @@
 
 #include "iwarp/iwarp.h"
 
+/* The Terminate code for a remote STag that failed to resolve: a DDP
+ * tagged-buffer error (the placement of a WRITE or READ Response) or an
+ * RDMAP protection error (a READ Request's source). */
+uint8_t sr_iw_memerr_ddp(enum sr_iw_memerr e)
+{
+	switch (e) {
+	case SR_IW_MEM_PD:
+		return SR_TERM_DDP_T_STAG_NOT_ASSOC;
+	case SR_IW_MEM_BOUNDS:
+		return SR_TERM_DDP_T_BASE_BOUNDS;
+	case SR_IW_MEM_WRAP:
+		return SR_TERM_DDP_T_TO_WRAP;
+	default:
+		/* RFC 5041 has no code for missing access rights: siw calls it
+		 * an invalid STag, and so do we */
+		return SR_TERM_DDP_T_INV_STAG;
+	}
+}
+
+uint8_t sr_iw_memerr_rdmap(enum sr_iw_memerr e)
+{
+	switch (e) {
+	case SR_IW_MEM_PD:
+		return SR_TERM_RDMAP_STAG_NOT_ASSOC;
+	case SR_IW_MEM_ACCESS:
+		return SR_TERM_RDMAP_ACCESS;
+	case SR_IW_MEM_BOUNDS:
+		return SR_TERM_RDMAP_BASE_BOUNDS;
+	case SR_IW_MEM_WRAP:
+		return SR_TERM_RDMAP_TO_WRAP;
+	default:
+		return SR_TERM_RDMAP_INV_STAG;
+	}
+}
+
 void sr_iw_term_local(struct sr_qp *qp, uint8_t layer, uint8_t etype, uint8_t ecode, const uint8_t *bad,
 		      uint32_t bad_len, uint32_t seg_len, int ev)
 {
