@@ -1078,6 +1078,45 @@ static int rs_send_iomaps(struct rsocket *rs, bool nonblock)
 	return 0;
 }
 
+/* The start of every send call: connected (or accepting: wait until it
+ * is), our half still open, the iomaps the peer should know sent.
+ * 0, or -1 with errno set. */
+static int rs_send_start(struct rsocket *rs, bool nonblock)
+{
+	if (rs_ready_for_data(rs, nonblock))
+		return -1;
+	if (rs->state == RS_ACCEPTING && rs_wait(rs, nonblock, rs_send_ready, -1))
+		return -1;
+	if (!rs_send_open(rs))
+		return rs_fail(rs_send_errno(rs));
+	if (rs->iomap_pending && rs_send_iomaps(rs, nonblock))
+		return -1;
+	return 0;
+}
+
+/* Wait until ready(rs) in the middle of a send: 0, or the errno that
+ * ends the call (EAGAIN when nonblocking, the connection's error). */
+static int rs_send_wait(struct rsocket *rs, bool nonblock, bool (*ready)(struct rsocket *rs))
+{
+	if (rs_wait(rs, nonblock, ready, -1))
+		return errno;
+	return rs_send_open(rs) ? 0 : rs_send_errno(rs);
+}
+
+/* The next transfer's size: small first, so the peer starts receiving
+ * early, doubling up to RS_MAX_TRANSFER, never more than what is left. */
+static uint32_t rs_ramp(uint32_t *olen, size_t left)
+{
+	uint32_t xfer;
+
+	if (*olen >= left)
+		return (uint32_t)left;
+	xfer = *olen;
+	if (*olen < RS_MAX_TRANSFER)
+		*olen <<= 1;
+	return xfer;
+}
+
 static ssize_t rs_sendv(struct rsocket *rs, const struct iovec *iov, int iovcnt, int flags)
 {
 	struct rs_iov_cur c = { iov, iovcnt, 0 };
@@ -1092,37 +1131,18 @@ static ssize_t rs_sendv(struct rsocket *rs, const struct iovec *iov, int iovcnt,
 		len = SSIZE_MAX;
 	left = len;
 
-	if (rs_ready_for_data(rs, nonblock))
-		return -1;
-	if (rs->state == RS_ACCEPTING && rs_wait(rs, nonblock, rs_send_ready, -1))
-		return -1;
-	if (!rs_send_open(rs))
-		return rs_fail(rs_send_errno(rs));
-	if (rs->iomap_pending && rs_send_iomaps(rs, nonblock))
+	if (rs_send_start(rs, nonblock))
 		return -1;
 
 	while (left) {
 		uint32_t xfer, room;
 
 		if (!rs_can_send(rs)) {
-			if (rs_wait(rs, nonblock, rs_send_ready, -1)) {
-				err = errno;
+			err = rs_send_wait(rs, nonblock, rs_send_ready);
+			if (err)
 				break;
-			}
-			if (!rs_send_open(rs)) {
-				err = rs_send_errno(rs);
-				break;
-			}
 		}
-		/* small first, so the peer starts receiving early, then up to
-		 * RS_MAX_TRANSFER per write */
-		if (olen < left) {
-			xfer = olen;
-			if (olen < RS_MAX_TRANSFER)
-				olen <<= 1;
-		} else {
-			xfer = (uint32_t)left;
-		}
+		xfer = rs_ramp(&olen, left);
 		if (xfer > rs->sbuf_bytes_avail)
 			xfer = rs->sbuf_bytes_avail;
 		room = rs_remote_sge_room(rs);
@@ -1540,13 +1560,7 @@ static ssize_t rs_iowrite(struct rsocket *rs, const void *buf, size_t count, uin
 	bool have = false;
 	int err = 0;
 
-	if (rs_ready_for_data(rs, nonblock))
-		return -1;
-	if (rs->state == RS_ACCEPTING && rs_wait(rs, nonblock, rs_send_ready, -1))
-		return -1;
-	if (!rs_send_open(rs))
-		return rs_fail(rs_send_errno(rs));
-	if (rs->iomap_pending && rs_send_iomaps(rs, nonblock))
+	if (rs_send_start(rs, nonblock))
 		return -1;
 
 	/* reap completions (and let the library receive acknowledgements
@@ -1565,22 +1579,11 @@ static ssize_t rs_iowrite(struct rsocket *rs, const void *buf, size_t count, uin
 			have = true;
 		}
 		if (!(rs->sqe_avail >= 1 && rs->sbuf_bytes_avail >= RS_SNDLOWAT)) {
-			if (rs_wait(rs, nonblock, rs_direct_ready, -1)) {
-				err = errno;
+			err = rs_send_wait(rs, nonblock, rs_direct_ready);
+			if (err)
 				break;
-			}
-			if (!rs_send_open(rs)) {
-				err = rs_send_errno(rs);
-				break;
-			}
 		}
-		if (olen < left) {
-			xfer = olen;
-			if (olen < RS_MAX_TRANSFER)
-				olen <<= 1;
-		} else {
-			xfer = (uint32_t)left;
-		}
+		xfer = rs_ramp(&olen, left);
 		if (xfer > rs->sbuf_bytes_avail)
 			xfer = rs->sbuf_bytes_avail;
 		if (xfer > iom.sge.length - (offset - iom.offset))
