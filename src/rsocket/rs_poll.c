@@ -19,8 +19,13 @@
 #include "abi/export.h"
 #include "rsocket/rsocket.h"
 
-/* Processes an rsocket's events and returns its revents; arms its CQ
- * first (and looks again) when the caller is about to sleep. */
+/* Processes an rsocket's events and returns its revents; when the
+ * caller is about to sleep and nothing is ready, arms its CQ and looks
+ * again.  That look may consume the event of a completion that came just
+ * after arming (a send's, a credit update: nothing that makes the socket
+ * ready), which disarms the CQ: arm again, or the sleep that follows
+ * would miss every later completion (a lost wake-up, ended only by
+ * RS_WAKE_UP_INTERVAL). */
 static short rs_poll_one(struct rsocket *rs, short events, bool arm, bool force_cm)
 {
 	short rev;
@@ -28,7 +33,7 @@ static short rs_poll_one(struct rsocket *rs, short events, bool arm, bool force_
 	pthread_mutex_lock(&rs->lock);
 	rs_progress(rs, force_cm);
 	rev = rs_poll_events(rs, events);
-	if (!rev && arm && rs_arm(rs)) {
+	while (!rev && arm && rs_arm(rs)) {
 		rs_progress(rs, false);
 		rev = rs_poll_events(rs, events);
 	}

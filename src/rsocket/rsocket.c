@@ -619,7 +619,10 @@ static int rs_copy_addr(struct sockaddr *dst, socklen_t *len, const struct socka
 	struct sockaddr_storage ss;
 	socklen_t size;
 
-	if (!dst || !len)
+	/* as getsockname(2): a length of 0 copies nothing and needs no
+	 * buffer, only says how long the address is (rdma-core's
+	 * librspreload asks so when it falls back to a TCP socket) */
+	if (!len || (!dst && *len))
 		return rs_fail(EFAULT);
 	memset(&ss, 0, sizeof(ss));
 	if (src && (src->sa_family == AF_INET || src->sa_family == AF_INET6))
@@ -627,7 +630,8 @@ static int rs_copy_addr(struct sockaddr *dst, socklen_t *len, const struct socka
 	else
 		ss.ss_family = (sa_family_t)domain;
 	size = ss.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
-	memcpy(dst, &ss, *len < size ? *len : size);
+	if (*len)
+		memcpy(dst, &ss, *len < size ? *len : size);
 	*len = size;
 	return 0;
 }

@@ -4,7 +4,7 @@
  * with data verification (one way, both ways at once from two threads per
  * socket), the iovec/PEEK/WAITALL variants, non-blocking EAGAIN and
  * recovery, rpoll/rselect timeouts and wake-ups over rsockets mixed with a
- * pipe, shutdown semantics (EOF after the data, half-close, EPIPE, POLLHUP),
+ * pipe, a stream read through rpoll alone (no lost wake-up), shutdown semantics (EOF after the data, half-close, EPIPE, POLLHUP),
  * data sent just before rclose not lost, riomap/riowrite, the iWARP message
  * mode, many connections on one listener, and a peer process that dies
  * without closing.  Only the public rsocket API is used. */
@@ -519,6 +519,63 @@ static void test_nonblocking(void)
 		close(p[0]);
 		close(p[1]);
 	}
+	rclose(c);
+	rclose(s);
+}
+
+/* A reader that waits only in rpoll while the peer streams.  Before it
+ * sleeps, rpoll arms the socket's CQ and looks once more; a completion
+ * that came just then (a send's, a credit update) consumed the arming's
+ * event, and the sleep that followed missed all later ones until the
+ * 500 ms safety net: iperf3 and select()-driven programs over
+ * librspreload stalled that way in half their runs. */
+static void test_rpoll_stream(void)
+{
+	enum { LEN = 64 << 20, CHUNK = 128 << 10 };
+	int s, c;
+
+	SECTION("a stream read through rpoll(-1): no wake-up lost");
+	if (!pair_opts(&s, &c, NULL, NULL))
+		return;
+	rfcntl(s, F_SETFL, O_NONBLOCK);
+	struct xfer tx = { .fd = c, .len = LEN, .chunk = CHUNK, .seed = 91 };
+	pthread_t t;
+	pthread_create(&t, NULL, send_thread, &tx);
+	uint8_t *buf = malloc(LEN);
+	size_t off = 0;
+	uint64_t longest = 0, polls = 0;
+	bool ok = true;
+	while (off < LEN && ok) {
+		struct pollfd pf = { .fd = s, .events = POLLIN };
+		uint64_t t0 = vt_now_ms();
+		int r = rpoll(&pf, 1, -1);
+		uint64_t dt = vt_now_ms() - t0;
+		polls++;
+		if (dt > longest)
+			longest = dt;
+		if (r != 1) {
+			ok = CHECK(false, "rpoll(-1) returns the readable socket\t(%d, %s)", r, strerror(errno));
+			break;
+		}
+		while (off < LEN) {
+			ssize_t n = rrecv(s, buf + off, LEN - off < CHUNK ? LEN - off : CHUNK, 0);
+			if (n > 0) {
+				off += (size_t)n;
+				continue;
+			}
+			if (n < 0 && errno == EAGAIN)
+				break;
+			ok = CHECK(false, "rrecv after POLLIN\t(%zd, %s)", n, strerror(errno));
+			break;
+		}
+	}
+	pthread_join(t, NULL);
+	CHECK(tx.ok, "the writer sent %d MiB", LEN >> 20);
+	CHECK(ok && off == LEN && vt_verify(buf, LEN, 91) < 0, "the reader got them, verified (%zu bytes)", off);
+	/* a lost wake-up ends only at the 500 ms safety net */
+	CHECK(longest < 450, "no rpoll waited for the safety net: longest %llu ms in %llu calls",
+	      (unsigned long long)longest, (unsigned long long)polls);
+	free(buf);
 	rclose(c);
 	rclose(s);
 }
@@ -1069,6 +1126,7 @@ int main(int argc, char **argv)
 	test_names();
 	test_data();
 	test_nonblocking();
+	test_rpoll_stream();
 	test_shutdown();
 	test_iomap();
 	test_write_after_unmap();
