@@ -84,6 +84,37 @@ static int rs_tab_insert(struct rsocket *rs)
 	return 0;
 }
 
+/* Gives an accepted rsocket a descriptor made now, as rdma-core's
+ * raccept does (its new socket's channel is created inside the call).
+ * Ours was made when the connection request came, before the caller's
+ * own descriptors of the moment, and librspreload depends on the order:
+ * it hands the application a placeholder descriptor opened just before
+ * raccept, and its select() finds the placeholder of an rsocket as the
+ * lowest descriptor that maps to it, where any descriptor it does not
+ * know maps to itself.  An rsocket numbered below its placeholder was
+ * reported under its own number: iperf3's server never saw its data
+ * stream readable.  On failure the old number stays (rc.accept works
+ * either way). */
+static void rs_renumber(struct rsocket *rs)
+{
+	int old = rs->index;
+	int nfd = fcntl(old, (rs->fd_flags & FD_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, 0);
+
+	if (nfd < 0)
+		return;
+	rs->index = nfd;
+	if (rs_tab_insert(rs)) {
+		rs->index = old;
+		close(nfd);
+		return;
+	}
+	pthread_rwlock_wrlock(&rs_tab_lock);
+	if (rs_tab[old] == rs)
+		rs_tab[old] = NULL;
+	pthread_rwlock_unlock(&rs_tab_lock);
+	close(old);
+}
+
 static void rs_tab_remove(struct rsocket *rs)
 {
 	pthread_rwlock_wrlock(&rs_tab_lock);
@@ -653,12 +684,13 @@ SR_EXPORT int raccept(int socket, struct sockaddr *addr, socklen_t *addrlen)
 		rs->acc_tail = NULL;
 	c->acc_next = NULL;
 	pthread_mutex_unlock(&rs->lock);
-	if (addr && addrlen) {
-		pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&c->lock);
+	rs_renumber(c);
+	if (addr && addrlen)
 		rs_copy_addr(addr, addrlen, rdma_get_peer_addr(c->cm_id), c->domain);
-		pthread_mutex_unlock(&c->lock);
-	}
-	return c->index;
+	int fd = c->index;
+	pthread_mutex_unlock(&c->lock);
+	return fd;
 }
 
 static bool rs_connect_done(struct rsocket *rs)

@@ -8,7 +8,8 @@
 # one listener), non-blocking (the default), blocking (-T b), rpoll-driven
 # (-T a) and both, small buffers (-B), iterations (-I), keepalive (-k),
 # rdma_getaddrinfo (-T r), IPv6, riostream's riomap/riowrite in every mode,
-# and a client with no server failing cleanly.  The result lines are echoed
+# iperf3 over rdma-core's librspreload (softrdma-run --rsocket), also
+# against a plain TCP server, and a client with no server failing cleanly.  The result lines are echoed
 # ("#   ...") for the record.
 . "$(dirname "$0")/lib.sh"
 sr_need_cmd rstream riostream
@@ -68,6 +69,38 @@ rs_pair "riostream -T v -T a -T b: rpoll and blocking, 10 kB x 100 x 5" riostrea
 # latency pattern: both ends spin on the buffer's last byte while the
 # peer's progress thread places each 64-byte write (slow on few cores)
 rs_pair "riostream: 64 B ping-pong of single riowrites, 500 rounds" riostream '-S 64 -C 1 -I 500'
+
+# ---- socket programs through rdma-core's librspreload (softrdma-run --rsocket) ----
+
+# iperf3's server waits in select() over its listener, control and data
+# sockets: it saw its data stream readable only once raccept numbered the
+# accepted socket after librspreload's placeholder, and read at full speed
+# only once rpoll stopped losing wake-ups.
+if ls /usr/lib/*/rsocket/librspreload.so >/dev/null 2>&1 && command -v iperf3 >/dev/null 2>&1; then
+	for dir in "" -R; do
+		p=$(sr_free_port)
+		# shellcheck disable=SC2086 # dir is one option or none
+		if sr_pair "iperf3 ${dir:+$dir }over rsockets (softrdma-run --rsocket), 2 s" "cm:$p" \
+			-- "$SR_RUN" --rsocket iperf3 -s -1 -B 127.0.0.1 -p "$p" \
+			-- "$SR_RUN" --rsocket iperf3 -c 127.0.0.1 -p "$p" -t 2 $dir; then
+			sr_expect "$SR_CLIENT_OUT" 'receiver$' "  the client printed the receiver's total" &&
+				sr_reject "$SR_CLIENT_OUT" ' 0\.00 Bytes .*receiver$' "  and it is not zero" &&
+				grep -E 'receiver$' "$SR_CLIENT_OUT" | sed 's/^/#   /'
+		fi
+	done
+	# a peer that is no rsocket: the rconnect is refused and librspreload
+	# carries on over TCP (it asks rgetsockname for the address length)
+	p=$(sr_free_port)
+	if sr_pair "iperf3 over rsockets against a plain TCP server: falls back to TCP" "$p" \
+		-- iperf3 -s -1 -B 127.0.0.1 -p "$p" \
+		-- "$SR_RUN" --rsocket iperf3 -c 127.0.0.1 -p "$p" -t 1; then
+		sr_expect "$SR_CLIENT_OUT" 'receiver$' "  the client printed the receiver's total"
+	fi
+else
+	echo "# no librspreload.so (librdmacm1) or no iperf3: the librspreload runs are skipped"
+fi
+sr_run_fail "softrdma-run --rsocket: unknown option after it still fails cleanly" -- "$SR_RUN" --rsocket --bogus true
+sr_expect "$SR_OUT" "unknown option '--bogus'" "  it names the option"
 
 # ---- errors ----------------------------------------------------------------------
 

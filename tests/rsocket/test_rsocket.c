@@ -319,6 +319,9 @@ static void test_names(void)
 	len = 4;
 	CHECK(!rgetpeername(s, (struct sockaddr *)&sp, &len) && len == sizeof(sp),
 	      "a short address buffer gets the full length back");
+	len = 0;
+	CHECK(!rgetsockname(s, NULL, &len) && len == sizeof(sp),
+	      "no buffer, length 0: just the length, as getsockname(2)\t(%s)", strerror(errno));
 	v = 64;
 	errno = 0;
 	CHECK(rsetsockopt(c, SOL_RDMA, RDMA_SQSIZE, &v, sizeof(v)) == -1 && errno == EINVAL,
@@ -340,6 +343,29 @@ static void test_names(void)
 	CHECK(!memcmp(got, "pong", 4), "  same bytes");
 	rclose(c);
 	rclose(s);
+
+	/* raccept makes the new socket's descriptor in the call, as
+	 * rdma-core: librspreload takes a placeholder descriptor just before
+	 * raccept and tells sockets apart by which number is lower */
+	uint16_t port;
+	int l = listener(&port);
+	if (!CHECK(l >= 0, "listener\t(%s)", strerror(errno)))
+		return;
+	c = rsocket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in la = vt_lo_addr(port);
+	rfcntl(c, F_SETFL, O_NONBLOCK);
+	rconnect(c, (struct sockaddr *)&la, sizeof(la));
+	struct pollfd pf = { .fd = l, .events = POLLIN };
+	CHECK(rpoll(&pf, 1, 5000) == 1, "the listener has a connection waiting");
+	int ph = open("/dev/null", O_RDONLY);
+	s = raccept(l, NULL, NULL);
+	CHECK(s > ph, "raccept's descriptor comes after one opened just before (%d, %d)", s, ph);
+	char b = 'x';
+	CHECK(s >= 0 && rsend(s, &b, 1, 0) == 1, "and it works");
+	close(ph);
+	rclose(c);
+	rclose(s);
+	rclose(l);
 }
 
 static void test_data(void)
