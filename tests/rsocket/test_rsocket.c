@@ -570,6 +570,7 @@ static void test_rpoll_stream(void)
 	uint8_t *buf = malloc(LEN);
 	size_t off = 0;
 	uint64_t longest = 0, polls = 0;
+	size_t longest_at = 0;
 	bool ok = true;
 	while (off < LEN && ok) {
 		struct pollfd pf = { .fd = s, .events = POLLIN };
@@ -577,8 +578,11 @@ static void test_rpoll_stream(void)
 		int r = rpoll(&pf, 1, -1);
 		uint64_t dt = vt_now_ms() - t0;
 		polls++;
-		if (dt > longest)
+		/* the first wait is for the writer to fill its 64 MiB */
+		if (off && dt > longest) {
 			longest = dt;
+			longest_at = off;
+		}
 		if (r != 1) {
 			ok = CHECK(false, "rpoll(-1) returns the readable socket\t(%d, %s)", r, strerror(errno));
 			break;
@@ -599,8 +603,8 @@ static void test_rpoll_stream(void)
 	CHECK(tx.ok, "the writer sent %d MiB", LEN >> 20);
 	CHECK(ok && off == LEN && vt_verify(buf, LEN, 91) < 0, "the reader got them, verified (%zu bytes)", off);
 	/* a lost wake-up ends only at the 500 ms safety net */
-	CHECK(longest < 450, "no rpoll waited for the safety net: longest %llu ms in %llu calls",
-	      (unsigned long long)longest, (unsigned long long)polls);
+	CHECK(longest < 450, "no rpoll waited for the safety net: longest %llu ms in %llu calls (at byte %zu)",
+	      (unsigned long long)longest, (unsigned long long)polls, longest_at);
 	free(buf);
 	rclose(c);
 	rclose(s);
