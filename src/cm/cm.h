@@ -169,7 +169,8 @@ struct sr_cm_id {
 	uint8_t iw_rtr;                    /* enum sr_mpa_rtr agreed (passive: offered by the Request) */
 	uint16_t iw_peer_ird, iw_peer_ord; /* the peer's frame's IRD/ORD */
 	bool iw_connecting;                /* active: TCP connect under way (or to retry) */
-	uint64_t iw_give_up;               /* active: no more retries of a refused connect after */
+	uint64_t give_up;                  /* active: no more retries of a connect nobody listened for after */
+	uint8_t noln_tries;                /* RoCE active: REQs sent again for want of a listener */
 	uint16_t iw_have;                  /* bytes of the MPA frame read (active: once the Request is out) */
 	uint16_t iw_req_len;               /* active: the Request waiting in iw_frame for the connect */
 	uint8_t iw_frame[SR_MPA_RR_HDR_LEN + SR_MPA_MAX_PD];
@@ -196,6 +197,7 @@ struct sr_cm_global {
 	uint64_t hi_tid;
 	uint8_t response_timeout;          /* CM response timeout code */
 	uint8_t max_cm_retries;
+	uint64_t connect_retry_ns;         /* RoCE: how long a REQ nobody listens for is sent again */
 };
 
 extern struct sr_cm_global sr_cm;

@@ -34,6 +34,7 @@
 #include "cm/cm.h"
 #include "common/udp_port.h"
 #include "common/daemon_client.h"
+#include "common/env.h"
 #include "common/thread.h"
 #include "roce/wire/roce_hdr.h"
 
@@ -276,6 +277,8 @@ int sr_cm_send_req(struct sr_cm_id *id, const struct rdma_conn_param *p)
 	if (p->private_data && p->private_data_len)
 		memcpy(r->private_data + SR_CMA_HDR_BYTES, p->private_data, p->private_data_len);
 	id->state = CM_REQ_SENT;
+	id->give_up = sr_cm_now() + sr_cm.connect_retry_ns;
+	id->noln_tries = 0;
 	return sr_cm_send_msg(id, &m, true);
 }
 
@@ -779,6 +782,24 @@ static void on_rej(const struct sr_cm_msg *m)
 	default:
 		return;
 	}
+	if (id->state == CM_REQ_SENT && r->reason == SR_CM_REJ_INVALID_SERVICE_ID && id->mad_valid &&
+	    !id->destroyed && sr_cm_now() < id->give_up) {
+		/* Nobody listens for the service yet.  A server may tell its
+		 * port before it listens (qperf: rdma_bind_addr, the port to
+		 * the client over TCP, then rdma_listen), which the kernel's
+		 * slower address and route resolution hides; ours does not.
+		 * Send the REQ again, as Soft-iWARP retries a refused TCP
+		 * connect, until SOFTRDMA_CM_CONNECT_RETRY_MS: after 10 ms,
+		 * then twice as long each time, which keeps within what a
+		 * daemon answers one host (ANSWER_SRC_RATE). */
+		uint64_t wait = 10000000ull << (id->noln_tries < 6 ? id->noln_tries : 6);
+		id->noln_tries++;
+		sr_cm_dbg("REQ of comm ID 0x%x: nobody listens yet; again in %llu ms", id->lcid,
+			  (unsigned long long)(wait / 1000000));
+		id->retries_left++; /* the resend is not a timeout */
+		sr_cm_arm(id, CM_T_RETRY, wait);
+		return;
+	}
 	sr_cm_arm(id, CM_T_NONE, 0);
 	id->mad_valid = false;
 	sr_cm_qp_to_err(id);
@@ -1146,16 +1167,14 @@ static void *cm_thread(void *arg)
 int sr_cm_engine_start(void)
 {
 	int err = 0;
-	const char *s;
 
 	sr_cm.tx4 = sr_cm.tx6 = -1;
-	sr_cm.response_timeout = SR_CMA_RESPONSE_TIMEOUT;
-	sr_cm.max_cm_retries = SR_CMA_MAX_CM_RETRIES;
 	/* for tests and impatient users: how long a dead peer takes to notice */
-	if ((s = getenv("SOFTRDMA_CM_RESPONSE_TIMEOUT")) && *s)
-		sr_cm.response_timeout = (uint8_t)(atoi(s) & 31);
-	if ((s = getenv("SOFTRDMA_CM_RETRIES")) && *s)
-		sr_cm.max_cm_retries = (uint8_t)(atoi(s) & 15);
+	sr_cm.response_timeout = (uint8_t)sr_env_range("SOFTRDMA_CM_RESPONSE_TIMEOUT", SR_CMA_RESPONSE_TIMEOUT, 31,
+						      "a CM timeout exponent");
+	sr_cm.max_cm_retries = (uint8_t)sr_env_range("SOFTRDMA_CM_RETRIES", SR_CMA_MAX_CM_RETRIES, 15, "retries");
+	sr_cm.connect_retry_ns =
+		(uint64_t)sr_env_range("SOFTRDMA_CM_CONNECT_RETRY_MS", 1000, 600000, "milliseconds") * 1000000ull;
 	sr_cm.hi_tid = ((uint64_t)getpid() & 0xffff) << 16 | 0x2;
 	sr_cm.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (sr_cm.wake_fd < 0)

@@ -535,7 +535,7 @@ static int connect_start(struct sr_cm_id *c)
 static void connect_failed(struct sr_cm_id *c, int err)
 {
 	close_fd(c);
-	if (err == -ECONNREFUSED && sr_cm_now() < c->iw_give_up && !c->destroyed) {
+	if (err == -ECONNREFUSED && sr_cm_now() < c->give_up && !c->destroyed) {
 		sr_cm_arm(c, CM_T_MPA, 10000000ull); /* 10 ms, then again */
 		return;
 	}
@@ -635,7 +635,7 @@ int sr_iwcm_connect(struct sr_cm_id *c, const struct rdma_conn_param *p)
 	c->iw_rev = rr.rev;
 	c->iw_enhanced = rr.enhanced;
 	c->iw_rtr = (uint8_t)rtr;
-	c->iw_give_up = sr_cm_now() + (uint64_t)connect_retry_ms() * 1000000ull;
+	c->give_up = sr_cm_now() + (uint64_t)connect_retry_ms() * 1000000ull;
 	c->state = CM_REQ_SENT;
 	sr_cm_dbg("iWARP id %p: connecting (MPA rev %u, CRC %d, IRD %u ORD %u, RTR %d, %u bytes of private data)",
 		  (void *)c, rr.rev, rr.crc, ird, ord, (int)rtr, rr.pd_len);

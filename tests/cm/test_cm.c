@@ -2,7 +2,8 @@
  * process on one event channel, over rxe0 on lo: argument errors with
  * rdma-core's errno values, private data both ways (REQ/REP/REJ), resource
  * negotiation, data over the connected QPs, disconnect and TIMEWAIT_EXIT,
- * REJECTED for no listener and for rdma_reject, EADDRINUSE, ids without a
+ * REJECTED for no listener and for rdma_reject, a REQ sent before the
+ * server listens (sent again until it does), EADDRINUSE, ids without a
  * QP (CONNECT_RESPONSE + rdma_establish), rdma_init_qp_attr, UD via SIDR,
  * a non-blocking channel.  Only the public API is used. */
 #include <fcntl.h>
@@ -113,6 +114,36 @@ static void test_errors(void)
 	}
 	rdma_destroy_qp(id);
 	rdma_destroy_id(id);
+
+	/* qperf's server binds, tells the client its port over TCP, and only
+	 * then listens: a REQ nobody listens for yet is sent again (every
+	 * 10 ms, SOFTRDMA_CM_CONNECT_RETRY_MS in all) and reaches the
+	 * listener once there is one */
+	SECTION("a connect a moment before the server listens reaches it");
+	CHECK_RC(rdma_create_id(ch, &l2, NULL, RDMA_PS_TCP), 0, "server id");
+	uint16_t late = vt_pick_port();
+	struct sockaddr_in la = vt_lo_addr(late);
+	if (CHECK_RC(rdma_bind_addr(l2, (struct sockaddr *)&la), 0, "  bound to port %u, not listening", late)) {
+		id = resolved(RDMA_PS_TCP, late);
+		qp_attr(&qa, IBV_QPT_RC);
+		CHECK_RC(rdma_create_qp(id, NULL, &qa), 0, "client create_qp");
+		CHECK_RC(rdma_connect(id, NULL), 0, "client connects");
+		vt_sleep_ms(200);
+		CHECK_RC(rdma_listen(l2, 1), 0, "the server listens 200 ms later");
+		if ((ev = next_event(RDMA_CM_EVENT_CONNECT_REQUEST, 3000))) {
+			struct rdma_cm_id *s = ev->id;
+			rdma_ack_cm_event(ev);
+			CHECK_RC(rdma_reject(s, NULL, 0), 0, "  the request reached it; rejected on purpose");
+			if ((ev = next_event(RDMA_CM_EVENT_REJECTED, 3000))) {
+				CHECK_INT(ev->status, 28, "  the client hears the server's reject (28), not reason 8");
+				rdma_ack_cm_event(ev);
+			}
+			rdma_destroy_id(s);
+		}
+		rdma_destroy_qp(id);
+		rdma_destroy_id(id);
+	}
+	rdma_destroy_id(l2);
 	rdma_destroy_id(l1);
 
 	SECTION("non-blocking channel");
