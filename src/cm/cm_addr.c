@@ -17,6 +17,7 @@
 #include "cm/cm.h"
 #include "common/udp_port.h"
 #include "common/conf.h"
+#include "common/sock.h"
 
 __attribute__((noinline)) void sr_cm_to_in6(const struct sockaddr *sa, struct sockaddr_in6 *a)
 {
@@ -181,7 +182,7 @@ struct ibv_pd *sr_cm_dev_pd(struct sr_cm_dev *d)
 int sr_cm_route_src(const struct sockaddr_in6 *dst, struct sockaddr_in6 *src)
 {
 	bool v4 = IN6_IS_ADDR_V4MAPPED(&dst->sin6_addr);
-	int fd = socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int fd = sr_socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	int ret = 0;
 
 	if (fd < 0)

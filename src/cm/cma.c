@@ -20,6 +20,7 @@
 #include "cm/cm.h"
 #include "common/udp_port.h"
 #include "common/daemon_client.h"
+#include "common/sock.h"
 
 struct sr_cm_global sr_cm = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -624,7 +625,7 @@ done:
 
 static bool addr_is_local(const struct sockaddr *sa)
 {
-	int fd = socket(sa->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int fd = sr_socket(sa->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	bool ok;
 	struct sockaddr_storage s;
 

@@ -37,6 +37,7 @@
 #include "common/env.h"
 #include "common/thread.h"
 #include "roce/wire/roce_hdr.h"
+#include "common/sock.h"
 
 #define CM_PKT_BYTES (SR_BTH_BYTES + SR_DETH_BYTES + SR_MAD_BYTES + SR_ICRC_BYTES)
 
@@ -86,7 +87,7 @@ static int tx_socket(bool v4)
 
 	if (*fdp >= 0)
 		return *fdp;
-	fd = socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	fd = sr_socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
 	if (v4) {

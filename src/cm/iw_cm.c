@@ -52,6 +52,7 @@
 #include "cm/cm.h"
 #include "common/env.h"
 #include "iwarp/iwarp_cm.h"
+#include "common/sock.h"
 
 /* siw's MPA timeouts: the initiator waits 10 s for the Reply, the
  * responder 5 s for the Request once TCP is up.  SOFTRDMA_IW_MPA_TIMEOUT_MS
@@ -308,7 +309,7 @@ int sr_iwcm_listen(struct sr_cm_id *c, int backlog)
 
 	if (c->iw_lfd >= 0)
 		return 0;
-	fd = socket(fam, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = sr_socket(fam, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -512,7 +513,7 @@ static int connect_start(struct sr_cm_id *c)
 	peer.sin6_port = htons(sr_cm_port(&c->id.route.addr.dst_addr));
 	sockaddr_from_in6(&local, fam, &la, &llen);
 	sockaddr_from_in6(&peer, fam, &ra, &rlen);
-	fd = socket(fam, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = sr_socket(fam, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));

@@ -9,6 +9,7 @@
  * its own reply came, or sleeps until the reader completes it or releases
  * the role. */
 #include "common/daemon_client.h"
+#include "common/sock.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -447,7 +448,7 @@ static int connect_once(struct ucred *peer)
 	if (n + 1 > sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
 	memcpy(sa.sun_path + 1, name, n);
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	fd = sr_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	/* AF_UNIX charges queued messages to the sender's buffer. */

@@ -2,6 +2,7 @@
  * for flags, MTU, MAC and index.  No netlink library: this runs inside every
  * verbs process and must not pull in dependencies. */
 #include "common/conf.h"
+#include "common/sock.h"
 
 #include <errno.h>
 #include <ifaddrs.h>
@@ -13,12 +14,12 @@
 
 static int ioctl_sock(void)
 {
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int fd = sr_socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 
 	/* SIOCGIF* are handled for any socket family; AF_UNIX works where
 	 * IPv4 sockets are not allowed (seccomp, odd containers). */
 	if (fd < 0)
-		fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		fd = sr_socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	return fd;
 }
 

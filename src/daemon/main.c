@@ -37,6 +37,7 @@
 
 #include "common/rlimit.h"
 #include "daemon/softrdmad.h"
+#include "common/sock.h"
 
 /* Startup failure: in --background mode the parent prints it. */
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -75,7 +76,7 @@ static int open_listener(void)
 	if (n == 0 || n + 1 > sizeof(sa.sun_path))
 		die("socket name '%s' is empty or too long", d.sock_name);
 	memcpy(sa.sun_path + 1, d.sock_name, n);
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = sr_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		die("socket(AF_UNIX): %s", strerror(errno));
 	if (bind(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) < 0) {
@@ -101,7 +102,7 @@ static int open_udp(int family)
 	} sa;
 	socklen_t salen;
 
-	fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = sr_socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		if (family == AF_INET6 && (errno == EAFNOSUPPORT || errno == EPROTONOSUPPORT)) {
 			logmsg("IPv6 not available: listening on IPv4 only");

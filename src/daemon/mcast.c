@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include "daemon/softrdmad.h"
+#include "common/sock.h"
 
 /* ---- multicast memberships ---- */
 
@@ -26,7 +27,7 @@ static struct mc_group *mc_find(const struct in6_addr *addr, int ifindex)
 static int mc_socket(const struct in6_addr *addr, int ifindex)
 {
 	bool v4 = IN6_IS_ADDR_V4MAPPED(addr);
-	int fd = socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int fd = sr_socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	int rc;
 
 	if (fd < 0)

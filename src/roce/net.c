@@ -30,6 +30,7 @@
 #include "roce/roce.h"
 #include "common/daemon_client.h"
 #include "core/fault.h"
+#include "common/sock.h"
 
 uint32_t sr_roce_qpn(struct sr_qp *qp) { return qp->ibqp.qp_base.qp_num; }
 
@@ -185,9 +186,9 @@ static bool tx_evict(struct sr_qp *self)
  * descriptors. */
 static int qp_socket(struct sr_qp *qp, int family, int type)
 {
-	int fd = socket(family, type, 0);
+	int fd = sr_socket(family, type, 0);
 	while (fd < 0 && (errno == EMFILE || errno == ENFILE) && tx_evict(qp))
-		fd = socket(family, type, 0);
+		fd = sr_socket(family, type, 0);
 	return fd;
 }
 

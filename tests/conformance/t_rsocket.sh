@@ -8,8 +8,8 @@
 # one listener), non-blocking (the default), blocking (-T b), rpoll-driven
 # (-T a) and both, small buffers (-B), iterations (-I), keepalive (-k),
 # rdma_getaddrinfo (-T r), IPv6, riostream's riomap/riowrite in every mode,
-# iperf3 over rdma-core's librspreload (softrdma-run --rsocket), also
-# against a plain TCP server, and a client with no server failing cleanly.  The result lines are echoed
+# iperf3 over rdma-core's librspreload (softrdma-run --rsocket) on
+# Soft-RoCE and Soft-iWARP, also against a plain TCP server, and a client with no server failing cleanly.  The result lines are echoed
 # ("#   ...") for the record.
 . "$(dirname "$0")/lib.sh"
 sr_need_cmd rstream riostream
@@ -88,6 +88,18 @@ if ls /usr/lib/*/rsocket/librspreload.so >/dev/null 2>&1 && command -v iperf3 >/
 				grep -E 'receiver$' "$SR_CLIENT_OUT" | sed 's/^/#   /'
 		fi
 	done
+	# Soft-iWARP: the library's own TCP listener and connections must
+	# stay kernel sockets (they are made with the system call, which
+	# librspreload does not see); through socket() the listener became an
+	# rsocket listening on its own port: EADDRINUSE
+	sr_write_conf "$SR_TMP/siw.conf" lo iwarp
+	p=$(sr_free_port)
+	if sr_pair "iperf3 over rsockets on Soft-iWARP (softrdma-run --rsocket), 2 s" "$p" \
+		-- "$SR_RUN" --conf "$SR_TMP/siw.conf" --rsocket iperf3 -s -1 -B 127.0.0.1 -p "$p" \
+		-- "$SR_RUN" --conf "$SR_TMP/siw.conf" --rsocket iperf3 -c 127.0.0.1 -p "$p" -t 2; then
+		sr_expect "$SR_CLIENT_OUT" 'receiver$' "  the client printed the receiver's total" &&
+			grep -E 'receiver$' "$SR_CLIENT_OUT" | sed 's/^/#   /'
+	fi
 	# a peer that is no rsocket: the rconnect is refused and librspreload
 	# carries on over TCP (it asks rgetsockname for the address length)
 	p=$(sr_free_port)
