@@ -1051,8 +1051,38 @@ static int rs_put_int(void *optval, socklen_t *optlen, int v)
 	return 0;
 }
 
+/* TCP_INFO, as rdma-core answers it (state, and the send queue for the
+ * window).  Programs ask for it from signal handlers: iperf3 reports its
+ * totals from its SIGINT/SIGTERM handler, which may have interrupted the
+ * same thread inside a call that holds the socket's lock, so waiting for
+ * the lock could wait for ever.  When the lock is busy the two words are
+ * read without it, as rdma-core always reads them: at worst a value a
+ * moment old. */
+static int rs_tcp_info(struct rsocket *rs, void *optval, socklen_t *optlen)
+{
+	struct tcp_info ti;
+	bool locked;
+
+	if (!optval || !optlen)
+		return rs_fail(EFAULT);
+	locked = !pthread_mutex_trylock(&rs->lock);
+	memset(&ti, 0, sizeof(ti));
+	ti.tcpi_state = rs->state == RS_CONNECTED ? 1 /* TCP_ESTABLISHED */ : 7 /* TCP_CLOSE */;
+	ti.tcpi_snd_cwnd = rs->sq_size;
+	if (locked)
+		pthread_mutex_unlock(&rs->lock);
+	memcpy(optval, &ti, *optlen < sizeof(ti) ? *optlen : sizeof(ti));
+	*optlen = *optlen < sizeof(ti) ? *optlen : sizeof(ti);
+	return 0;
+}
+
 SR_EXPORT int rgetsockopt(int socket, int level, int optname, void *optval, socklen_t *optlen)
 {
+	if (level == IPPROTO_TCP && optname == TCP_INFO) {
+		struct rsocket *rs = rs_lookup(socket);
+
+		return rs ? rs_tcp_info(rs, optval, optlen) : rs_fail(EBADF);
+	}
 	RS_ENTER(socket);
 	switch (level) {
 	case SOL_SOCKET:
@@ -1086,6 +1116,10 @@ SR_EXPORT int rgetsockopt(int socket, int level, int optname, void *optval, sock
 		}
 		case SO_TYPE:
 			RS_RETURN(rs_put_int(optval, optlen, SOCK_STREAM));
+		case SO_DOMAIN:
+			RS_RETURN(rs_put_int(optval, optlen, rs->domain));
+		case SO_PROTOCOL:
+			RS_RETURN(rs_put_int(optval, optlen, IPPROTO_TCP));
 		case SO_ACCEPTCONN:
 			RS_RETURN(rs_put_int(optval, optlen, rs->state == RS_LISTENING));
 		default:
@@ -1105,17 +1139,6 @@ SR_EXPORT int rgetsockopt(int socket, int level, int optname, void *optval, sock
 			if (rs->cm_id && rs->cm_id->route.num_paths && rs->cm_id->route.path_rec)
 				mss = 1 << (7 + rs->cm_id->route.path_rec->mtu);
 			RS_RETURN(rs_put_int(optval, optlen, mss));
-		}
-		case TCP_INFO: {
-			struct tcp_info ti;
-			if (!optval || !optlen)
-				RS_RETURN(rs_fail(EFAULT));
-			memset(&ti, 0, sizeof(ti));
-			ti.tcpi_state = rs->state == RS_CONNECTED ? 1 /* TCP_ESTABLISHED */ : 7 /* TCP_CLOSE */;
-			ti.tcpi_snd_cwnd = rs->sq_size;
-			memcpy(optval, &ti, *optlen < sizeof(ti) ? *optlen : sizeof(ti));
-			*optlen = *optlen < sizeof(ti) ? *optlen : sizeof(ti);
-			RS_RETURN(0);
 		}
 		default:
 			RS_RETURN(rs_fail(ENOTSUP));

@@ -12,7 +12,9 @@
 #include <rdma/rsocket.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/time.h>
 #include <sys/select.h>
 #include <sys/wait.h>
 
@@ -545,6 +547,58 @@ static void test_nonblocking(void)
 		close(p[0]);
 		close(p[1]);
 	}
+	rclose(c);
+	rclose(s);
+}
+
+/* iperf3 reads TCP_INFO in its SIGINT/SIGTERM handler, which may
+ * interrupt its own thread inside an rsocket call that holds the
+ * socket's lock: the handler must not wait for that lock for ever. */
+static int tcpinfo_fd;
+static volatile sig_atomic_t tcpinfo_calls, tcpinfo_ok;
+
+static void tcpinfo_handler(int sig)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	int e = errno;
+
+	(void)sig;
+	if (!rgetsockopt(tcpinfo_fd, IPPROTO_TCP, TCP_INFO, &ti, &len) && ti.tcpi_state == 1)
+		tcpinfo_ok++;
+	tcpinfo_calls++;
+	errno = e;
+}
+
+static void test_tcp_info_in_handler(void)
+{
+	int s, c, v;
+	socklen_t len = sizeof(v);
+
+	SECTION("rgetsockopt(TCP_INFO) from a signal handler that interrupted an rsocket call");
+	if (!pair(&s, &c))
+		return;
+	CHECK(!rgetsockopt(c, SOL_SOCKET, SO_DOMAIN, &v, &len) && v == AF_INET, "SO_DOMAIN: AF_INET");
+	len = sizeof(v);
+	CHECK(!rgetsockopt(c, SOL_SOCKET, SO_PROTOCOL, &v, &len) && v == IPPROTO_TCP, "SO_PROTOCOL: IPPROTO_TCP");
+	tcpinfo_fd = c;
+	struct sigaction sa = { .sa_handler = tcpinfo_handler }, old;
+	sigaction(SIGALRM, &sa, &old);
+	/* every 5 ms: most land inside rpoll's locked part */
+	struct itimerval it = { { 0, 5000 }, { 0, 5000 } }, off = { { 0, 0 }, { 0, 0 } };
+	setitimer(ITIMER_REAL, &it, NULL);
+	uint64_t t0 = vt_now_ms();
+	long rounds = 0;
+	/* as iperf3's select loop: rpoll without waiting, over and over */
+	while (vt_now_ms() - t0 < 300) {
+		struct pollfd pf = { .fd = c, .events = POLLIN };
+		rpoll(&pf, 1, 0);
+		rounds++;
+	}
+	setitimer(ITIMER_REAL, &off, NULL);
+	sigaction(SIGALRM, &old, NULL);
+	CHECK(tcpinfo_calls > 0 && tcpinfo_ok == tcpinfo_calls,
+	      "%d handler calls during %ld rpolls, each got TCP_INFO (established)", (int)tcpinfo_calls, rounds);
 	rclose(c);
 	rclose(s);
 }
@@ -1157,6 +1211,7 @@ int main(int argc, char **argv)
 	test_data();
 	test_nonblocking();
 	test_rpoll_stream();
+	test_tcp_info_in_handler();
 	test_shutdown();
 	test_iomap();
 	test_write_after_unmap();
