@@ -609,18 +609,28 @@ static void test_tcp_info_in_handler(void)
  * event, and the sleep that followed missed all later ones until the
  * 500 ms safety net: iperf3 and select()-driven programs over
  * librspreload stalled that way in half their runs. */
-static void test_rpoll_stream(void)
+static void rpoll_stream(bool busy_writer)
 {
 	enum { LEN = 64 << 20, CHUNK = 128 << 10 };
 	int s, c;
 
-	SECTION("a stream read through rpoll(-1): no wake-up lost");
+	if (busy_writer)
+		SECTION("a stream read through rpoll(-1) while another thread sends on the socket: no wake-up lost");
+	else
+		SECTION("a stream read through rpoll(-1): no wake-up lost");
 	if (!pair_opts(&s, &c, NULL, NULL))
 		return;
-	rfcntl(s, F_SETFL, O_NONBLOCK);
 	struct xfer tx = { .fd = c, .len = LEN, .chunk = CHUNK, .seed = 91 };
-	pthread_t t;
+	/* the other way at the same time: a thread sending on the reader's
+	 * socket processes its completions too, the reader's among them */
+	struct xfer bw = { .fd = s, .len = 8 << 20, .chunk = 4096, .seed = 92 };
+	struct xfer br = { .fd = c, .len = 8 << 20, .chunk = 65536, .seed = 92 };
+	pthread_t t, tw, tr;
 	pthread_create(&t, NULL, send_thread, &tx);
+	if (busy_writer) {
+		pthread_create(&tw, NULL, send_thread, &bw);
+		pthread_create(&tr, NULL, recv_thread, &br);
+	}
 	uint8_t *buf = malloc(LEN);
 	size_t off = 0;
 	uint64_t longest = 0, polls = 0;
@@ -642,7 +652,7 @@ static void test_rpoll_stream(void)
 			break;
 		}
 		while (off < LEN) {
-			ssize_t n = rrecv(s, buf + off, LEN - off < CHUNK ? LEN - off : CHUNK, 0);
+			ssize_t n = rrecv(s, buf + off, LEN - off < CHUNK ? LEN - off : CHUNK, MSG_DONTWAIT);
 			if (n > 0) {
 				off += (size_t)n;
 				continue;
@@ -655,6 +665,11 @@ static void test_rpoll_stream(void)
 	}
 	pthread_join(t, NULL);
 	CHECK(tx.ok, "the writer sent %d MiB", LEN >> 20);
+	if (busy_writer) {
+		pthread_join(tw, NULL);
+		pthread_join(tr, NULL);
+		CHECK(bw.ok && br.ok, "8 MiB the other way, verified");
+	}
 	CHECK(ok && off == LEN && vt_verify(buf, LEN, 91) < 0, "the reader got them, verified (%zu bytes)", off);
 	/* a lost wake-up ends only at the 500 ms safety net */
 	CHECK(longest < 450, "no rpoll waited for the safety net: longest %llu ms in %llu calls (at byte %zu)",
@@ -662,6 +677,12 @@ static void test_rpoll_stream(void)
 	free(buf);
 	rclose(c);
 	rclose(s);
+}
+
+static void test_rpoll_stream(void)
+{
+	rpoll_stream(false);
+	rpoll_stream(true);
 }
 
 /* ---- shutdown and close -------------------------------------------------------------- */
