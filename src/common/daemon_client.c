@@ -541,6 +541,27 @@ static const char *find_daemon(char *buf, size_t len)
 	return NULL;  /* search PATH */
 }
 
+/* The daemon's environment: the caller's, less LD_PRELOAD.  softrdmad
+ * outlives the program that started it and serves every other; it must
+ * not keep that program's interposers (softrdma-run --rsocket's
+ * librspreload, which loads librdmacm into it, a sanitizer runtime, a
+ * user's own) in its address space.  NULL if out of memory. */
+static char **daemon_environ(void)
+{
+	size_t n = 0, k = 0;
+	char **env;
+
+	while (environ && environ[n])
+		n++;
+	env = calloc(n + 1, sizeof(*env));
+	if (!env)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], "LD_PRELOAD=", 11))
+			env[k++] = environ[i];
+	return env;
+}
+
 int sr_daemon_spawn(const char *const *extra_argv)
 {
 	char buf[PATH_MAX];
@@ -573,10 +594,16 @@ int sr_daemon_spawn(const char *const *extra_argv)
 	posix_spawnattr_setsigmask(&attr, &none);
 	posix_spawnattr_setsigdefault(&attr, &deflt);
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	char **env = daemon_environ();
+	if (!env) {
+		posix_spawnattr_destroy(&attr);
+		return -ENOMEM;
+	}
 	if (path)
-		rc = posix_spawn(&pid, path, NULL, &attr, (char *const *)argv, environ);
+		rc = posix_spawn(&pid, path, NULL, &attr, (char *const *)argv, env);
 	else
-		rc = posix_spawnp(&pid, "softrdmad", NULL, &attr, (char *const *)argv, environ);
+		rc = posix_spawnp(&pid, "softrdmad", NULL, &attr, (char *const *)argv, env);
+	free(env);
 	posix_spawnattr_destroy(&attr);
 	if (rc) {
 		if (path)

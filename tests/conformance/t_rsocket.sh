@@ -108,6 +108,21 @@ if ls /usr/lib/*/rsocket/librspreload.so >/dev/null 2>&1 && command -v iperf3 >/
 		-- "$SR_RUN" --rsocket python3 "$SR_SOURCE_DIR/tests/conformance/rs_echo.py" client "$p" 8000000; then
 		sr_expect "$SR_CLIENT_OUT" 'SHA-256 matches' "  the server read every byte"
 	fi
+	# the softrdmad those programs started (this namespace's) must not
+	# have kept their preloads: it outlives them and serves everyone
+	me=$(readlink /proc/self/ns/net)
+	for d in $(pgrep -x softrdmad); do
+		[ "$(readlink "/proc/$d/ns/net" 2>/dev/null)" = "$me" ] || continue
+		if [ "$me" = "$(readlink /proc/1/ns/net)" ]; then
+			echo "# no namespace of our own: softrdmad $d may be another's, not checked"
+		elif tr '\0' '\n' <"/proc/$d/environ" | grep -q '^LD_PRELOAD='; then
+			sr_fail "softrdmad (pid $d) runs with the program's LD_PRELOAD"
+		elif grep -qE 'rspreload|librdmacm' "/proc/$d/maps"; then
+			sr_fail "softrdmad (pid $d) has librspreload or librdmacm loaded"
+		else
+			sr_pass "the softrdmad they started runs without their LD_PRELOAD"
+		fi
+	done
 	# a peer that is no rsocket: the rconnect is refused and librspreload
 	# carries on over TCP (it asks rgetsockname for the address length)
 	p=$(sr_free_port)
