@@ -789,11 +789,18 @@ static bool rs_get_cq_events(struct rsocket *rs)
 	return any;
 }
 
+/* Wakes the threads asleep on the socket's descriptor (lock held): the
+ * one in rs_wait and those in rpoll.  The eventfd counts in semaphore
+ * mode and gets one per sleeper, so each takes one as it wakes
+ * (rs_drain_kick) and none takes another's: a sleeper that drained the
+ * whole count could leave the next one, not yet re-checking, asleep.
+ * One left over (a sleeper that woke for something else) costs a
+ * spurious wake-up, no more. */
 void rs_kick(struct rsocket *rs)
 {
-	uint64_t one = 1;
+	uint64_t n = (uint64_t)(rs->sleeping ? 1 : 0) + (uint64_t)rs->pollers;
 
-	if (rs->kick_fd >= 0 && write(rs->kick_fd, &one, sizeof(one)) < 0) {
+	if (rs->kick_fd >= 0 && n && write(rs->kick_fd, &n, sizeof(n)) < 0) {
 		/* the counter is saturated: it is readable anyway */
 	}
 }
@@ -811,8 +818,9 @@ void rs_progress(struct rsocket *rs, bool force_cm)
 	any = rs_get_cq_events(rs);
 	any |= rs_poll_cq(rs);
 	rs_update_credits(rs);
-	/* a thread asleep on the descriptor may wait for what we consumed */
-	if (any && rs->sleeping)
+	/* a thread asleep on the descriptor (rs_wait's, or in rpoll) may
+	 * wait for what we consumed: the completion event it armed for */
+	if (any && (rs->sleeping || rs->pollers))
 		rs_kick(rs);
 }
 
@@ -827,7 +835,7 @@ bool rs_arm(struct rsocket *rs)
 	return true;
 }
 
-static void rs_drain_kick(struct rsocket *rs)
+void rs_drain_kick(struct rsocket *rs)
 {
 	uint64_t v;
 

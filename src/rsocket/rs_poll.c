@@ -26,7 +26,7 @@
  * ready), which disarms the CQ: arm again, or the sleep that follows
  * would miss every later completion (a lost wake-up, ended only by
  * RS_WAKE_UP_INTERVAL). */
-static short rs_poll_one(struct rsocket *rs, short events, bool arm, bool force_cm)
+static short rs_poll_one(struct rsocket *rs, short events, bool arm, bool force_cm, bool *asleep)
 {
 	short rev;
 
@@ -37,14 +37,32 @@ static short rs_poll_one(struct rsocket *rs, short events, bool arm, bool force_
 		rs_progress(rs, false);
 		rev = rs_poll_events(rs, events);
 	}
+	/* Counted as asleep before the lock is let go: another thread that
+	 * takes the event we armed for must wake us (rs_kick). */
+	if (!rev && arm && asleep && !*asleep) {
+		rs->pollers++;
+		*asleep = true;
+	}
 	pthread_mutex_unlock(&rs->lock);
 	return rev;
+}
+
+/* After the sleep: no longer asleep; take one kick if the descriptor
+ * woke us. */
+static void rs_poll_awake(struct rsocket *rs, bool woken)
+{
+	pthread_mutex_lock(&rs->lock);
+	rs->pollers--;
+	if (woken)
+		rs_drain_kick(rs);
+	pthread_mutex_unlock(&rs->lock);
 }
 
 SR_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
 	struct pollfd kbuf[16], *kfds = kbuf;
 	struct rsocket *rbuf[16], **rss = rbuf;
+	bool abuf[16], *asleep = abuf;
 	uint64_t start = rs_now_us();
 	int cnt = 0;
 
@@ -53,9 +71,11 @@ SR_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 	if (nfds > 16) {
 		kfds = calloc(nfds, sizeof(*kfds));
 		rss = calloc(nfds, sizeof(*rss));
-		if (!kfds || !rss) {
+		asleep = calloc(nfds, sizeof(*asleep));
+		if (!kfds || !rss || !asleep) {
 			free(kfds == kbuf ? NULL : kfds);
 			free(rss == rbuf ? NULL : rss);
+			free(asleep == abuf ? NULL : asleep);
 			return rs_fail(ENOMEM);
 		}
 	}
@@ -75,8 +95,9 @@ SR_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 		for (nfds_t i = 0; i < nfds; i++) {
 			fds[i].revents = 0;
 			kfds[i].revents = 0;
+			asleep[i] = false;
 			if (rss[i]) {
-				fds[i].revents = rs_poll_one(rss[i], fds[i].events, sleep_next, force);
+				fds[i].revents = rs_poll_one(rss[i], fds[i].events, sleep_next, force, &asleep[i]);
 				rs_ready |= fds[i].revents != 0;
 			}
 		}
@@ -90,7 +111,11 @@ SR_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 			if (ms > RS_WAKE_UP_INTERVAL)
 				ms = RS_WAKE_UP_INTERVAL;
 		}
-		if (poll(kfds, nfds, ms) < 0) {
+		int pr = poll(kfds, nfds, ms);
+		for (nfds_t i = 0; i < nfds; i++)
+			if (asleep[i])
+				rs_poll_awake(rss[i], pr > 0 && kfds[i].revents);
+		if (pr < 0) {
 			cnt = -1;
 			break;
 		}
@@ -99,7 +124,7 @@ SR_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 			if (!rss[i])
 				fds[i].revents = kfds[i].revents;
 			else if (!fds[i].revents && kfds[i].revents)
-				fds[i].revents = rs_poll_one(rss[i], fds[i].events, false, true);
+				fds[i].revents = rs_poll_one(rss[i], fds[i].events, false, true, NULL);
 			if (fds[i].revents)
 				cnt++;
 		}
@@ -112,6 +137,8 @@ SR_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 		free(kfds);
 	if (rss != rbuf)
 		free(rss);
+	if (asleep != abuf)
+		free(asleep);
 	return cnt;
 }
 

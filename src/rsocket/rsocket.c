@@ -277,7 +277,8 @@ static struct rsocket *rs_alloc(int domain, const struct rsocket *parent)
 	rs->index = epoll_create1((rs->fd_flags & FD_CLOEXEC) ? EPOLL_CLOEXEC : 0);
 	if (rs->index < 0)
 		goto err;
-	rs->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	/* a semaphore: each sleeper woken by a kick takes one (rs_kick) */
+	rs->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC | EFD_SEMAPHORE);
 	if (rs->kick_fd < 0 || rs_epoll_add(rs, rs->kick_fd))
 		goto err;
 	return rs;

@@ -173,6 +173,7 @@ struct rsocket {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool sleeping;
+	int pollers;             /* threads asleep in rpoll on index */
 
 	enum rs_state state;
 	bool readable, writable; /* directions still open (CONNECTED) */
@@ -271,6 +272,7 @@ void rs_drain_cq(struct rsocket *rs);
 bool rs_arm(struct rsocket *rs);
 int rs_wait(struct rsocket *rs, bool nonblock, bool (*test)(struct rsocket *rs), int timeout_ms);
 void rs_kick(struct rsocket *rs);
+void rs_drain_kick(struct rsocket *rs);
 bool rs_can_send(struct rsocket *rs);
 bool rs_have_rdata(struct rsocket *rs);
 bool rs_ctrl_avail(struct rsocket *rs);
