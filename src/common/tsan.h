@@ -6,6 +6,13 @@
  *    epoll_pwait2, which TSan's runtime does not intercept, so an object
  *    published with epoll_ctl (a QP, the daemon connection) looks
  *    unsynchronized to it; the kernel's epoll locks do order them.
+ *    And a work request posted in this process that reaches a QP of
+ *    this process: the datagram (or TCP segment) orders what the
+ *    application did before posting before what the responder does to
+ *    its memory, but TSan sees two sockets.  sr_tsan_post() and
+ *    sr_tsan_serve() mark that edge (post: release, the responder's
+ *    atomic: acquire), or an application's read of an atomic's target
+ *    before posting the next atomic to it looks like a race with it.
  *  - sr_dma_begin/end: the emulated NIC placing a peer's data into
  *    registered memory (and reading it back for a CRC right after) is
  *    DMA.  Applications learn of it through completions (a lock TSan
@@ -33,6 +40,9 @@ void AnnotateIgnoreWritesBegin(const char *file, int line);
 void AnnotateIgnoreWritesEnd(const char *file, int line);
 #define sr_tsan_release(addr) __tsan_release(addr)
 #define sr_tsan_acquire(addr) __tsan_acquire(addr)
+extern char sr_tsan_wire;
+#define sr_tsan_post() __tsan_release(&sr_tsan_wire)
+#define sr_tsan_serve() __tsan_acquire(&sr_tsan_wire)
 #define sr_dma_begin()                                             \
 	do {                                                       \
 		AnnotateIgnoreReadsBegin(__FILE__, __LINE__);      \
@@ -46,6 +56,8 @@ void AnnotateIgnoreWritesEnd(const char *file, int line);
 #else
 #define sr_tsan_release(addr) ((void)(addr))
 #define sr_tsan_acquire(addr) ((void)(addr))
+#define sr_tsan_post() ((void)0)
+#define sr_tsan_serve() ((void)0)
 #define sr_dma_begin() ((void)0)
 #define sr_dma_end() ((void)0)
 #endif

@@ -211,6 +211,8 @@ bool sr_atomic_guarded(uint64_t *p, bool cas, uint64_t compare_add, uint64_t swa
 {
 	struct atomic_args a = { p, cas, compare_add, swap, 0 };
 
+	sr_tsan_serve(); /* after what the requester did before posting it */
+
 	if (!run_guarded(atomic_run, &a))
 		return false;
 	*orig = a.orig;

@@ -882,10 +882,16 @@ static int post_one_send(struct sr_qp *qp, const struct ibv_send_wr *wr)
 	return 0;
 }
 
+#ifdef SR_TSAN
+char sr_tsan_wire; /* common/tsan.h */
+#endif
+
 int sr_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
 	struct sr_qp *qp = to_sqp(ibqp);
 	int err = 0;
+
+	sr_tsan_post();
 
 	pthread_mutex_lock(&qp->lock);
 	enum ibv_qp_state st = qp->attr.qp_state;
@@ -1327,6 +1333,8 @@ static int x_complete(struct ibv_qp_ex *x)
 	struct sr_qp *qp = xqp(x);
 	enum ibv_qp_state st = qp->attr.qp_state;
 	int err = 0;
+
+	sr_tsan_post();
 
 	if (qp->wr_error || st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) {
 		qp->sq.head = qp->wr_start_head;
