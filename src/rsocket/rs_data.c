@@ -819,8 +819,9 @@ void rs_progress(struct rsocket *rs, bool force_cm)
 	any |= rs_poll_cq(rs);
 	rs_update_credits(rs);
 	/* a thread asleep on the descriptor (rs_wait's, or in rpoll) may
-	 * wait for what we consumed: the completion event it armed for */
-	if (any && (rs->sleeping || rs->pollers))
+	 * wait for what we consumed: the completion event it armed for
+	 * (rs_kick wakes each sleeper, and does nothing without one) */
+	if (any)
 		rs_kick(rs);
 }
 

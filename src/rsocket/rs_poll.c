@@ -39,7 +39,7 @@ static short rs_poll_one(struct rsocket *rs, short events, bool arm, bool force_
 	}
 	/* Counted as asleep before the lock is let go: another thread that
 	 * takes the event we armed for must wake us (rs_kick). */
-	if (!rev && arm && asleep && !*asleep) {
+	if (!rev && arm && asleep) {
 		rs->pollers++;
 		*asleep = true;
 	}

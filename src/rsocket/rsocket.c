@@ -93,7 +93,7 @@ static int rs_tab_insert(struct rsocket *rs)
  * lowest descriptor that maps to it, where any descriptor it does not
  * know maps to itself.  An rsocket numbered below its placeholder was
  * reported under its own number: iperf3's server never saw its data
- * stream readable.  On failure the old number stays (rc.accept works
+ * stream readable.  On failure the old number stays (raccept works
  * either way). */
 static void rs_renumber(struct rsocket *rs)
 {
