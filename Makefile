@@ -8,7 +8,8 @@
 #               private <libdir>/softrdma, man pages, softrdma.pc)
 # Other targets: build, deps, demo, test-fast, test-asan, test-tsan, test-installed,
 # test-stress (scripts/stress.sh: hogs on every core, two copies at once),
-# test-streak (scripts/streak.sh: CI on a fresh clone 20 times in a row),
+# test-streak (scripts/streak.sh: CI on a fresh clone 20 times in a row;
+# STREAK_ARGS=-f follows the branch),
 # uninstall, bench (bench/run.sh), bench-storage (bench/storage.sh: iSER
 # beside iSCSI/TCP; root for the two-namespace half), clean.
 
