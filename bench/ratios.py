@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/ratios.py RESULTS.CSV RATIOS.MD: the targets of issue 12 as ratios
 of numbers measured in one run of bench/run.sh, each with PASS or MISS
-(n/a when a number is missing).  Prints a plain-text table and writes the
+(n/a when a number is missing), and beside the latency targets what the
+machine itself does (a plain socket ping-pong's tail: "info", no target).  Prints a plain-text table and writes the
 same as Markdown (for the README)."""
 import csv
 import sys
@@ -43,6 +44,23 @@ ratio("ib_write_lat 8 B <= 1.0x UCX-tcp ucp_am_lat 8 B", v("softrdma_write_lat_m
       v("ucx_tcp_am_lat", 8), 1.0, False, "write_lat", "am_lat")
 ratio("ib_write_lat 8 B p99 <= 3x its median", v("softrdma_write_lat_p99", 8),
       v("softrdma_write_lat_median", 8), 3.0, False, "p99", "median")
+
+
+def context(what, a, b, what_a, what_b):
+    """A ratio that is no target: what the machine itself does, beside
+    which a target's number is read."""
+    if a is None or b is None or b == 0:
+        rows.append((what, "n/a", "n/a", "info"))
+        return
+    rows.append((what, f"{what_a} {a:g} / {what_b} {b:g}", f"{a / b:.2f}", "info"))
+
+
+context("  the machine: UDP ping-pong spinning on its socket, p99 / median", v("sock_udp_lat_p99", 8),
+        v("sock_udp_lat_median", 8), "p99", "median")
+context("  the machine: TCP ping-pong spinning on its socket, p99 / median", v("sock_tcp_lat_p99", 8),
+        v("sock_tcp_lat_median", 8), "p99", "median")
+context("  ib_write_lat 8 B median / UDP spinning ping-pong median", v("softrdma_write_lat_median", 8),
+        v("sock_udp_lat_median", 8), "write_lat", "udp")
 for sz in (65536, 262144, 1048576):
     ratio(f"ib_read_bw {sz // 1024} KiB >= 0.9x ib_write_bw", v("softrdma_read_bw", sz),
           v("softrdma_write_bw", sz), 0.9, True, "read", "write")

@@ -13,7 +13,8 @@
 #   Soft-iWARP  the same perftest programs over rdma_cm (-R): write and read
 #               bandwidth, 64 B message rate, write latency 8 B
 #   raw TCP/UDP qperf tcp_bw / tcp_lat / udp_bw (and its msg_rate) / udp_lat,
-#               iperf3
+#               iperf3, and a UDP and a TCP ping-pong that spin on their
+#               sockets (bench/sock_lat.c: median and p99, 8 B)
 #   UCX on TCP  ucx_perftest ucp_am_lat (8 B) and ucp_put_bw (UCX_TLS=tcp)
 # and writes results.csv (metric,size,value,unit), ratios.md (each target
 # of issue 12 with its ratio and PASS/MISS), ratios.txt and bench.png.
@@ -158,6 +159,21 @@ rec qperf_udp_msg_rate 64 "$(echo "$o" | awk '$1=="msg_rate" {v=$3; if ($4 ~ /^K
 rec qperf_tcp_lat 64 "$(qperf -t $DUR -m 64 127.0.0.1 tcp_lat 2>&1 | usec)" us
 rec qperf_udp_lat 64 "$(qperf -t $DUR -m 64 127.0.0.1 udp_lat 2>&1 | usec)" us
 kill $qs 2>/dev/null; wait $qs 2>/dev/null
+
+echo "== raw UDP/TCP: a ping-pong spinning on its sockets (bench/sock_lat.c)"
+# ib_write_lat's ends spin on memory; these spin on a non-blocking recv:
+# the machine's own median and tail for a polled ping-pong, beside which
+# softrdma's p99 is judged
+for t in udp tcp; do
+	p=$(bench_port)
+	timeout 120 "$B/bin/sock_lat" -t $t -s 8 -p $p >> "$log" 2>&1 &
+	s=$!; sleep 0.3
+	o=$(timeout 120 "$B/bin/sock_lat" -t $t -s 8 -n $((ITERS * 4)) -p $p 127.0.0.1 2>&1)
+	wait $s 2>/dev/null
+	echo "$o" >> "$log"
+	rec sock_${t}_lat_median 8 "$(echo "$o" | awk '$1=="sock_lat" {print $5}')" us
+	rec sock_${t}_lat_p99 8 "$(echo "$o" | awk '$1=="sock_lat" {print $6}')" us
+done
 
 if command -v ucx_perftest >/dev/null; then
 	echo "== UCX over TCP: ucx_perftest (UCX_TLS=tcp)"
