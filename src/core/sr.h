@@ -129,6 +129,7 @@ struct sr_context {
 	_Atomic uint64_t last_poll_ns; /* an application thread polled an empty CQ */
 	_Atomic uint64_t last_reap_ns; /* an application thread's poll returned completions */
 	_Atomic uint64_t last_bulk_poll_ns; /* a poll received a stream's worth (progress.c) */
+	_Atomic uint64_t last_poll_rx_ns; /* a poll received something (progress.c, data_left) */
 	_Atomic uint64_t last_post_ns; /* an application thread posted a send WR */
 	_Atomic uint64_t sleep_until;  /* the progress thread's next timer, UINT64_MAX = none */
 	atomic_bool timers_dirty;  /* a timer was armed since the thread last looked (progress_deadline) */
