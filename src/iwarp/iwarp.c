@@ -374,6 +374,7 @@ static void iw_qp_destroy(struct sr_qp *qp)
 		sock_close_gently(qp);
 		iw_free_queues(w);
 		free(w->rx.rwqe);
+		free(w->rx_big);
 		free(w);
 		qp->tp = NULL;
 	}

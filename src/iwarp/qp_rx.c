@@ -5,10 +5,13 @@
  * into where it belongs: the target region of a Write or Read Response,
  * the buffers of the receive WQE for a Send.  The same readv takes the
  * pad and CRC and the next FPDU's first 16 bytes, so a stream of FPDUs
- * costs about one system call each.  Anything wrong is answered with a
+ * costs about one system call each; in a run of small FPDUs it takes up
+ * to 64 KiB of the stream instead, and the FPDUs in there are checked
+ * and copied out one by one (SR_IW_LA_BIG).  Anything wrong is answered with a
  * Terminate (term.c) and the QP goes to ERR; nothing is ever written
  * outside a checked range. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -66,33 +69,76 @@ static void recv_complete(struct sr_qp *qp, enum ibv_wc_status st, enum ibv_wc_o
 	sr_cq_push(qp->rcq, &wc, se);
 }
 
-/* Read into buf: first what the look-ahead holds, then the socket.
- * Returns bytes, 0 at end of stream, -EAGAIN, or -errno. */
+/* The look-ahead's buffer. */
+static uint8_t *la_buf(struct sr_iw_qp *w)
+{
+	return w->rx.la_in_big ? w->rx_big : w->rx.la;
+}
+
+/* An empty look-ahead is to be refilled: the buffer and how much to ask
+ * for (SR_IW_LA_BIG after a small FPDU, if that buffer can be had). */
+static uint32_t la_refill(struct sr_iw_qp *w)
+{
+	struct sr_iw_rx *rx = &w->rx;
+
+	rx->la_off = 0;
+	rx->la_in_big = false;
+	if (!rx->la_want_big)
+		return SR_IW_LA;
+	if (!w->rx_big && !(w->rx_big = malloc(SR_IW_LA_BIG)))
+		return SR_IW_LA;
+	rx->la_in_big = true;
+	return SR_IW_LA_BIG;
+}
+
+/* Takes up to len bytes of the look-ahead. */
+static const uint8_t *la_take(struct sr_iw_rx *rx, const uint8_t *la, size_t len, size_t *took)
+{
+	size_t k = rx->la_len < len ? rx->la_len : len;
+	const uint8_t *p = la + rx->la_off;
+
+	rx->la_off += (uint32_t)k;
+	rx->la_len -= (uint32_t)k;
+	if (!rx->la_len)
+		rx->la_off = 0;
+	*took = k;
+	return p;
+}
+
+/* Read into buf: first what the look-ahead holds, then the socket (by
+ * way of a refilled look-ahead after a small FPDU).  Returns bytes, 0 at
+ * end of stream, -EAGAIN, or -errno. */
 static ssize_t rx_read(struct sr_iw_qp *w, uint8_t *buf, size_t len)
 {
 	struct sr_iw_rx *rx = &w->rx;
+	size_t k;
 	ssize_t n;
 
 	if (rx->la_len) {
-		size_t k = rx->la_len < len ? rx->la_len : len;
-
-		memcpy(buf, rx->la + rx->la_off, k);
-		rx->la_off += (uint32_t)k;
-		rx->la_len -= (uint32_t)k;
-		if (!rx->la_len)
-			rx->la_off = 0;
+		const uint8_t *p = la_take(rx, la_buf(w), len, &k);
+		memcpy(buf, p, k);
 		return (ssize_t)k;
 	}
 	if (rx->sock_dry)
 		return -EAGAIN;
+	/* only the large look-ahead is refilled here: the small one never
+	 * takes more than the header asks for */
+	bool refill = la_refill(w) > len && rx->la_in_big;
+	uint8_t *dst = refill ? la_buf(w) : buf;
+	size_t ask = refill ? SR_IW_LA_BIG : len;
 	do {
-		n = recv(w->fd, buf, len, MSG_DONTWAIT);
+		n = recv(w->fd, dst, ask, MSG_DONTWAIT);
 	} while (n < 0 && errno == EINTR);
-	if (n > 0 && (size_t)n < len)
+	if (n > 0 && (size_t)n < ask)
 		rx->sock_dry = true;
 	if (n < 0)
 		return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
-	return n;
+	if (dst == buf || !n)
+		return n;
+	rx->la_len = (uint32_t)n;
+	const uint8_t *p = la_take(rx, dst, len, &k);
+	memcpy(buf, p, k);
+	return (ssize_t)k;
 }
 
 /* The stream ended (n == 0) or broke (n < 0) while reading. */
@@ -407,6 +453,10 @@ static int rx_header(struct sr_qp *qp)
 		sr_iw_term_rx_error(qp, SR_TERM_LAYER_LLP, SR_TERM_LLP_MPA, SR_TERM_MPA_FPDU, IBV_EVENT_QP_FATAL);
 		return -1;
 	}
+	/* two small FPDUs in a row: a large message's short last segment
+	 * ([60 KiB, 4 KiB] for 64 KiB Writes) is not a run of small ones */
+	rx->small_run = rx->ulpdu_len <= SR_IW_LA_BIG_MAX_PAY ? rx->small_run + 1 : 0;
+	rx->la_want_big = rx->small_run >= 2;
 	/* what of the ULPDU is still to read (a Terminate's header read may
 	 * have taken all of it) */
 	rx->pay_len = rx->ulpdu_len + SR_MPA_LEN_BYTES - rx->hhave;
@@ -628,24 +678,24 @@ static int rx_payload(struct sr_qp *qp)
 			iov[n].iov_base = rx->trl + rx->trl_have;
 			iov[n++].iov_len = rx->trl_need - rx->trl_have;
 			if (!rx->la_len) {
-				rx->la_off = 0;
-				iov[n].iov_base = rx->la;
-				iov[n++].iov_len = SR_IW_LA;
+				uint32_t cap = la_refill(w);
+				iov[n].iov_base = la_buf(w);
+				iov[n++].iov_len = cap;
 			}
 		}
 		if (rx->la_len) {
-			/* the look-ahead of the previous FPDU still holds bytes of
-			 * this one (a tiny FPDU): take from it first */
-			uint8_t tmp[SR_IW_LA];
-			size_t k = 0, want = 0;
+			/* the look-ahead still holds bytes of this FPDU (a tiny
+			 * one, or one of a run of small ones): take from it first */
+			size_t k = 0, want = 0, took;
 
 			for (int i = 0; i < n; i++)
 				want += iov[i].iov_len;
-			got = rx_read(w, tmp, want < SR_IW_LA ? want : SR_IW_LA);
-			for (int i = 0; i < n && k < (size_t)got; i++) {
-				size_t c = iov[i].iov_len < (size_t)got - k ? iov[i].iov_len : (size_t)got - k;
+			const uint8_t *src = la_take(rx, la_buf(w), want, &took);
+			got = (ssize_t)took;
+			for (int i = 0; i < n && k < took; i++) {
+				size_t c = iov[i].iov_len < took - k ? iov[i].iov_len : took - k;
 
-				if (!sr_place_guarded(iov[i].iov_base, tmp + k, c)) {
+				if (!sr_place_guarded(iov[i].iov_base, src + k, c)) {
 					got = -EFAULT; /* unmapped by the application (core/guard.h) */
 					break;
 				}
@@ -723,7 +773,10 @@ void sr_iw_rx_progress(struct sr_qp *qp)
 	struct sr_iw_rx *rx = &w->rx;
 
 	rx->sock_dry = false; /* called on readiness (or by a poller): look again */
-	for (int budget = SR_IW_RX_BUDGET; budget > 0; budget--) {
+	/* The budget counts FPDUs; what the look-ahead already holds is
+	 * parsed whatever it says: no readiness would bring the QP back for
+	 * it (the socket may be empty), and it is at most SR_IW_LA_BIG bytes. */
+	for (int budget = SR_IW_RX_BUDGET; budget > 0 || rx->la_len; budget--) {
 		enum ibv_qp_state st = qp->attr.qp_state;
 
 		if (!w->connected || w->rx_held || rx->state == SR_IW_RX_STOP ||

@@ -687,9 +687,46 @@ static int late_post_recv(struct side *s, struct ibv_srq *srq, uint64_t id, void
 	return srq ? ibv_post_srq_recv(srq, &w, &bad) : ibv_post_recv(s->qp, &w, &bad);
 }
 
-static void test_late_receive_on(struct side s[2], struct ibv_srq *srq, const char *tag)
+/* cnt receives of len bytes each from p on, wr_ids from id on, in one
+ * ibv_post_recv (a list): a QP held for want of a receive is let go
+ * once, with all of them there. */
+static int post_recv_list(struct side *s, uint64_t id, uint8_t *p, uint32_t len, uint32_t lkey, uint32_t cnt)
 {
-	const uint32_t len = 65536, n = 64, early = 4;
+	struct ibv_sge *g = calloc(cnt, sizeof(*g));
+	struct ibv_recv_wr *w = calloc(cnt, sizeof(*w)), *bad;
+	int r = ENOMEM;
+
+	if (g && w) {
+		for (uint32_t i = 0; i < cnt; i++) {
+			g[i] = (struct ibv_sge){ (uintptr_t)(p + (size_t)i * len), len, lkey };
+			w[i] = (struct ibv_recv_wr){ .wr_id = id + i, .sg_list = &g[i], .num_sge = 1,
+						     .next = i + 1 < cnt ? &w[i + 1] : NULL };
+		}
+		r = ibv_post_recv(s->qp, w, &bad);
+	}
+	free(g);
+	free(w);
+	return r;
+}
+
+/* What cq holds now, without a poll that finds it empty and so receives
+ * for itself (sr_progress_poll): only what the progress thread placed. */
+static int cq_take_placed(struct ibv_cq *cq, struct ibv_wc *wc, int max)
+{
+	int got = 0, k;
+
+	while (got < max && (k = ibv_poll_cq(cq, max - got < 64 ? max - got : 64, wc + got)) > 0)
+		got += k;
+	return got;
+}
+
+/* n Sends of len bytes, of which only the first early find a receive
+ * posted; the rest are posted 200 ms later.  thread_only: the rest in
+ * one list, and the receiver does not poll until 500 ms after that, when
+ * every receive must have been completed without a poll driving it. */
+static void test_late_receive_on(struct side s[2], struct ibv_srq *srq, const char *tag, uint32_t len, uint32_t n,
+				 uint32_t early, bool thread_only)
+{
 	struct vt_buf a, b;
 	struct ibv_wc wc[64];
 	uint32_t sent = 0, got = 0, bad = 0;
@@ -712,8 +749,23 @@ static void test_late_receive_on(struct side s[2], struct ibv_srq *srq, const ch
 	      "%s: 200 ms after %u Sends met %u receives, both QPs are still RTS\t(%s, %s)", tag, n, early,
 	      vt_state_str(vt_qp_state(s[0].qp)), vt_state_str(vt_qp_state(s[1].qp)));
 	uint64_t t_post = vt_now_ms(), t_first = 0;
-	for (uint32_t i = early; i < n; i++)
-		errs += late_post_recv(&s[1], srq, 3000 + i, b.p + (size_t)i * len, len, b.mr->lkey) != 0;
+	if (thread_only && !srq)
+		errs += early < n && post_recv_list(&s[1], 3000 + early, b.p + (size_t)early * len, len, b.mr->lkey,
+						    n - early) != 0;
+	else
+		for (uint32_t i = early; i < n; i++)
+			errs += late_post_recv(&s[1], srq, 3000 + i, b.p + (size_t)i * len, len, b.mr->lkey) != 0;
+	if (thread_only) {
+		struct ibv_wc *all = calloc(n, sizeof(*all));
+
+		vt_sleep_ms(500);
+		int placed = all ? cq_take_placed(s[1].rcq, all, (int)n) : 0;
+		for (int i = 0; i < placed; i++, got++)
+			bad += all[i].status != IBV_WC_SUCCESS || all[i].byte_len != len || all[i].wr_id != 3000 + got;
+		CHECK(placed == (int)n, "%s: 500 ms later the receiver's progress thread alone has completed all %u "
+				       "receives, no poll driving it\t(%d)", tag, n, placed);
+		free(all);
+	}
 	while (got < n) {
 		int k = poll_some(s[1].rcq, 64, wc, 5000);
 
@@ -750,7 +802,18 @@ static void test_late_receive_on(struct side s[2], struct ibv_srq *srq, const ch
 
 static void test_late_receive(struct side s[2], const char *tag)
 {
-	test_late_receive_on(s, NULL, tag);
+	char t[160];
+
+	test_late_receive_on(s, NULL, tag, 65536, 64, 4, false);
+	/* Small Sends arrive many to a read (the receiver's look-ahead takes
+	 * up to 64 KiB of them, qp_rx.c): more of them than the receive
+	 * budget of one pass (SR_IW_RX_BUDGET, 64) wait there, with nothing
+	 * left in the socket to bring the QP back, whether their receives
+	 * are posted late or all posted before */
+	snprintf(t, sizeof(t), "%s, 200 Sends of 48 bytes", tag);
+	test_late_receive_on(s, NULL, t, 48, 200, 4, true);
+	snprintf(t, sizeof(t), "%s, 250 Sends of 48 bytes, receives posted first", tag);
+	test_late_receive_on(s, NULL, t, 48, 250, 250, true);
 }
 
 /* The same with the receiver's receives on an SRQ: its post gives the
@@ -781,7 +844,7 @@ static void test_late_receive_srq(void)
 									IBV_QP_ACCESS_FLAGS),
 			  "receiver QP on the SRQ, INIT") &&
 		    CHECK(conn_up(s, &o, &c), "connected: RTS"))
-			test_late_receive_on(s, srq, "SRQ");
+			test_late_receive_on(s, srq, "SRQ", 65536, 64, 4, false);
 	}
 	for (int i = 0; i < 2; i++) {
 		side_qp_free(&s[i]);
