@@ -1,7 +1,8 @@
 /* Queue pairs: creation, the RESET-INIT-RTR-RTS-SQD-SQE-ERR state machine
  * with attribute masks checked as the kernel's ib_modify_qp_is_ok() and
- * rxe do, posting of work requests, the ibv_wr_* API, flushing; shared
- * receive queues and address handles. */
+ * rxe do, posting of work requests (ibv_post_send/recv), flushing.  The
+ * ibv_wr_* API is in qp_ex.c, shared receive queues in srq.c, address
+ * handles in ah.c. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -9,18 +10,6 @@
 
 #include "core/sr.h"
 #include "core/fault.h"
-
-/* The application's SGE i, read byte-wise: callers may hand in arrays
- * that are not 8-byte aligned (libiscsi's iSER keeps its receive SGE in a
- * packed descriptor), which the hardware providers read without a fault
- * on x86 and so must we (UBSan: misaligned load). */
-static inline struct ibv_sge app_sge(const struct ibv_sge *list, int i)
-{
-	struct ibv_sge s;
-
-	memcpy(&s, (const char *)list + (size_t)i * sizeof(s), sizeof(s));
-	return s;
-}
 
 /* ---------------- the state machine ---------------- */
 
@@ -224,7 +213,7 @@ static void rq_set_stride(struct sr_rq *rq)
 	rq->stride = (uint32_t)((s + 7) & ~(size_t)7);
 }
 
-static int rq_init(struct sr_rq *rq, uint32_t max_wr, uint32_t max_sge)
+int sr_rq_init(struct sr_rq *rq, uint32_t max_wr, uint32_t max_sge)
 {
 	rq->max_wr = max_wr ? max_wr : 1;
 	rq->max_sge = max_sge ? max_sge : 1;
@@ -233,7 +222,6 @@ static int rq_init(struct sr_rq *rq, uint32_t max_wr, uint32_t max_sge)
 	return rq->buf ? 0 : ENOMEM;
 }
 
-void sr_qp_ex_init(struct sr_qp *qp); /* below */
 
 /* sr_qp.serial: 64 bits never wrap, so a destroyed QP's number is never
  * anyone else's (a type 2 memory window keeps naming its QP by it) */
@@ -317,7 +305,7 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 			goto nomem;
 	}
 	if (!ia->srq) {
-		if (rq_init(&qp->rq, cap->max_recv_wr, cap->max_recv_sge))
+		if (sr_rq_init(&qp->rq, cap->max_recv_wr, cap->max_recv_sge))
 			goto nomem;
 	}
 	qp->scq = to_scq(ia->send_cq);
@@ -501,7 +489,7 @@ void sr_sq_complete(struct sr_qp *qp)
 	sr_sq_check_drained(qp);
 }
 
-static void flush_sq(struct sr_qp *qp)
+void sr_flush_sq(struct sr_qp *qp)
 {
 	struct sr_sq *sq = &qp->sq;
 	for (uint32_t i = sq->tail; i != sq->head; i++) {
@@ -517,7 +505,7 @@ static void flush_sq(struct sr_qp *qp)
 
 void sr_flush_qp(struct sr_qp *qp)
 {
-	flush_sq(qp);
+	sr_flush_sq(qp);
 	flush_rq(qp);
 }
 
@@ -740,7 +728,7 @@ static bool opcode_ok(enum ibv_qp_type t, enum ibv_wr_opcode op)
 /* Soft-iWARP carries what siw does plus RDMA Write with Immediate (RFC
  * 7306 Immediate Data): no Send with Immediate, no atomics, and neither
  * of the local operations (libsiw refuses BIND_MW and LOCAL_INV). */
-static bool qp_opcode_ok(struct sr_qp *qp, enum ibv_wr_opcode op)
+bool sr_qp_opcode_ok(struct sr_qp *qp, enum ibv_wr_opcode op)
 {
 	if (qp->ctx->dev->conf.type == SR_DEV_IWARP &&
 	    (op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD ||
@@ -751,8 +739,8 @@ static bool qp_opcode_ok(struct sr_qp *qp, enum ibv_wr_opcode op)
 
 /* The WQE of a local operation: no payload, no PSN; what it needs is kept
  * in the WQE's fields as sr_local_op reads them (mw.c). */
-static void local_wqe_fill(struct sr_send_wqe *w, enum ibv_wr_opcode op, uint32_t inv_rkey, const struct ibv_mw *mw,
-			   uint32_t rkey, const struct ibv_mw_bind_info *bi)
+void sr_local_wqe_fill(struct sr_send_wqe *w, enum ibv_wr_opcode op, uint32_t inv_rkey, const struct ibv_mw *mw,
+		       uint32_t rkey, const struct ibv_mw_bind_info *bi)
 {
 	w->opcode = op;
 	w->length = 0;
@@ -784,7 +772,7 @@ static int post_local(struct sr_qp *qp, const struct ibv_send_wr *wr)
 	memset(w, 0, sizeof(*w));
 	w->wr_id = wr->wr_id;
 	w->send_flags = wr->send_flags & ~IBV_SEND_INLINE;
-	local_wqe_fill(w, wr->opcode, wr->invalidate_rkey, wr->bind_mw.mw, wr->bind_mw.rkey, &wr->bind_mw.bind_info);
+	sr_local_wqe_fill(w, wr->opcode, wr->invalidate_rkey, wr->bind_mw.mw, wr->bind_mw.rkey, &wr->bind_mw.bind_info);
 	w->state = SR_WQE_POSTED;
 	w->status = IBV_WC_SUCCESS;
 	qp->sq.head++;
@@ -798,7 +786,7 @@ static int post_one_send(struct sr_qp *qp, const struct ibv_send_wr *wr)
 	struct sr_send_wqe *w;
 	uint64_t len = 0;
 
-	if (!qp_opcode_ok(qp, wr->opcode))
+	if (!sr_qp_opcode_ok(qp, wr->opcode))
 		return EINVAL;
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > sq->max_sge)
 		return EINVAL;
@@ -810,7 +798,7 @@ static int post_one_send(struct sr_qp *qp, const struct ibv_send_wr *wr)
 	if (sr_wr_is_local(wr->opcode))
 		return post_local(qp, wr);
 	for (int i = 0; i < wr->num_sge; i++)
-		len += app_sge(wr->sg_list, i).length;
+		len += sr_app_sge(wr->sg_list, i).length;
 	if (len > SR_MAX_MSG_SIZE)
 		return EINVAL;
 	bool inl = (wr->send_flags & IBV_SEND_INLINE) && wr->opcode != IBV_WR_RDMA_READ &&
@@ -864,7 +852,7 @@ static int post_one_send(struct sr_qp *qp, const struct ibv_send_wr *wr)
 	if (inl) {
 		uint8_t *p = sr_wqe_inline(sq, w);
 		for (int i = 0; i < wr->num_sge; i++) {
-			struct ibv_sge g = app_sge(wr->sg_list, i);
+			struct ibv_sge g = sr_app_sge(wr->sg_list, i);
 
 			memcpy(p, (void *)(uintptr_t)g.addr, g.length);
 			p += g.length;
@@ -908,14 +896,14 @@ int sr_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr
 		}
 	}
 	if (qp->attr.qp_state == IBV_QPS_ERR)
-		flush_sq(qp);
+		sr_flush_sq(qp);
 	else
 		qp->ctx->dev->tops->sq_kick(qp);
 	pthread_mutex_unlock(&qp->lock);
 	return err;
 }
 
-static int rq_post(struct sr_rq *rq, const struct ibv_recv_wr *wr)
+int sr_rq_post(struct sr_rq *rq, const struct ibv_recv_wr *wr)
 {
 	uint64_t len = 0;
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge)
@@ -926,7 +914,7 @@ static int rq_post(struct sr_rq *rq, const struct ibv_recv_wr *wr)
 	w->wr_id = wr->wr_id;
 	w->num_sge = (uint32_t)wr->num_sge;
 	for (int i = 0; i < wr->num_sge; i++) {
-		w->sge[i] = app_sge(wr->sg_list, i);
+		w->sge[i] = sr_app_sge(wr->sg_list, i);
 		len += w->sge[i].length;
 	}
 	w->length = len;
@@ -946,7 +934,7 @@ int sr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 		return EINVAL;
 	}
 	for (; wr; wr = wr->next) {
-		err = rq_post(&qp->rq, wr);
+		err = sr_rq_post(&qp->rq, wr);
 		if (err) {
 			*bad = wr;
 			break;
@@ -990,397 +978,4 @@ bool sr_rq_take(struct sr_qp *qp, struct sr_recv_wqe *out)
 			sr_post_async_event(qp->ctx, IBV_EVENT_SRQ_LIMIT_REACHED, &srq->ibsrq);
 	}
 	return true;
-}
-
-/* ---------------- SRQ ---------------- */
-
-struct ibv_srq *sr_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
-{
-	struct sr_srq *srq;
-
-	if (attr->attr.max_wr == 0 || attr->attr.max_wr > SR_MAX_SRQ_WR || attr->attr.max_sge > SR_MAX_SGE ||
-	    attr->attr.srq_limit > attr->attr.max_wr) {
-		errno = EINVAL;
-		return NULL;
-	}
-	srq = calloc(1, sizeof(*srq));
-	if (!srq) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	if (rq_init(&srq->rq, attr->attr.max_wr, attr->attr.max_sge)) {
-		free(srq);
-		errno = ENOMEM;
-		return NULL;
-	}
-	pthread_mutex_init(&srq->lock, NULL);
-	srq->limit = attr->attr.srq_limit;
-	attr->attr.max_wr = srq->rq.max_wr;
-	attr->attr.max_sge = srq->rq.max_sge;
-	atomic_fetch_add(&to_spd(pd)->usecnt, 1);
-	srq->ibsrq.context = pd->context;
-	srq->ibsrq.srq_context = attr->srq_context;
-	srq->ibsrq.pd = pd;
-	pthread_mutex_init(&srq->ibsrq.mutex, NULL);
-	pthread_cond_init(&srq->ibsrq.cond, NULL);
-	return &srq->ibsrq;
-}
-
-int sr_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr, int mask)
-{
-	struct sr_srq *srq = to_ssrq(ibsrq);
-	int err = 0;
-
-	if (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))
-		return EINVAL;
-	pthread_mutex_lock(&srq->lock);
-	if (mask & IBV_SRQ_MAX_WR) {
-		uint32_t count = srq->rq.head - srq->rq.tail;
-		if (attr->max_wr == 0 || attr->max_wr > SR_MAX_SRQ_WR || attr->max_wr < count ||
-		    ((mask & IBV_SRQ_LIMIT) ? attr->srq_limit : srq->limit) > attr->max_wr) {
-			err = EINVAL;
-			goto out;
-		}
-		struct sr_rq nrq = srq->rq;
-		nrq.max_wr = attr->max_wr;
-		nrq.buf = calloc(nrq.max_wr, nrq.stride);
-		if (!nrq.buf) {
-			err = ENOMEM;
-			goto out;
-		}
-		for (uint32_t i = 0; i < count; i++)
-			memcpy(nrq.buf + (size_t)i * nrq.stride, sr_rq_wqe(&srq->rq, srq->rq.tail + i), nrq.stride);
-		nrq.tail = 0;
-		nrq.head = count;
-		free(srq->rq.buf);
-		srq->rq = nrq;
-	}
-	if (mask & IBV_SRQ_LIMIT) {
-		if (attr->srq_limit > srq->rq.max_wr) {
-			err = EINVAL;
-			goto out;
-		}
-		srq->limit = attr->srq_limit;
-	}
-out:
-	pthread_mutex_unlock(&srq->lock);
-	return err;
-}
-
-int sr_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
-{
-	struct sr_srq *srq = to_ssrq(ibsrq);
-	pthread_mutex_lock(&srq->lock);
-	attr->max_wr = srq->rq.max_wr;
-	attr->max_sge = srq->rq.max_sge;
-	attr->srq_limit = srq->limit;
-	pthread_mutex_unlock(&srq->lock);
-	return 0;
-}
-
-int sr_destroy_srq(struct ibv_srq *ibsrq)
-{
-	struct sr_srq *srq = to_ssrq(ibsrq);
-	struct sr_context *ctx = to_sctx(ibsrq->context);
-
-	if (atomic_load(&srq->n_qps))
-		return EBUSY;
-	pthread_mutex_lock(&ctx->progress_lock);
-	pthread_mutex_unlock(&ctx->progress_lock);
-	atomic_fetch_sub(&to_spd(ibsrq->pd)->usecnt, 1);
-	sr_purge_async_events(ctx, ibsrq);
-	free(srq->rq.buf);
-	free(srq);
-	return 0;
-}
-
-int sr_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
-{
-	struct sr_srq *srq = to_ssrq(ibsrq);
-	struct sr_context *ctx = to_sctx(ibsrq->context);
-	int err = 0;
-
-	pthread_mutex_lock(&srq->lock);
-	for (; wr; wr = wr->next) {
-		err = rq_post(&srq->rq, wr);
-		if (err) {
-			*bad = wr;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&srq->lock);
-	/* QPs waiting in RNR for this SRQ retry on their own timer */
-	(void)ctx;
-	return err;
-}
-
-/* ---------------- address handles ---------------- */
-
-struct ibv_ah *sr_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
-{
-	struct sr_context *ctx = to_sctx(pd->context);
-	struct sr_ah *ah = calloc(1, sizeof(*ah));
-	int err;
-
-	if (!ah) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	err = sr_av_from_ah_attr(ctx, attr, &ah->av);
-	if (err) {
-		free(ah);
-		errno = err;
-		return NULL;
-	}
-	ah->ibah.context = pd->context;
-	ah->ibah.pd = pd;
-	atomic_fetch_add(&to_spd(pd)->usecnt, 1);
-	return &ah->ibah;
-}
-
-int sr_destroy_ah(struct ibv_ah *ah)
-{
-	atomic_fetch_sub(&to_spd(ah->pd)->usecnt, 1);
-	free(to_sah(ah));
-	return 0;
-}
-
-/* ---------------- the ibv_wr_* API (ibv_qp_ex) ----------------
- * Work requests are built straight into the SQ between wr_start and
- * wr_complete; wr_abort drops them. */
-
-static struct sr_qp *xqp(struct ibv_qp_ex *x) { return (struct sr_qp *)x; }
-
-static struct sr_send_wqe *wr_new(struct ibv_qp_ex *x, enum ibv_wr_opcode op)
-{
-	struct sr_qp *qp = xqp(x);
-	struct sr_sq *sq = &qp->sq;
-	if (qp->wr_error)
-		return NULL;
-	if (!qp_opcode_ok(qp, op) || sq->head - sq->tail >= sq->max_wr) {
-		qp->wr_error = true;
-		return NULL;
-	}
-	struct sr_send_wqe *w = sr_sq_wqe(sq, sq->head);
-	memset(w, 0, sizeof(*w));
-	w->wr_id = x->wr_id;
-	w->send_flags = x->wr_flags;
-	w->opcode = op;
-	w->state = SR_WQE_POSTED;
-	sq->head++;
-	return w;
-}
-
-static struct sr_send_wqe *wr_last(struct ibv_qp_ex *x)
-{
-	struct sr_qp *qp = xqp(x);
-	if (qp->wr_error || qp->sq.head == qp->wr_start_head)
-		return NULL;
-	return sr_sq_wqe(&qp->sq, qp->sq.head - 1);
-}
-
-static void x_send(struct ibv_qp_ex *x) { wr_new(x, IBV_WR_SEND); }
-static void x_send_imm(struct ibv_qp_ex *x, __be32 imm)
-{
-	struct sr_send_wqe *w = wr_new(x, IBV_WR_SEND_WITH_IMM);
-	if (w)
-		w->imm_data = imm;
-}
-static void x_send_inv(struct ibv_qp_ex *x, uint32_t rkey)
-{
-	struct sr_send_wqe *w = wr_new(x, IBV_WR_SEND_WITH_INV);
-	if (w)
-		w->imm_data = rkey;
-}
-static void x_bind_mw(struct ibv_qp_ex *x, struct ibv_mw *mw, uint32_t rkey, const struct ibv_mw_bind_info *bi)
-{
-	struct sr_send_wqe *w = wr_new(x, IBV_WR_BIND_MW);
-	if (!w)
-		return;
-	if (!mw || !bi || (!bi->mr && bi->length)) {
-		xqp(x)->wr_error = true;
-		return;
-	}
-	local_wqe_fill(w, IBV_WR_BIND_MW, 0, mw, rkey, bi);
-}
-static void x_local_inv(struct ibv_qp_ex *x, uint32_t rkey)
-{
-	struct sr_send_wqe *w = wr_new(x, IBV_WR_LOCAL_INV);
-	if (w)
-		local_wqe_fill(w, IBV_WR_LOCAL_INV, rkey, NULL, 0, NULL);
-}
-static void x_rdma(struct ibv_qp_ex *x, enum ibv_wr_opcode op, uint32_t rkey, uint64_t addr, __be32 imm)
-{
-	struct sr_send_wqe *w = wr_new(x, op);
-	if (w) {
-		w->rkey = rkey;
-		w->remote_addr = addr;
-		w->imm_data = imm;
-	}
-}
-static void x_write(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr) { x_rdma(x, IBV_WR_RDMA_WRITE, rkey, addr, 0); }
-static void x_write_imm(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr, __be32 imm)
-{
-	x_rdma(x, IBV_WR_RDMA_WRITE_WITH_IMM, rkey, addr, imm);
-}
-static void x_read(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr) { x_rdma(x, IBV_WR_RDMA_READ, rkey, addr, 0); }
-static void x_cas(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr, uint64_t cmp, uint64_t swap)
-{
-	struct sr_send_wqe *w = wr_new(x, IBV_WR_ATOMIC_CMP_AND_SWP);
-	if (w) {
-		if (addr & 7)
-			xqp(x)->wr_error = true;
-		w->rkey = rkey;
-		w->remote_addr = addr;
-		w->compare_add = cmp;
-		w->swap = swap;
-	}
-}
-static void x_faa(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr, uint64_t add)
-{
-	struct sr_send_wqe *w = wr_new(x, IBV_WR_ATOMIC_FETCH_AND_ADD);
-	if (w) {
-		if (addr & 7)
-			xqp(x)->wr_error = true;
-		w->rkey = rkey;
-		w->remote_addr = addr;
-		w->compare_add = add;
-	}
-}
-static void x_set_ud_addr(struct ibv_qp_ex *x, struct ibv_ah *ah, uint32_t qpn, uint32_t qkey)
-{
-	struct sr_send_wqe *w = wr_last(x);
-	if (!w)
-		return;
-	if (!ah) {
-		xqp(x)->wr_error = true;
-		return;
-	}
-	*sr_sq_av(&xqp(x)->sq, w) = to_sah(ah)->av;
-	w->remote_qpn = qpn & 0xffffff;
-	w->remote_qkey = qkey;
-}
-static void x_set_sge_list(struct ibv_qp_ex *x, size_t n, const struct ibv_sge *sg)
-{
-	struct sr_qp *qp = xqp(x);
-	struct sr_send_wqe *w = wr_last(x);
-	if (!w)
-		return;
-	if (n > qp->sq.max_sge) {
-		qp->wr_error = true;
-		return;
-	}
-	w->num_sge = (uint32_t)n;
-	w->length = 0;
-	for (size_t i = 0; i < n; i++) {
-		w->sge[i] = app_sge(sg, (int)i);
-		w->length += w->sge[i].length;
-	}
-	if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-		if (w->length < 8)
-			qp->wr_error = true;
-		w->length = 8;
-	}
-}
-static void x_set_sge(struct ibv_qp_ex *x, uint32_t lkey, uint64_t addr, uint32_t len)
-{
-	struct ibv_sge s = { .addr = addr, .length = len, .lkey = lkey };
-	x_set_sge_list(x, 1, &s);
-}
-static void x_set_inline_list(struct ibv_qp_ex *x, size_t n, const struct ibv_data_buf *b)
-{
-	struct sr_qp *qp = xqp(x);
-	struct sr_send_wqe *w = wr_last(x);
-	size_t total = 0;
-	if (!w)
-		return;
-	for (size_t i = 0; i < n; i++)
-		total += b[i].length;
-	if (total > qp->sq.max_inline) {
-		qp->wr_error = true;
-		return;
-	}
-	uint8_t *p = sr_wqe_inline(&qp->sq, w);
-	for (size_t i = 0; i < n; i++) {
-		memcpy(p, b[i].addr, b[i].length);
-		p += b[i].length;
-	}
-	w->inlined = true;
-	w->num_sge = 0;
-	w->length = total;
-}
-static void x_set_inline(struct ibv_qp_ex *x, void *addr, size_t len)
-{
-	struct ibv_data_buf b = { .addr = addr, .length = len };
-	x_set_inline_list(x, 1, &b);
-}
-static void x_start(struct ibv_qp_ex *x)
-{
-	struct sr_qp *qp = xqp(x);
-	pthread_mutex_lock(&qp->lock);
-	qp->wr_error = false;
-	qp->wr_start_head = qp->sq.head;
-}
-static void x_abort(struct ibv_qp_ex *x)
-{
-	struct sr_qp *qp = xqp(x);
-	qp->sq.head = qp->wr_start_head;
-	qp->wr_error = false;
-	pthread_mutex_unlock(&qp->lock);
-}
-static int x_complete(struct ibv_qp_ex *x)
-{
-	struct sr_qp *qp = xqp(x);
-	enum ibv_qp_state st = qp->attr.qp_state;
-	int err = 0;
-
-	sr_tsan_post();
-
-	if (qp->wr_error || st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) {
-		qp->sq.head = qp->wr_start_head;
-		err = qp->wr_error ? EINVAL : EINVAL;
-	} else {
-		for (uint32_t i = qp->wr_start_head; i != qp->sq.head; i++) {
-			struct sr_send_wqe *w = sr_sq_wqe(&qp->sq, i);
-			w->status = IBV_WC_SUCCESS;
-			if (x->qp_base.qp_type == IBV_QPT_UD &&
-			    w->length > (uint64_t)sr_mtu_enum_to_bytes(qp->ctx->active_mtu)) {
-				qp->sq.head = qp->wr_start_head;
-				err = EINVAL;
-				break;
-			}
-		}
-		if (!err) {
-			if (st == IBV_QPS_ERR)
-				flush_sq(qp);
-			else
-				qp->ctx->dev->tops->sq_kick(qp);
-		}
-	}
-	qp->wr_error = false;
-	pthread_mutex_unlock(&qp->lock);
-	return err;
-}
-
-void sr_qp_ex_init(struct sr_qp *qp)
-{
-	struct ibv_qp_ex *x = &qp->ibqp;
-	x->wr_send = x_send;
-	x->wr_send_imm = x_send_imm;
-	x->wr_send_inv = x_send_inv;
-	x->wr_bind_mw = x_bind_mw;
-	x->wr_local_inv = x_local_inv;
-	x->wr_rdma_write = x_write;
-	x->wr_rdma_write_imm = x_write_imm;
-	x->wr_rdma_read = x_read;
-	x->wr_atomic_cmp_swp = x_cas;
-	x->wr_atomic_fetch_add = x_faa;
-	x->wr_set_ud_addr = x_set_ud_addr;
-	x->wr_set_sge = x_set_sge;
-	x->wr_set_sge_list = x_set_sge_list;
-	x->wr_set_inline_data = x_set_inline;
-	x->wr_set_inline_data_list = x_set_inline_list;
-	x->wr_start = x_start;
-	x->wr_complete = x_complete;
-	x->wr_abort = x_abort;
 }

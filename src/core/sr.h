@@ -559,6 +559,18 @@ void sr_ack_cq_events(struct ibv_cq *cq, unsigned int n);
 bool sr_cq_push(struct sr_cq *cq, const struct ibv_wc *wc, bool solicited);
 void sr_cq_clean(struct sr_cq *cq, uint32_t qpn);
 
+/* The application's SGE i, read byte-wise: callers may hand in arrays
+ * that are not 8-byte aligned (libiscsi's iSER keeps its receive SGE in a
+ * packed descriptor), which the hardware providers read without a fault
+ * on x86 and so must we (UBSan: misaligned load). */
+static inline struct ibv_sge sr_app_sge(const struct ibv_sge *list, int i)
+{
+	struct ibv_sge s;
+
+	memcpy(&s, (const char *)list + (size_t)i * sizeof(s), sizeof(s));
+	return s;
+}
+
 /* qp.c */
 struct ibv_qp *sr_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
 struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *attr);
@@ -567,11 +579,27 @@ int sr_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask, struct ib
 int sr_destroy_qp(struct ibv_qp *qp);
 int sr_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 int sr_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+/* A receive ring (a QP's RQ or an SRQ's): 0 or ENOMEM; post one work
+ * request, 0 or an errno (the owner's lock held). */
+int sr_rq_init(struct sr_rq *rq, uint32_t max_wr, uint32_t max_sge);
+int sr_rq_post(struct sr_rq *rq, const struct ibv_recv_wr *wr);
+/* Flush the SQ's WQEs with IBV_WC_WR_FLUSH_ERR (qp->lock held). */
+void sr_flush_sq(struct sr_qp *qp);
+/* May a QP of this type post this opcode (on this transport)? */
+bool sr_qp_opcode_ok(struct sr_qp *qp, enum ibv_wr_opcode op);
+/* Fill a BIND_MW or LOCAL_INV WQE, served locally in SQ order. */
+void sr_local_wqe_fill(struct sr_send_wqe *w, enum ibv_wr_opcode op, uint32_t inv_rkey, const struct ibv_mw *mw,
+		       uint32_t rkey, const struct ibv_mw_bind_info *bi);
+/* qp_ex.c: the ibv_wr_* entry points of a QP created with
+ * IBV_QP_INIT_ATTR_SEND_OPS_FLAGS */
+void sr_qp_ex_init(struct sr_qp *qp);
+/* srq.c */
 struct ibv_srq *sr_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr);
 int sr_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask);
 int sr_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr);
 int sr_destroy_srq(struct ibv_srq *srq);
 int sr_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+/* ah.c */
 struct ibv_ah *sr_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
 int sr_destroy_ah(struct ibv_ah *ah);
 int sr_av_from_ah_attr(struct sr_context *ctx, const struct ibv_ah_attr *a, struct sr_av *av);

@@ -1,0 +1,128 @@
+/* Shared receive queues: creation, the limit event (ibv_modify_srq with
+ * IBV_SRQ_LIMIT), posting.  Their receive WQEs use the same ring as a
+ * QP's receive queue (sr_rq_init, sr_rq_post in qp.c). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/sr.h"
+
+struct ibv_srq *sr_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
+{
+	struct sr_srq *srq;
+
+	if (attr->attr.max_wr == 0 || attr->attr.max_wr > SR_MAX_SRQ_WR || attr->attr.max_sge > SR_MAX_SGE ||
+	    attr->attr.srq_limit > attr->attr.max_wr) {
+		errno = EINVAL;
+		return NULL;
+	}
+	srq = calloc(1, sizeof(*srq));
+	if (!srq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (sr_rq_init(&srq->rq, attr->attr.max_wr, attr->attr.max_sge)) {
+		free(srq);
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_init(&srq->lock, NULL);
+	srq->limit = attr->attr.srq_limit;
+	attr->attr.max_wr = srq->rq.max_wr;
+	attr->attr.max_sge = srq->rq.max_sge;
+	atomic_fetch_add(&to_spd(pd)->usecnt, 1);
+	srq->ibsrq.context = pd->context;
+	srq->ibsrq.srq_context = attr->srq_context;
+	srq->ibsrq.pd = pd;
+	pthread_mutex_init(&srq->ibsrq.mutex, NULL);
+	pthread_cond_init(&srq->ibsrq.cond, NULL);
+	return &srq->ibsrq;
+}
+
+int sr_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr, int mask)
+{
+	struct sr_srq *srq = to_ssrq(ibsrq);
+	int err = 0;
+
+	if (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))
+		return EINVAL;
+	pthread_mutex_lock(&srq->lock);
+	if (mask & IBV_SRQ_MAX_WR) {
+		uint32_t count = srq->rq.head - srq->rq.tail;
+		if (attr->max_wr == 0 || attr->max_wr > SR_MAX_SRQ_WR || attr->max_wr < count ||
+		    ((mask & IBV_SRQ_LIMIT) ? attr->srq_limit : srq->limit) > attr->max_wr) {
+			err = EINVAL;
+			goto out;
+		}
+		struct sr_rq nrq = srq->rq;
+		nrq.max_wr = attr->max_wr;
+		nrq.buf = calloc(nrq.max_wr, nrq.stride);
+		if (!nrq.buf) {
+			err = ENOMEM;
+			goto out;
+		}
+		for (uint32_t i = 0; i < count; i++)
+			memcpy(nrq.buf + (size_t)i * nrq.stride, sr_rq_wqe(&srq->rq, srq->rq.tail + i), nrq.stride);
+		nrq.tail = 0;
+		nrq.head = count;
+		free(srq->rq.buf);
+		srq->rq = nrq;
+	}
+	if (mask & IBV_SRQ_LIMIT) {
+		if (attr->srq_limit > srq->rq.max_wr) {
+			err = EINVAL;
+			goto out;
+		}
+		srq->limit = attr->srq_limit;
+	}
+out:
+	pthread_mutex_unlock(&srq->lock);
+	return err;
+}
+
+int sr_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
+{
+	struct sr_srq *srq = to_ssrq(ibsrq);
+	pthread_mutex_lock(&srq->lock);
+	attr->max_wr = srq->rq.max_wr;
+	attr->max_sge = srq->rq.max_sge;
+	attr->srq_limit = srq->limit;
+	pthread_mutex_unlock(&srq->lock);
+	return 0;
+}
+
+int sr_destroy_srq(struct ibv_srq *ibsrq)
+{
+	struct sr_srq *srq = to_ssrq(ibsrq);
+	struct sr_context *ctx = to_sctx(ibsrq->context);
+
+	if (atomic_load(&srq->n_qps))
+		return EBUSY;
+	pthread_mutex_lock(&ctx->progress_lock);
+	pthread_mutex_unlock(&ctx->progress_lock);
+	atomic_fetch_sub(&to_spd(ibsrq->pd)->usecnt, 1);
+	sr_purge_async_events(ctx, ibsrq);
+	free(srq->rq.buf);
+	free(srq);
+	return 0;
+}
+
+int sr_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	struct sr_srq *srq = to_ssrq(ibsrq);
+	struct sr_context *ctx = to_sctx(ibsrq->context);
+	int err = 0;
+
+	pthread_mutex_lock(&srq->lock);
+	for (; wr; wr = wr->next) {
+		err = sr_rq_post(&srq->rq, wr);
+		if (err) {
+			*bad = wr;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&srq->lock);
+	/* QPs waiting in RNR for this SRQ retry on their own timer */
+	(void)ctx;
+	return err;
+}
