@@ -81,28 +81,27 @@ static void x_write_imm(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr, __be3
 	x_rdma(x, IBV_WR_RDMA_WRITE_WITH_IMM, rkey, addr, imm);
 }
 static void x_read(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr) { x_rdma(x, IBV_WR_RDMA_READ, rkey, addr, 0); }
-static void x_cas(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr, uint64_t cmp, uint64_t swap)
+/* swap is unused by fetch-and-add (a WQE's unused fields stay 0) */
+static void x_atomic(struct ibv_qp_ex *x, enum ibv_wr_opcode op, uint32_t rkey, uint64_t addr, uint64_t compare_add,
+		     uint64_t swap)
 {
-	struct sr_send_wqe *w = wr_new(x, IBV_WR_ATOMIC_CMP_AND_SWP);
+	struct sr_send_wqe *w = wr_new(x, op);
 	if (w) {
 		if (addr & 7)
 			xqp(x)->wr_error = true;
 		w->rkey = rkey;
 		w->remote_addr = addr;
-		w->compare_add = cmp;
+		w->compare_add = compare_add;
 		w->swap = swap;
 	}
 }
+static void x_cas(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr, uint64_t cmp, uint64_t swap)
+{
+	x_atomic(x, IBV_WR_ATOMIC_CMP_AND_SWP, rkey, addr, cmp, swap);
+}
 static void x_faa(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr, uint64_t add)
 {
-	struct sr_send_wqe *w = wr_new(x, IBV_WR_ATOMIC_FETCH_AND_ADD);
-	if (w) {
-		if (addr & 7)
-			xqp(x)->wr_error = true;
-		w->rkey = rkey;
-		w->remote_addr = addr;
-		w->compare_add = add;
-	}
+	x_atomic(x, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, addr, add, 0);
 }
 static void x_set_ud_addr(struct ibv_qp_ex *x, struct ibv_ah *ah, uint32_t qpn, uint32_t qkey)
 {
