@@ -18,6 +18,9 @@
  * would not fit the static TLS that Python and UCX leave). */
 static __thread sigjmp_buf *volatile guard_jb;
 static atomic_int guards_active;
+/* This thread's sr_guard_hold depth: inside a hold, it is counted in
+ * guards_active already */
+static __thread unsigned int guard_held;
 
 static struct sigaction prev_segv, prev_bus;
 static pthread_once_t guard_once = PTHREAD_ONCE_INIT;
@@ -125,24 +128,42 @@ static SR_GUARD_BODY void place_body(void *dst, const void *src, size_t n)
 #endif
 
 /* Runs body(arg) under the guard: false if it faulted.  One place for
- * the jump target, the count of guarded threads and the thread's slot. */
+ * the jump target, the count of guarded threads and the thread's slot.
+ * Outside a hold, the thread counts itself in guards_active around the
+ * access; inside one (a receive batch, sr_guard_hold) it is counted
+ * already, and an access costs no atomic. */
 static bool run_guarded(void (*body)(void *), void *arg)
 {
 	sigjmp_buf jb;
 
 	if (sigsetjmp(jb, 0)) {
-		atomic_fetch_sub(&guards_active, 1);
+		if (!guard_held)
+			atomic_fetch_sub(&guards_active, 1);
 		recovered();
 		return false;
 	}
-	atomic_fetch_add(&guards_active, 1);
+	if (!guard_held)
+		atomic_fetch_add(&guards_active, 1);
 	guard_jb = &jb;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	body(arg);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	guard_jb = NULL;
-	atomic_fetch_sub(&guards_active, 1);
+	if (!guard_held)
+		atomic_fetch_sub(&guards_active, 1);
 	return true;
+}
+
+void sr_guard_hold(void)
+{
+	if (!guard_held++)
+		atomic_fetch_add(&guards_active, 1);
+}
+
+void sr_guard_release(void)
+{
+	if (!--guard_held)
+		atomic_fetch_sub(&guards_active, 1);
 }
 
 struct place_args {

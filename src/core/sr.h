@@ -636,6 +636,13 @@ void sr_qp_timer_arm_slack(struct sr_qp *qp, uint64_t when, uint64_t slack_ns);
 #define SR_PROGRESS_TICK_NS 1000000ull
 #define SR_PROGRESS_TICK_FOR_NS 100000000ull /* ... for 100 ms after a post */
 void sr_qp_timer_disarm(struct sr_qp *qp); /* qp->lock held */
+/* Whether the timer pass visits qp (qp->lock held): then a deadline moved
+ * later needs no arming; the thread, due to look by the earlier one,
+ * finds the later one then. */
+static inline bool sr_qp_timer_set(struct sr_qp *qp)
+{
+	return atomic_load_explicit(&qp->timer_slot, memory_order_relaxed) != 0;
+}
 /* The transport holds posted sends of qp back for a batch (qp->lock
  * held): the application's next poll of a CQ, or its arming of one,
  * releases them (sq_release); failing that, the progress thread does

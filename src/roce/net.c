@@ -847,6 +847,7 @@ static void rx_drain(struct sr_qp *qp, int fd, const struct sockaddr_in6 *local)
 		int n = recvmmsg(fd, msgs, SR_RX_GRO_BATCH, MSG_DONTWAIT, NULL);
 		if (n <= 0)
 			break;
+		sr_rx_batch_ns = sr_now_ns();
 		for (int i = 0; i < n && !qp->dead && qp->attr.qp_state != IBV_QPS_ERR; i++) {
 			if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC)
 				continue;
@@ -878,6 +879,7 @@ static void rx_drain(struct sr_qp *qp, int fd, const struct sockaddr_in6 *local)
 		if (n < SR_RX_GRO_BATCH)
 			break;
 	}
+	sr_rx_batch_ns = 0;
 	sr_resp_defer_reads(NULL);
 }
 

@@ -169,6 +169,8 @@ void sr_comp_rx(struct sr_qp *qp, struct sr_pkt *pkt);
 void sr_comp_timer(struct sr_qp *qp, uint64_t now);
 uint64_t sr_comp_deadline(struct sr_qp *qp);
 void sr_comp_arm_timer(struct sr_qp *qp);
+/* the clock of the receive batch this thread is handling, 0 outside one */
+extern __thread uint64_t sr_rx_batch_ns;
 uint64_t sr_timeout_ns(uint8_t timeout);
 
 /* resp.c */

@@ -545,12 +545,14 @@ static void test_burst(struct side s[2], const char *tag)
 	for (int t = 0; vt_burst_more(&bu); t++) {
 		vt_fill(a.p, N * LEN, 500u + (uint32_t)t);
 		memset(b.p, 0, N * LEN);
-		CHECK_INT(ibv_poll_cq(s[0].scq, N, wc), 0, "%s: try %d: the send CQ is empty before the burst", tag, t);
+		/* the empty poll inside the window (vt_sends.h), its report after */
 		vt_burst_start(&bu);
+		int polled = ibv_poll_cq(s[0].scq, N, wc);
 		for (int i = 0; i < N; i++)
 			vt_post_send(s[0].qp, (uint64_t)i, IBV_WR_RDMA_WRITE, a.p + i * LEN, LEN, a.mr->lkey,
 				     IBV_SEND_SIGNALED, (uintptr_t)b.p + (uint64_t)i * LEN, b.mr->rkey, 0);
 		vt_burst_stop(&bu);
+		CHECK_INT(polled, 0, "%s: try %d: the send CQ is empty before the burst", tag, t);
 		int got = 0, bad = 0;
 		while (got < N) {
 			int k = poll_some(s[0].scq, N - got, wc, VT_TIMEOUT_MS);

@@ -62,7 +62,12 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 
 /* The sendmsg calls of bursts of posts, counted only over tries in which
  * the posting thread was not preempted: a thread preempted between two
- * posts looks like one that paused, whose posts must leave at once.
+ * posts looks like one that paused, whose posts must leave at once.  The
+ * window starts before the empty poll that precedes the burst, and
+ * nothing that may block (a report on stdout) sits between them: a burst
+ * is one only within SR_TX_POLLER_NS of a poll, and on a loaded machine
+ * a thread preempted there (or blocked writing its report) posted its
+ * burst after that time and sent each Write at once.
  *   for (t = 0; vt_burst_more(&b); t++) { ...; vt_burst_start(&b);
  *   post...; vt_burst_stop(&b); ... }  vt_burst_check(&b, max, what); */
 #define VT_BURST_CLEAN 3  /* tries without preemption wanted */
