@@ -832,8 +832,10 @@ static bool ds_get_cq_events(struct rsocket *rs)
 	void *ctx;
 	bool any = false;
 
+	/* every event the channel holds (ds_arm may arm an armed CQ again):
+	 * one left behind would keep the descriptor readable */
 	for (struct ds_qp *qp = rs->dg->qps; qp; qp = qp->next) {
-		while (qp->armed && !ibv_get_cq_event(qp->ch, &cq, &ctx)) {
+		while (!ibv_get_cq_event(qp->ch, &cq, &ctx)) {
 			ibv_ack_cq_events(cq, 1);
 			qp->armed = false;
 			any = true;
@@ -862,13 +864,26 @@ void ds_progress(struct rsocket *rs, bool force)
 		rs_kick(rs);
 }
 
+/* Before a sleep.  The CQ is armed again even if it still is: that is
+ * what tells softrdma's provider a thread is about to sleep on the
+ * channel (ibv_req_notify_cq -> sr_progress_need_thread).  While an
+ * application thread polls the CQ, the progress thread leaves receiving
+ * to it and looks again only every 0.1 ms, or 1 ms after a poll that
+ * received 16 KiB (core/progress.c).  Sleeping on a CQ left armed from an
+ * earlier sleep said nothing: the next datagram waited for that recheck,
+ * so a round trip took over 1 ms, udpong's client resent (it waits 1 ms)
+ * and every resend left one more stale echo queued for good (it reads one
+ * datagram per send).  Once backlogged, polls took 16 KiB and more, the
+ * recheck became 1 ms, and the duplicates fed themselves: the livelock of
+ * udpong -T e -T a -T b and of its default suite.  Returns true if a CQ
+ * was not armed: completions before this raised no event, poll again. */
 bool ds_arm(struct rsocket *rs)
 {
 	bool armed = false;
 
 	for (struct ds_qp *qp = rs->dg->qps; qp; qp = qp->next) {
+		ibv_req_notify_cq(qp->cq, 0);
 		if (!qp->armed) {
-			ibv_req_notify_cq(qp->cq, 0);
 			qp->armed = true;
 			armed = true;
 		}
