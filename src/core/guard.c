@@ -127,33 +127,8 @@ static SR_GUARD_BODY void place_body(void *dst, const void *src, size_t n)
 }
 #endif
 
-/* Runs body(arg) under the guard: false if it faulted.  One place for
- * the jump target, the count of guarded threads and the thread's slot.
- * Outside a hold, the thread counts itself in guards_active around the
- * access; inside one (a receive batch, sr_guard_hold) it is counted
- * already, and an access costs no atomic. */
-static bool run_guarded(void (*body)(void *), void *arg)
-{
-	sigjmp_buf jb;
-
-	if (sigsetjmp(jb, 0)) {
-		if (!guard_held)
-			atomic_fetch_sub(&guards_active, 1);
-		recovered();
-		return false;
-	}
-	if (!guard_held)
-		atomic_fetch_add(&guards_active, 1);
-	guard_jb = &jb;
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	body(arg);
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	guard_jb = NULL;
-	if (!guard_held)
-		atomic_fetch_sub(&guards_active, 1);
-	return true;
-}
-
+/* Counts this thread in guards_active while it holds (sr_guard_hold,
+ * nesting): once per receive batch, or once per access outside one. */
 void sr_guard_hold(void)
 {
 	if (!guard_held++)
@@ -164,6 +139,28 @@ void sr_guard_release(void)
 {
 	if (!--guard_held)
 		atomic_fetch_sub(&guards_active, 1);
+}
+
+/* Runs body(arg) under the guard: false if it faulted.  One place for
+ * the jump target, the count of guarded threads and the thread's slot.
+ * Inside a receive batch's hold the count costs no atomic. */
+static bool run_guarded(void (*body)(void *), void *arg)
+{
+	sigjmp_buf jb;
+
+	if (sigsetjmp(jb, 0)) {
+		sr_guard_release();
+		recovered();
+		return false;
+	}
+	sr_guard_hold();
+	guard_jb = &jb;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	body(arg);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	guard_jb = NULL;
+	sr_guard_release();
+	return true;
 }
 
 struct place_args {

@@ -22,13 +22,17 @@ uint64_t sr_timeout_ns(uint8_t timeout)
 
 __thread uint64_t sr_rx_batch_ns;
 
-/* Each response or ACK that moves una_psn restarts the timer: within a
- * receive batch, from the batch's clock (sr_rx_batch_ns, read once per
+/* Arms the retransmission timer while packets are outstanding; restart:
+ * progress was made, it starts again.  Within a receive batch the
+ * deadline comes from the batch's clock (sr_rx_batch_ns, read once per
  * recvmmsg in roce/net.c) rather than a clock read per packet, which was
  * 2.4% of an RDMA READ requester's samples (16 responses per 64 KiB
- * READ).  The deadline is at least 4 ms away (sr_timeout_ns); it starts
- * at most one batch's handling early. */
-void sr_comp_arm_timer(struct sr_qp *qp)
+ * READ); the deadline is at least 4 ms away (sr_timeout_ns) and starts
+ * at most one batch's handling early.  A deadline that only moves later,
+ * of a QP the timer pass visits already, is not armed again: arming tells
+ * the progress thread (an atomic flag, a full barrier, per response
+ * packet), which, due to look by the earlier deadline, finds it then. */
+static void arm_retrans(struct sr_qp *qp, bool restart)
 {
 	struct sr_roce_qp *r = rqp(qp);
 	uint64_t to = sr_timeout_ns(qp->attr.timeout);
@@ -38,32 +42,19 @@ void sr_comp_arm_timer(struct sr_qp *qp)
 		r->retrans_deadline = 0;
 		return;
 	}
-	if (!r->retrans_deadline) {
-		r->retrans_deadline = (sr_rx_batch_ns ? sr_rx_batch_ns : sr_now_ns()) + to;
-		/* at least 4 ms away: a tick late is no harm */
-		sr_qp_timer_arm_slack(qp, r->retrans_deadline, SR_PROGRESS_TICK_NS);
-	}
+	if (r->retrans_deadline && !restart)
+		return;
+	uint64_t d = (sr_rx_batch_ns ? sr_rx_batch_ns : sr_now_ns()) + to;
+	bool later = r->retrans_deadline && d >= r->retrans_deadline && sr_qp_timer_set(qp);
+	r->retrans_deadline = d;
+	/* at least 4 ms away: a tick late is no harm */
+	if (!later)
+		sr_qp_timer_arm_slack(qp, d, SR_PROGRESS_TICK_NS);
 }
 
-/* Progress: the retransmission timer starts again.  The new deadline is
- * later than the one the progress thread knows, so while the QP is in
- * its timer pass only the deadline moves: arming would tell the thread
- * (an atomic flag, a full barrier, per response packet). */
-static void restart_timer(struct sr_qp *qp)
-{
-	struct sr_roce_qp *r = rqp(qp);
-	uint64_t to = sr_timeout_ns(qp->attr.timeout);
+void sr_comp_arm_timer(struct sr_qp *qp) { arm_retrans(qp, false); }
 
-	if (r->retrans_deadline && to && psn_diff(r->next_psn, r->una_psn) > 0 && sr_qp_timer_set(qp)) {
-		uint64_t d = (sr_rx_batch_ns ? sr_rx_batch_ns : sr_now_ns()) + to;
-		if (d >= r->retrans_deadline) {
-			r->retrans_deadline = d;
-			return;
-		}
-	}
-	r->retrans_deadline = 0;
-	sr_comp_arm_timer(qp);
-}
+static void restart_timer(struct sr_qp *qp) { arm_retrans(qp, true); }
 
 uint64_t sr_comp_deadline(struct sr_qp *qp)
 {
