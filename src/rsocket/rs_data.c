@@ -825,13 +825,21 @@ void rs_progress(struct rsocket *rs, bool force_cm)
 		rs_kick(rs);
 }
 
-/* Arms the CQ before sleeping.  Returns true if it did: the caller must
- * poll once more, completions that came before arming raise no event. */
+/* Arms the CQ before sleeping.  Returns true if it was not armed yet:
+ * the caller must poll once more, completions that came before arming
+ * raise no event.  An armed CQ is armed again all the same: in verbs
+ * that changes nothing, but it tells the provider that a thread is about
+ * to sleep on the channel.  softrdma's progress thread leaves the
+ * receiving to a thread that polls (as rs_progress just did) and takes
+ * it back at once only when told so; otherwise the sleeper's data waits
+ * for the thread's next look, 0.1 to 1 ms later. */
 bool rs_arm(struct rsocket *rs)
 {
-	if (!rs->cq || rs->cq_armed)
+	if (!rs->cq)
 		return false;
 	ibv_req_notify_cq(rs->cq, 0);
+	if (rs->cq_armed)
+		return false;
 	rs->cq_armed = true;
 	return true;
 }
