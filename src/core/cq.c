@@ -64,6 +64,23 @@ static void poll_yield(bool empty)
 		sched_yield();
 }
 
+/* A poll found the CQ empty (lock held).  If the CQ is armed, this is
+ * most likely an application draining it before it sleeps on the
+ * completion channel (arm, poll until empty, wait): returns true once
+ * per arming, and the caller tells the progress thread
+ * (sr_progress_need_thread).  Otherwise the poll just made, which took
+ * any input waiting, reads to the thread as a poller at work, and the
+ * sleeper's next completion may wait for the thread's next look, 0.1 to
+ * 1 ms away (progress.c).  Once per arming: an application that keeps
+ * spinning on an armed CQ is a poller all the same. */
+static bool empty_armed(struct sr_cq *cq)
+{
+	if (!cq->armed || cq->arm_told || !cq->ibcq.channel)
+		return false;
+	cq->arm_told = true;
+	return true;
+}
+
 /* ---- the extended polling API (ibv_cq_ex) ---- */
 static struct sr_cq *ex_cq(struct ibv_cq_ex *c) { return (struct sr_cq *)c; }
 
@@ -81,7 +98,10 @@ static int ex_start_poll(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
 		pthread_mutex_lock(&cq->lock);
 	}
 	if (cq->head == cq->tail) {
+		bool tell = empty_armed(cq);
 		pthread_mutex_unlock(&cq->lock);
+		if (tell)
+			sr_progress_need_thread(to_sctx(c->context));
 		poll_yield(true);
 		return ENOENT;
 	}
@@ -291,6 +311,7 @@ int sr_resize_cq(struct ibv_cq *ibcq, int cqe)
 int sr_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 {
 	struct sr_cq *cq = to_scq(ibcq);
+	bool tell = false;
 	int i = 0;
 
 	if (n < 0)
@@ -301,6 +322,8 @@ int sr_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 			wc[i++] = cq->ring[cq->tail & (cq->size - 1)];
 			cq->tail++;
 		}
+		if (!i && pass)
+			tell = empty_armed(cq);
 		pthread_mutex_unlock(&cq->lock);
 		if (i || pass)
 			break;
@@ -309,6 +332,8 @@ int sr_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	}
 	if (i)
 		sr_progress_reaped(to_sctx(ibcq->context));
+	else if (tell)
+		sr_progress_need_thread(to_sctx(ibcq->context));
 	poll_yield(!i);
 	return i;
 }
@@ -334,6 +359,7 @@ int sr_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	/* "any" beats "solicited" when both are requested before an event */
 	if (!solicited_only || !cq->armed)
 		cq->armed = solicited_only ? 2 : 1;
+	cq->arm_told = false;
 	pthread_mutex_unlock(&cq->lock);
 	sr_progress_need_thread(to_sctx(ibcq->context));
 	return 0;
