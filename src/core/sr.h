@@ -212,7 +212,7 @@ struct sr_cq {
 	uint32_t size;          /* entries; power of two >= cqe+1 */
 	uint32_t head, tail;    /* producer writes at head, consumer reads at tail */
 	int armed;              /* 0, 1 = any, 2 = solicited only */
-	bool arm_told;          /* an empty poll since the arming told the progress thread (sr_cq_poll_empty) */
+	bool arm_told;          /* an empty poll since the arming told the progress thread (empty_armed in cq.c) */
 	bool overflow;
 	bool is_ex;
 	uint64_t wc_flags_ex;
