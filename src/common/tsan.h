@@ -13,6 +13,11 @@
  *    sr_tsan_serve() mark that edge (post: release, the responder's
  *    atomic: acquire), or an application's read of an atomic's target
  *    before posting the next atomic to it looks like a race with it.
+ *    The way back too: the responder's atomic (release, sr_tsan_post)
+ *    orders before the requester's completion of it (acquire,
+ *    sr_tsan_serve), or the application's read of the target after that
+ *    completion looks like a race with the atomic (verbs/test_faults
+ *    under TSan, about one run in 23).
  *  - sr_dma_begin/end: the emulated NIC placing a peer's data into
  *    registered memory (and reading it back for a CRC right after) is
  *    DMA.  Applications learn of it through completions (a lock TSan

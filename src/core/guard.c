@@ -233,6 +233,7 @@ bool sr_atomic_guarded(uint64_t *p, bool cas, uint64_t compare_add, uint64_t swa
 
 	if (!run_guarded(atomic_run, &a))
 		return false;
+	sr_tsan_post(); /* before the requester's completion of it */
 	*orig = a.orig;
 	return true;
 }

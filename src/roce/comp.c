@@ -239,6 +239,7 @@ static void comp_atomic_ack(struct sr_qp *qp, struct sr_pkt *pkt)
 {
 	struct sr_send_wqe *w = comp_expect(qp, pkt, true);
 	uint64_t orig = pkt->atmack_orig;
+	sr_tsan_serve(); /* after the responder's atomic (common/tsan.h) */
 	if (w && comp_place(qp, w, pkt, 0, &orig, 8))
 		comp_advance(qp, w, pkt, true);
 }
