@@ -409,25 +409,96 @@ static void receive_ready(struct sr_context *ctx)
 	sr_guard_release();
 }
 
+/* Receive coalescing, as a NIC's interrupt moderation (ethtool's
+ * rx-usecs).  The progress thread sleeps in epoll_wait while its sockets
+ * are empty, and every datagram that arrives then wakes it: in a stream
+ * of large RDMA Writes, one wake-up per datagram, each paid by the
+ * sender's system call (on loopback it delivers the datagram and wakes
+ * the receiver) and by the receiver's switch in.  After a receive pass
+ * that took at least SR_RX_COALESCE_MIN_BYTES the thread naps
+ * rx_coalesce_ns instead, while the next datagrams queue without waking
+ * anyone, and takes them in one pass.  A ping-pong never triggers it (one
+ * message in flight, under the threshold up to 64 KiB); above, a nap
+ * delays the next message's first datagrams, which come a round trip
+ * later anyway.  RoCE only: on a TCP stream (Soft-iWARP) it made 4 KiB
+ * Writes 16% slower.  SOFTRDMA_RX_COALESCE_US sets the nap (0: off). */
+#define SR_RX_COALESCE_MIN_BYTES 131072
+#define SR_RX_COALESCE_DEFAULT_US 20
+#define SR_RX_COALESCE_MAX_US 1000
+
+__thread uint64_t sr_rx_bytes;
+
+static uint64_t rx_coalesce_ns(void)
+{
+	return (uint64_t)sr_env_range("SOFTRDMA_RX_COALESCE_US", SR_RX_COALESCE_DEFAULT_US, SR_RX_COALESCE_MAX_US,
+				      "microseconds") * 1000ull;
+}
+
 /* A poll that received this much: pollers take a stream (see
  * poller_recheck_ns). */
 #define SR_POLLER_BULK_BYTES 16384
+
+/* Pollers nap too, where they know a stream is coming.  A requester of
+ * large RDMA Reads (ib_read_bw 64 KiB: 2 MiB of responses in flight)
+ * polls its CQ without pause, and each empty poll was a recvmmsg on the
+ * socket the responder was filling: the poller took the responses a
+ * datagram or two at a time (34 KiB per pass on average) and the
+ * responder's sends, contending for that socket's queue with a thread
+ * that never stopped, cost it 40-50% more CPU per response than with a
+ * requester sleeping on a completion channel (933-1051 ms against
+ * 613-734 ms for 40,000 responses).  So after a poll that received
+ * SR_POLLER_BULK_BYTES or more while the QPs it served still await
+ * SR_POLLER_NAP_EXPECTED_BYTES of Read responses (sr_rx_expected),
+ * pollers leave the sockets alone for rx_coalesce_ns, pausing the CPU
+ * between looks at their CQ (poller_nap_relax): the responses queue and
+ * leave in larger passes.  What is still awaited arrives in more than
+ * a nap at the rates of this machine (128 KiB at 4 GB/s: 32 us), so the
+ * nap ends before the data does: a Read completes no later than without
+ * it.  A ping-pong never naps (it awaits one message), nor does any
+ * stream the poller cannot foresee (Sends, Write ACKs). */
+#define SR_POLLER_NAP_EXPECTED_BYTES 131072
+
+__thread uint64_t sr_rx_expected;
+
+/* An empty poll during a nap: spend a moment without touching memory
+ * another thread writes, nor a system call (a spinning sibling slows the
+ * responder on the other CPU). */
+static void poller_nap_relax(void)
+{
+	for (int i = 0; i < 32; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#elif defined(__aarch64__)
+		__asm__ volatile("yield");
+#endif
+	}
+}
 
 /* Drive progress from an application thread that is polling an empty CQ:
  * spinning pollers then see their completions without a thread handoff.
  * Does nothing if the progress thread (or another poller) is at work. */
 void sr_progress_poll(struct sr_context *ctx)
 {
-	atomic_store_explicit(&ctx->last_poll_ns, sr_now_ns(), memory_order_relaxed);
+	uint64_t now = sr_now_ns();
+	atomic_store_explicit(&ctx->last_poll_ns, now, memory_order_relaxed);
+	bool nap = now < atomic_load_explicit(&ctx->poll_nap_until, memory_order_relaxed);
+	if (nap)
+		poller_nap_relax();
 	if (pthread_mutex_trylock(&ctx->progress_lock))
 		return;
-	sr_rx_bytes = 0;
-	receive_ready(ctx);
-	if (sr_rx_bytes) {
-		uint64_t now = sr_now_ns();
+	if (!nap) {
+		sr_rx_bytes = 0;
+		sr_rx_expected = 0;
+		receive_ready(ctx);
+	}
+	if (!nap && sr_rx_bytes) {
+		now = sr_now_ns();
 		atomic_store_explicit(&ctx->last_poll_rx_ns, now, memory_order_relaxed);
 		if (sr_rx_bytes >= SR_POLLER_BULK_BYTES)
 			atomic_store_explicit(&ctx->last_bulk_poll_ns, now, memory_order_relaxed);
+		if (ctx->rx_coalesce_ns && sr_rx_bytes >= SR_POLLER_BULK_BYTES &&
+		    sr_rx_expected >= SR_POLLER_NAP_EXPECTED_BYTES)
+			atomic_store_explicit(&ctx->poll_nap_until, now + ctx->rx_coalesce_ns, memory_order_relaxed);
 	}
 	/* the application polls an empty CQ: it has posted what it had */
 	release_held(ctx);
@@ -515,8 +586,9 @@ static bool data_left(struct sr_context *ctx)
 		return false;
 	uint64_t t0 = sr_now_ns();
 	nanosleep(&nap, NULL);
-	if (atomic_load_explicit(&ctx->last_poll_rx_ns, memory_order_relaxed) >= t0)
-		return false;
+	if (atomic_load_explicit(&ctx->last_poll_rx_ns, memory_order_relaxed) >= t0 ||
+	    atomic_load_explicit(&ctx->poll_nap_until, memory_order_relaxed) >= t0)
+		return false; /* a poller took input, or naps after a stream's pass */
 	return epoll_wait(ctx->data_epfd, &ev, 1, 0) > 0;
 }
 
@@ -529,31 +601,6 @@ void sr_progress_need_thread(struct sr_context *ctx)
 		atomic_store(&ctx->want_armed, true);
 		sr_progress_wake(ctx);
 	}
-}
-
-/* Receive coalescing, as a NIC's interrupt moderation (ethtool's
- * rx-usecs).  The progress thread sleeps in epoll_wait while its sockets
- * are empty, and every datagram that arrives then wakes it: in a stream
- * of large RDMA Writes, one wake-up per datagram, each paid by the
- * sender's system call (on loopback it delivers the datagram and wakes
- * the receiver) and by the receiver's switch in.  After a receive pass
- * that took at least SR_RX_COALESCE_MIN_BYTES the thread naps
- * rx_coalesce_ns instead, while the next datagrams queue without waking
- * anyone, and takes them in one pass.  A ping-pong never triggers it (one
- * message in flight, under the threshold up to 64 KiB); above, a nap
- * delays the next message's first datagrams, which come a round trip
- * later anyway.  RoCE only: on a TCP stream (Soft-iWARP) it made 4 KiB
- * Writes 16% slower.  SOFTRDMA_RX_COALESCE_US sets the nap (0: off). */
-#define SR_RX_COALESCE_MIN_BYTES 131072
-#define SR_RX_COALESCE_DEFAULT_US 20
-#define SR_RX_COALESCE_MAX_US 1000
-
-__thread uint64_t sr_rx_bytes;
-
-static uint64_t rx_coalesce_ns(void)
-{
-	return (uint64_t)sr_env_range("SOFTRDMA_RX_COALESCE_US", SR_RX_COALESCE_DEFAULT_US, SR_RX_COALESCE_MAX_US,
-				      "microseconds") * 1000ull;
 }
 
 static void *progress_main(void *arg)

@@ -130,13 +130,14 @@ struct sr_context {
 	_Atomic uint64_t last_reap_ns; /* an application thread's poll returned completions */
 	_Atomic uint64_t last_bulk_poll_ns; /* a poll received a stream's worth (progress.c) */
 	_Atomic uint64_t last_poll_rx_ns; /* a poll received something (progress.c, data_left) */
+	_Atomic uint64_t poll_nap_until; /* pollers leave the sockets alone until then (progress.c) */
 	_Atomic uint64_t last_post_ns; /* an application thread posted a send WR */
 	_Atomic uint64_t sleep_until;  /* the progress thread's next timer, UINT64_MAX = none */
 	atomic_bool timers_dirty;  /* a timer was armed since the thread last looked (progress_deadline) */
 	atomic_bool data_armed;    /* the progress thread waits for the sockets' input (progress.c) */
 	atomic_bool want_armed;    /* ... and should again at once (sr_progress_need_thread) */
 	bool poll_drive;           /* it may stop while pollers receive (SOFTRDMA_POLL_DRIVE) */
-	uint64_t rx_coalesce_ns;   /* its nap after a large receive pass (SOFTRDMA_RX_COALESCE_US) */
+	uint64_t rx_coalesce_ns;   /* its and pollers' nap after a large receive pass (SOFTRDMA_RX_COALESCE_US) */
 	atomic_uint n_data_fds;    /* sockets in data_epfd */
 	atomic_uint data_fds_gen;  /* changes whenever one comes or goes */
 	struct sr_qp *sole_qp;     /* the QP of the only socket, as of sole_qp_gen (progress_lock) */
@@ -480,6 +481,15 @@ extern __thread uint64_t sr_rx_bytes;
 static inline void sr_rx_account(size_t n)
 {
 	sr_rx_bytes += n;
+}
+/* Bytes of RDMA Read responses that the QPs this thread received for
+ * since it last cleared the count still await (the most of any one QP):
+ * pollers nap while a stream of them is coming (progress.c). */
+extern __thread uint64_t sr_rx_expected;
+static inline void sr_rx_expect(uint64_t n)
+{
+	if (n > sr_rx_expected)
+		sr_rx_expected = n;
 }
 
 /* Copy a peer's data into application memory as a NIC's DMA would: each

@@ -231,8 +231,11 @@ static void comp_read_resp(struct sr_qp *qp, struct sr_pkt *pkt)
 		comp_fail(qp, pkt->psn, IBV_WC_BAD_RESP_ERR);
 		return;
 	}
-	if (comp_place(qp, w, pkt, off, pkt->payload, pkt->paylen))
+	if (comp_place(qp, w, pkt, off, pkt->payload, pkt->paylen)) {
+		if (rqp(qp)->rd_resp_pkts)
+			rqp(qp)->rd_resp_pkts--;
 		comp_advance(qp, w, pkt, last_of_piece);
+	}
 }
 
 static void comp_atomic_ack(struct sr_qp *qp, struct sr_pkt *pkt)

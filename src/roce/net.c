@@ -876,6 +876,7 @@ static void rx_drain(struct sr_qp *qp, int fd, const struct sockaddr_in6 *local)
 		}
 		sr_resp_end_batch(qp);
 		sr_req_progress(qp);
+		sr_rx_expect((uint64_t)rqp(qp)->rd_resp_pkts * rqp(qp)->mtu);
 		if (n < SR_RX_GRO_BATCH)
 			break;
 	}
@@ -1004,6 +1005,7 @@ static int roce_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask, 
 		sr_resp_reset(qp);
 		r->retrans_deadline = r->rnr_deadline = 0;
 		r->rd_outstanding = 0;
+		r->rd_resp_pkts = 0;
 		r->noack_pkts = 0;
 	}
 	if (next == IBV_QPS_ERR) {

@@ -70,6 +70,7 @@ void sr_req_go_back(struct sr_qp *qp, uint32_t psn)
 	}
 	sq->cur = idx;
 	r->rd_outstanding = 0;
+	r->rd_resp_pkts = 0; /* what is asked again counts again */
 	r->noack_pkts = 0;
 }
 
@@ -217,6 +218,7 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
 			batch_add(b, av, &h, NULL, 0, 0);
 			w->sent_pkts += n;
 			r->rd_outstanding++;
+			r->rd_resp_pkts += n;
 			continue;
 		}
 		if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {

@@ -86,6 +86,7 @@ struct sr_roce_qp {
 	                          * go-back-N under loss does not flood a slow peer */
 	uint32_t noack_pkts;     /* packets sent since the last AckReq */
 	uint32_t rd_outstanding; /* read/atomic requests awaiting responses */
+	uint32_t rd_resp_pkts;   /* Read response packets those requests still await */
 	int retry_left, rnr_retry_left;
 	uint64_t retrans_deadline; /* 0 = no timer */
 	uint64_t rnr_deadline;     /* 0 = not waiting out an RNR NAK */
