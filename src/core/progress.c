@@ -476,6 +476,19 @@ static void poller_nap_relax(void)
 	}
 }
 
+/* A poll's receive pass took sr_rx_bytes: tell the progress thread, and
+ * nap if a stream of Read responses is still coming. */
+static void poll_received(struct sr_context *ctx)
+{
+	uint64_t now = sr_now_ns();
+	atomic_store_explicit(&ctx->last_poll_rx_ns, now, memory_order_relaxed);
+	if (sr_rx_bytes < SR_POLLER_BULK_BYTES)
+		return;
+	atomic_store_explicit(&ctx->last_bulk_poll_ns, now, memory_order_relaxed);
+	if (ctx->rx_coalesce_ns && sr_rx_expected >= SR_POLLER_NAP_EXPECTED_BYTES)
+		atomic_store_explicit(&ctx->poll_nap_until, now + ctx->rx_coalesce_ns, memory_order_relaxed);
+}
+
 /* Drive progress from an application thread that is polling an empty CQ:
  * spinning pollers then see their completions without a thread handoff.
  * Does nothing if the progress thread (or another poller) is at work. */
@@ -492,15 +505,8 @@ void sr_progress_poll(struct sr_context *ctx)
 		sr_rx_bytes = 0;
 		sr_rx_expected = 0;
 		receive_ready(ctx);
-	}
-	if (!nap && sr_rx_bytes) {
-		now = sr_now_ns();
-		atomic_store_explicit(&ctx->last_poll_rx_ns, now, memory_order_relaxed);
-		if (sr_rx_bytes >= SR_POLLER_BULK_BYTES)
-			atomic_store_explicit(&ctx->last_bulk_poll_ns, now, memory_order_relaxed);
-		if (ctx->rx_coalesce_ns && sr_rx_bytes >= SR_POLLER_BULK_BYTES &&
-		    sr_rx_expected >= SR_POLLER_NAP_EXPECTED_BYTES)
-			atomic_store_explicit(&ctx->poll_nap_until, now + ctx->rx_coalesce_ns, memory_order_relaxed);
+		if (sr_rx_bytes)
+			poll_received(ctx);
 	}
 	/* the application polls an empty CQ: it has posted what it had */
 	release_held(ctx);

@@ -876,10 +876,11 @@ static void rx_drain(struct sr_qp *qp, int fd, const struct sockaddr_in6 *local)
 		}
 		sr_resp_end_batch(qp);
 		sr_req_progress(qp);
-		sr_rx_expect((uint64_t)rqp(qp)->rd_resp_pkts * rqp(qp)->mtu);
 		if (n < SR_RX_GRO_BATCH)
 			break;
 	}
+	/* what is still due once the socket is drained */
+	sr_rx_expect((uint64_t)rqp(qp)->rd_resp_pkts * rqp(qp)->mtu);
 	sr_rx_batch_ns = 0;
 	sr_resp_defer_reads(NULL);
 }
