@@ -217,8 +217,9 @@ int sr_rq_init(struct sr_rq *rq, uint32_t max_wr, uint32_t max_sge)
 {
 	rq->max_wr = max_wr ? max_wr : 1;
 	rq->max_sge = max_sge ? max_sge : 1;
+	rq->mask = sr_ring_slots(rq->max_wr) - 1;
 	rq_set_stride(rq);
-	rq->buf = calloc(rq->max_wr, rq->stride);
+	rq->buf = calloc((size_t)rq->mask + 1, rq->stride);
 	return rq->buf ? 0 : ENOMEM;
 }
 
@@ -296,11 +297,12 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 	if (qp->sq.max_inline > SR_MAX_INLINE)
 		qp->sq.max_inline = SR_MAX_INLINE;
 	sq_set_stride(&qp->sq);
-	qp->sq.buf = calloc(qp->sq.max_wr, qp->sq.stride);
+	qp->sq.mask = sr_ring_slots(qp->sq.max_wr) - 1;
+	qp->sq.buf = calloc((size_t)qp->sq.mask + 1, qp->sq.stride);
 	if (!qp->sq.buf)
 		goto nomem;
 	if (ia->qp_type == IBV_QPT_UD) {
-		qp->sq.ud_av = calloc(qp->sq.max_wr, sizeof(*qp->sq.ud_av));
+		qp->sq.ud_av = calloc((size_t)qp->sq.mask + 1, sizeof(*qp->sq.ud_av));
 		if (!qp->sq.ud_av)
 			goto nomem;
 	}

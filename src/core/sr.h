@@ -229,10 +229,25 @@ struct sr_recv_wqe {
 	struct ibv_sge sge[];   /* max_recv_sge entries */
 };
 
+/* The work queues' rings have sr_ring_slots(max_wr) slots: a power of
+ * two, so that free-running 32-bit indices go on naming consecutive slots
+ * when they wrap (idx % max_wr would jump at 2^32 unless max_wr divides
+ * it, and a WQE would land on one still outstanding) and a slot is found
+ * with a mask, not a division.  max_wr stays the limit on what is posted. */
+static inline uint32_t sr_ring_slots(uint32_t n)
+{
+	uint32_t s = 1;
+
+	while (s < n)
+		s <<= 1;
+	return s;
+}
+
 struct sr_rq {
-	uint8_t *buf;           /* max_wr slots of stride bytes */
+	uint8_t *buf;           /* mask + 1 slots of stride bytes */
 	uint32_t stride;
 	uint32_t max_wr, max_sge;
+	uint32_t mask;          /* sr_ring_slots(max_wr) - 1 */
 	uint32_t head, tail;    /* free running; count = head - tail */
 };
 
@@ -293,6 +308,7 @@ struct sr_sq {
 	struct sr_av *ud_av;        /* UD QPs: each slot's destination, else NULL */
 	uint32_t stride;
 	uint32_t max_wr, max_sge, max_inline;
+	uint32_t mask;   /* sr_ring_slots(max_wr) - 1 */
 	uint32_t head;   /* next slot to post (free running) */
 	uint32_t tail;   /* oldest not yet completed */
 	uint32_t cur;    /* next WQE to transmit */
@@ -300,7 +316,7 @@ struct sr_sq {
 
 static inline struct sr_send_wqe *sr_sq_wqe(struct sr_sq *sq, uint32_t idx)
 {
-	return (struct sr_send_wqe *)(sq->buf + (size_t)(idx % sq->max_wr) * sq->stride);
+	return (struct sr_send_wqe *)(sq->buf + (size_t)(idx & sq->mask) * sq->stride);
 }
 static inline uint8_t *sr_wqe_inline(struct sr_sq *sq, struct sr_send_wqe *w)
 {
@@ -314,7 +330,7 @@ static inline struct sr_av *sr_sq_av(struct sr_sq *sq, const struct sr_send_wqe 
 }
 static inline struct sr_recv_wqe *sr_rq_wqe(struct sr_rq *rq, uint32_t idx)
 {
-	return (struct sr_recv_wqe *)(rq->buf + (size_t)(idx % rq->max_wr) * rq->stride);
+	return (struct sr_recv_wqe *)(rq->buf + (size_t)(idx & rq->mask) * rq->stride);
 }
 
 struct sr_roce_qp; /* transport private state, roce/ */

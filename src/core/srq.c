@@ -56,7 +56,8 @@ int sr_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr, int mask)
 		}
 		struct sr_rq nrq = srq->rq;
 		nrq.max_wr = attr->max_wr;
-		nrq.buf = calloc(nrq.max_wr, nrq.stride);
+		nrq.mask = sr_ring_slots(nrq.max_wr) - 1;
+		nrq.buf = calloc((size_t)nrq.mask + 1, nrq.stride);
 		if (!nrq.buf) {
 			err = ENOMEM;
 			goto out;

@@ -347,6 +347,7 @@ static void iw_free_queues(struct sr_iw_qp *w)
 	w->orq = NULL;
 	w->irq = NULL;
 	w->orq_size = w->irq_size = 0;
+	w->orq_mask = w->irq_mask = 0;
 }
 
 static void iw_qp_destroy(struct sr_qp *qp)
@@ -712,8 +713,10 @@ SR_EXPORT int sr_iw_qp_connect(struct ibv_qp *ibqp, const struct sr_iw_conn_para
 		err = EINVAL;
 		goto out;
 	}
-	w->orq = ord ? calloc(ord, sizeof(*w->orq)) : NULL;
-	w->irq = ird ? calloc(ird, sizeof(*w->irq)) : NULL;
+	w->orq_mask = sr_ring_slots(ord) - 1;
+	w->irq_mask = sr_ring_slots(ird) - 1;
+	w->orq = ord ? calloc((size_t)w->orq_mask + 1, sizeof(*w->orq)) : NULL;
+	w->irq = ird ? calloc((size_t)w->irq_mask + 1, sizeof(*w->irq)) : NULL;
 	if ((ord && !w->orq) || (ird && !w->irq)) {
 		iw_free_queues(w);
 		err = ENOMEM;

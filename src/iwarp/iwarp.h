@@ -205,9 +205,11 @@ struct sr_iw_qp {
 	struct sr_iw_txmsg msg;
 	uint32_t tx_msn[SR_DDP_NQN];  /* next MSN to send per untagged queue */
 	struct sr_iw_orq *orq;
-	uint32_t orq_size, orq_head, orq_tail;   /* free running */
+	/* ORQ and IRQ: at most orq_size / irq_size entries (the ORD and IRD)
+	 * in rings of sr_ring_slots() of them, found with the mask */
+	uint32_t orq_size, orq_mask, orq_head, orq_tail;   /* free running */
 	struct sr_iw_irq *irq;
-	uint32_t irq_size, irq_head, irq_tail;   /* free running */
+	uint32_t irq_size, irq_mask, irq_head, irq_tail;   /* free running */
 	uint32_t irq_seg;      /* next IRQ entry to answer; [irq_head, irq_seg) are on their way */
 	/* a local error found while cutting FPDUs, handled once mr_lock is dropped */
 	bool tx_err;

@@ -262,7 +262,7 @@ static int rx_start(struct sr_qp *qp)
 			sr_iw_term_rx_error(qp, SR_TERM_LAYER_DDP, SR_TERM_DDP_CATASTROPHIC, 0, IBV_EVENT_QP_FATAL);
 			return -1;
 		}
-		o = &w->orq[w->orq_head % w->orq_size];
+		o = &w->orq[w->orq_head & w->orq_mask];
 		if (h->stag != o->sink_stag) {
 			ddp_tagged_err(qp, SR_TERM_DDP_T_INV_STAG);
 			return -1;
@@ -359,7 +359,7 @@ static int rx_start(struct sr_qp *qp)
 				return -1;
 			}
 		}
-		e = &w->irq[w->irq_tail++ % w->irq_size];
+		e = &w->irq[w->irq_tail++ & w->irq_mask];
 		e->sink_stag = h->rreq.sink_stag;
 		e->sink_to = h->rreq.sink_to;
 		e->size = h->rreq.size;
@@ -511,7 +511,7 @@ static void rx_complete(struct sr_qp *qp)
 		}
 		break;
 	case SR_RDMAP_READ_RESP: {
-		struct sr_iw_orq *o = &w->orq[w->orq_head % w->orq_size];
+		struct sr_iw_orq *o = &w->orq[w->orq_head & w->orq_mask];
 
 		o->done += rx->pay_len;
 		if (h->last) {

@@ -95,7 +95,7 @@ static bool next_msg(struct sr_qp *qp)
 			m->stag = 1; /* never checked for zero length; siw sends 1 too */
 			break;
 		default: {
-			struct sr_iw_orq *o = &w->orq[w->orq_tail++ % w->orq_size];
+			struct sr_iw_orq *o = &w->orq[w->orq_tail++ & w->orq_mask];
 
 			memset(o, 0, sizeof(*o));
 			o->rtr = true;
@@ -109,7 +109,7 @@ static bool next_msg(struct sr_qp *qp)
 		return true;
 	}
 	if (w->irq_seg != w->irq_tail) {
-		struct sr_iw_irq *e = &w->irq[w->irq_seg % w->irq_size];
+		struct sr_iw_irq *e = &w->irq[w->irq_seg & w->irq_mask];
 
 		m->src = SR_IW_SRC_IRQ;
 		m->wqe_idx = w->irq_seg++;
@@ -169,7 +169,7 @@ static bool next_msg(struct sr_qp *qp)
 			sq_wqe_fail(qp, wqe, IBV_WC_LOC_PROT_ERR);
 			return false;
 		}
-		o = &w->orq[w->orq_tail++ % w->orq_size];
+		o = &w->orq[w->orq_tail++ & w->orq_mask];
 		memset(o, 0, sizeof(*o));
 		o->wqe_idx = sq->cur;
 		o->sink_stag = wqe->num_sge ? wqe->sge[0].lkey : 0;
@@ -268,7 +268,7 @@ static int add_fpdu(struct sr_qp *qp)
 				}
 			}
 		} else if (m->src == SR_IW_SRC_IRQ) {
-			struct sr_iw_irq *e = &w->irq[m->wqe_idx % w->irq_size];
+			struct sr_iw_irq *e = &w->irq[m->wqe_idx & w->irq_mask];
 			enum sr_iw_memerr err;
 			uint8_t *host = sr_iw_stag_lookup(qp, e->src_stag, e->src_to + m->off, seg,
 							  IBV_ACCESS_REMOTE_READ, &err);
@@ -485,7 +485,7 @@ static void tx_error(struct sr_qp *qp)
 	w->tx_err = false;
 	if (w->tx_err_irq != UINT32_MAX && w->irq_size) {
 		/* the Read Request we couldn't answer goes back in the Terminate */
-		bad = w->irq[w->tx_err_irq % w->irq_size].raw;
+		bad = w->irq[w->tx_err_irq & w->irq_mask].raw;
 		bad_len = SR_DDP_UNTAGGED_HDR + SR_RDMAP_RREQ_LEN;
 		ev = IBV_EVENT_QP_ACCESS_ERR;
 	}

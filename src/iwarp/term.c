@@ -99,8 +99,8 @@ void sr_iw_term_received(struct sr_qp *qp, const struct sr_iw_hdr *h)
 	       h->term.ecode);
 	/* Sends and Writes completed when TCP took them; what can still fail
 	 * is a Read waiting for its response, or the message being sent. */
-	if (w->orq_head != w->orq_tail && !w->orq[w->orq_head % w->orq_size].rtr) {
-		struct sr_send_wqe *wqe = sr_sq_wqe(&qp->sq, w->orq[w->orq_head % w->orq_size].wqe_idx);
+	if (w->orq_head != w->orq_tail && !w->orq[w->orq_head & w->orq_mask].rtr) {
+		struct sr_send_wqe *wqe = sr_sq_wqe(&qp->sq, w->orq[w->orq_head & w->orq_mask].wqe_idx);
 
 		wqe->state = SR_WQE_DONE;
 		wqe->status = st;
