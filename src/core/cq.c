@@ -263,9 +263,10 @@ int sr_destroy_cq(struct ibv_cq *ibcq)
 		pthread_mutex_unlock(&ibcq->context->mutex);
 	}
 	sr_purge_async_events(ctx, ibcq);
-	/* as rdma-core: wait until every event handed to the application is acknowledged */
+	/* as rdma-core: wait until every event handed to the application is
+	 * acknowledged (!=, as rdma-core: both counts wrap at 2^32) */
 	pthread_mutex_lock(&ibcq->mutex);
-	while (ibcq->comp_events_completed < atomic_load(&cq->events_reported))
+	while (ibcq->comp_events_completed != atomic_load(&cq->events_reported))
 		pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
 	pthread_mutex_unlock(&ibcq->mutex);
 	/* let any in-flight progress-thread access finish */

@@ -254,6 +254,7 @@ int sr_close_device(struct ibv_context *c)
 	free(ctx->async_q);
 	free(ctx->mr_tab);
 	free(ctx->mw_tab);
+	free(ctx->key_last);
 	free(ctx->qpn_tab);
 	free(ctx);
 	return 0;

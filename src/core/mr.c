@@ -59,34 +59,45 @@ uint32_t sr_key_make(uint32_t idx, uint32_t old)
 }
 
 /* A free slot of the key table (caller holds mr_lock for writing), grown
- * as needed; both tables (MRs and MWs) grow together.  mr_next is the
- * lowest slot that may be free; slot 0 stays unused so that key 0 is
+ * as needed; both tables (MRs and MWs) grow together.  Slots are taken
+ * cyclically from mr_next on, as rxe's xa_alloc_cyclic does: a freed
+ * slot, whose stale key a peer may still hold, is taken again only after
+ * every other free slot has been.  Slot 0 stays unused so that key 0 is
  * never valid.  Returns the index, or 0 when the table is full. */
 uint32_t sr_key_slot_alloc(struct sr_context *ctx)
 {
-	uint32_t idx = ctx->mr_next ? ctx->mr_next : 1;
+	uint32_t n = ctx->mr_tab_size;
+	uint32_t idx = ctx->mr_next >= 1 && ctx->mr_next < n ? ctx->mr_next : 1;
 
-	while (idx < ctx->mr_tab_size && (ctx->mr_tab[idx] || (ctx->mw_tab && ctx->mw_tab[idx])))
-		idx++;
-	if (idx >= ctx->mr_tab_size) {
-		uint32_t n = ctx->mr_tab_size, nn = n ? n * 2 : 256;
-		if (nn > SR_MAX_MR)
-			return 0;
-		struct sr_mr **t = realloc(ctx->mr_tab, nn * sizeof(*t));
-		if (!t)
-			return 0;
-		memset(t + n, 0, (nn - n) * sizeof(*t));
-		ctx->mr_tab = t;
-		if (ctx->mw_tab) {
-			struct sr_mw **w = realloc(ctx->mw_tab, nn * sizeof(*w));
-			if (!w)
-				return 0; /* mr_tab is larger now: harmless, it is sized by mr_tab_size */
-			memset(w + n, 0, (nn - n) * sizeof(*w));
-			ctx->mw_tab = w;
+	for (uint32_t k = 1; k < n; k++) {
+		if (!ctx->mr_tab[idx] && !(ctx->mw_tab && ctx->mw_tab[idx])) {
+			ctx->mr_next = idx + 1;
+			return idx;
 		}
-		ctx->mr_tab_size = nn;
-		idx = n ? n : 1;
+		idx = idx + 1 < n ? idx + 1 : 1;
 	}
+	uint32_t nn = n ? n * 2 : 256;
+	if (nn > SR_MAX_MR)
+		return 0;
+	struct sr_mr **t = realloc(ctx->mr_tab, nn * sizeof(*t));
+	if (!t)
+		return 0;
+	memset(t + n, 0, (nn - n) * sizeof(*t));
+	ctx->mr_tab = t;
+	uint32_t *kl = realloc(ctx->key_last, nn * sizeof(*kl));
+	if (!kl)
+		return 0; /* mr_tab is larger now: harmless, it is sized by mr_tab_size */
+	memset(kl + n, 0, (nn - n) * sizeof(*kl));
+	ctx->key_last = kl;
+	if (ctx->mw_tab) {
+		struct sr_mw **w = realloc(ctx->mw_tab, nn * sizeof(*w));
+		if (!w)
+			return 0;
+		memset(w + n, 0, (nn - n) * sizeof(*w));
+		ctx->mw_tab = w;
+	}
+	ctx->mr_tab_size = nn;
+	idx = n ? n : 1;
 	ctx->mr_next = idx + 1;
 	return idx;
 }
@@ -99,7 +110,7 @@ static int key_slot_alloc(struct sr_context *ctx, struct sr_mr *mr)
 		return -ENOMEM;
 	ctx->mr_tab[idx] = mr;
 	mr->index = idx;
-	mr->ibmr.lkey = mr->ibmr.rkey = sr_key_make(idx, 0);
+	mr->ibmr.lkey = mr->ibmr.rkey = ctx->key_last[idx] = sr_key_make(idx, ctx->key_last[idx]);
 	return 0;
 }
 
@@ -215,8 +226,6 @@ int sr_dereg_mr(struct ibv_mr *ibmr)
 	}
 	if (mr->index < ctx->mr_tab_size && ctx->mr_tab[mr->index] == mr) {
 		ctx->mr_tab[mr->index] = NULL;
-		if (mr->index < ctx->mr_next)
-			ctx->mr_next = mr->index;
 	}
 	pthread_rwlock_unlock(&ctx->mr_lock);
 	atomic_fetch_sub(&mr->pd->usecnt, 1);
@@ -240,8 +249,6 @@ int sr_mr_invalidate(struct sr_context *ctx, uint32_t key, struct sr_pd *pd)
 		 * at no cost to the lookups of other keys.  ibv_dereg_mr still
 		 * frees it (and finds the slot no longer its own). */
 		ctx->mr_tab[idx] = NULL;
-		if (idx < ctx->mr_next)
-			ctx->mr_next = idx;
 	}
 	pthread_rwlock_unlock(&ctx->mr_lock);
 	return err;

@@ -64,7 +64,7 @@ struct ibv_mw *sr_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 	ctx->mw_tab[idx] = mw;
 	ctx->n_mw++;
 	mw->index = idx;
-	mw->rkey = sr_key_make(idx, 0);
+	mw->rkey = ctx->key_last[idx] = sr_key_make(idx, ctx->key_last[idx]);
 	mw->pd = to_spd(pd);
 	mw->state = type == IBV_MW_TYPE_2 ? SR_MW_FREE : SR_MW_VALID;
 	pthread_rwlock_unlock(&ctx->mr_lock);
@@ -77,8 +77,6 @@ struct ibv_mw *sr_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 	mw->ibmw.type = type;
 	return &mw->ibmw;
 full:
-	if (idx && ctx->mr_next > idx)
-		ctx->mr_next = idx;
 	pthread_rwlock_unlock(&ctx->mr_lock);
 	free(mw);
 	errno = ENOMEM;
@@ -107,8 +105,7 @@ int sr_dealloc_mw(struct ibv_mw *ibmw)
 	if (mw->index < ctx->mr_tab_size && ctx->mw_tab && ctx->mw_tab[mw->index] == mw) {
 		ctx->mw_tab[mw->index] = NULL;
 		ctx->n_mw--;
-		if (mw->index < ctx->mr_next)
-			ctx->mr_next = mw->index;
+		ctx->key_last[mw->index] = mw->rkey; /* as bound last: the slot's next key differs */
 	}
 	pthread_rwlock_unlock(&ctx->mr_lock);
 	atomic_fetch_sub(&mw->pd->usecnt, 1);

@@ -99,7 +99,8 @@ struct sr_context {
 	struct sr_mr **mr_tab;
 	struct sr_mw **mw_tab;     /* the same slots' windows: NULL until the first ibv_alloc_mw */
 	uint32_t mr_tab_size;      /* entries of both tables */
-	uint32_t mr_next;
+	uint32_t *key_last;        /* each slot's last key, so a reuse never gives it again */
+	uint32_t mr_next;          /* cyclic allocation cursor */
 	uint32_t n_mw;
 
 	/* progress engine */

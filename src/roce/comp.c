@@ -36,7 +36,7 @@ static void arm_retrans(struct sr_qp *qp, bool restart)
 {
 	struct sr_roce_qp *r = rqp(qp);
 	uint64_t to = sr_timeout_ns(qp->attr.timeout);
-	bool outstanding = psn_diff(r->next_psn, r->una_psn) > 0;
+	bool outstanding = r->next_psn != r->una_psn; /* up to 2^23 PSNs: psn_diff would say -2^23 */
 
 	if (!outstanding || !to) {
 		r->retrans_deadline = 0;
@@ -358,7 +358,7 @@ void sr_comp_timer(struct sr_qp *qp, uint64_t now)
 	}
 	if (r->retrans_deadline && now >= r->retrans_deadline) {
 		r->retrans_deadline = 0;
-		if (psn_diff(r->next_psn, r->una_psn) > 0) {
+		if (r->next_psn != r->una_psn) {
 			SR_DBG("QP %u: timeout at psn %u, %d retries left", sr_roce_qpn(qp), r->una_psn, r->retry_left);
 			comp_retry(qp, r->una_psn);
 			sr_req_progress(qp);

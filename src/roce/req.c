@@ -372,8 +372,16 @@ bool sr_req_progress_kick(struct sr_qp *qp, bool kick)
 				sq->cur++;
 				continue;
 			}
+			uint32_t npkts = wqe_npkts(w, r->mtu, t);
+			/* psn_diff orders PSNs less than 2^23 apart: what is
+			 * outstanding must stay below that (only a message near
+			 * 2 GiB at MTU 256 comes close); such a WQE waits for the
+			 * ACKs of those before it */
+			if (t == IBV_QPT_RC && r->next_psn != r->una_psn &&
+			    (uint32_t)psn_diff(r->next_psn, r->una_psn) + npkts >= (1u << 23))
+				break;
 			w->first_psn = r->next_psn;
-			w->npkts = wqe_npkts(w, r->mtu, t);
+			w->npkts = npkts;
 			w->sent_pkts = 0;
 			r->next_psn = psn_add(r->next_psn, w->npkts);
 			w->state = SR_WQE_PENDING;

@@ -343,9 +343,17 @@ static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate, cons
 	struct sr_roce_qp *r = rqp(qp);
 	uint32_t len = pkt->reth_len;
 	uint32_t mtu = r->mtu;
-	uint32_t npkts = len ? (len + mtu - 1) / mtu : 1;
+	uint32_t npkts = len ? (uint32_t)(((uint64_t)len + mtu - 1) / mtu) : 1;
 	uint8_t *src = NULL;
 	struct resp_tx *t;
+
+	/* beyond the largest message (2 GiB, as rxe): its packets would not
+	 * fit the PSN window, nor its count 32 bits (len + mtu - 1 wrapped) */
+	if (len > SR_MAX_MSG_SIZE) {
+		if (!duplicate)
+			resp_fatal(qp, pkt->psn, SR_AETH_NAK_INVALID_REQ);
+		return;
+	}
 
 	/* a separate slot: the requester's batch may be in use up the stack */
 	if (!(t = resp_tx()))
@@ -535,11 +543,15 @@ static void resp_duplicate(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr
 		return;
 	}
 	if (pkt->mask & SR_OP_ATOMIC) {
-		for (int i = 0; r->ares && i < SR_ATOMIC_RES; i++)
-			if (r->ares[i].valid && r->ares[i].psn == pkt->psn) {
-				send_atomic_ack(qp, pkt->psn, r->ares[i].orig);
+		/* newest first: an entry of the same PSN from 2^24 PSNs ago
+		 * may still be in the table, and is not this request's */
+		for (uint32_t k = 1; r->ares && k <= SR_ATOMIC_RES; k++) {
+			struct sr_atomic_res *a = &r->ares[(r->ares_next - k) % SR_ATOMIC_RES];
+			if (a->valid && a->psn == pkt->psn) {
+				send_atomic_ack(qp, pkt->psn, a->orig);
 				return;
 			}
+		}
 		return; /* too old to replay */
 	}
 	/* a duplicate SEND/WRITE: re-acknowledge what we have */

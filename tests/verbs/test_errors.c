@@ -643,6 +643,42 @@ static void keys_unpredictable(void)
 		ibv_dereg_mr(mr[i]);
 }
 
+/* A deregistered region's key must not come back soon: a peer may still
+ * hold it (a late request, or a program that deregisters to revoke
+ * access), and through it would reach whatever region got the key.  The
+ * key table used to hand the lowest free slot out again at once, with
+ * 14 fresh random bits: register/deregister churn gave a new region the
+ * key just revoked once in ~16,000 (found by an audit).  Now slots are
+ * taken cyclically, as rxe's are, so a register/deregister loop walks
+ * the table: consecutive keys name different slots. */
+static void keys_not_reused(void)
+{
+	SECTION("a deregistered memory key is not handed out again soon");
+	enum { CYCLES = 2000, WINDOW = 200 };
+	static uint8_t mem[4096];
+	static uint32_t slot[CYCLES];
+	int got = 0, repeats = 0, first_repeat = -1;
+
+	for (int i = 0; i < CYCLES; i++) {
+		struct ibv_mr *mr = ibv_reg_mr(D.pd, mem, sizeof(mem), ACC_ALL);
+		if (!mr)
+			break;
+		slot[i] = (mr->rkey >> 8) & 0x3ffff; /* the key's index bits */
+		got++;
+		ibv_dereg_mr(mr);
+		for (int j = i - 1; j >= 0 && j >= i - WINDOW; j--)
+			if (slot[j] == slot[i]) {
+				repeats++;
+				if (first_repeat < 0)
+					first_repeat = i;
+				break;
+			}
+	}
+	CHECK_INT(got, CYCLES, "%d register/deregister cycles", CYCLES);
+	CHECK(repeats == 0, "no key's slot came back within %d cycles (%d did, first at cycle %d)", WINDOW, repeats,
+	      first_repeat);
+}
+
 /* ibv_rereg_mr taking REMOTE_WRITE away: WRITEs through the MR's rkey now
  * fail (and an old rkey, if the keys changed, fails too). */
 static void rereg_access(void)
@@ -1905,6 +1941,7 @@ int main(int argc, char **argv)
 	misaligned_sge();
 	ud_unmapped_receive();
 	keys_unpredictable();
+	keys_not_reused();
 	cq_overflow();
 	cq_destroyed_with_events();
 	app_error_in_flight();
