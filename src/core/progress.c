@@ -702,7 +702,8 @@ static void *progress_main(void *arg)
 		else
 			ctx->dev->tops->rx_flush(ctx);
 		pthread_mutex_unlock(&ctx->progress_lock);
-		if (ctx->rx_coalesce_ns && sr_rx_bytes >= SR_RX_COALESCE_MIN_BYTES) {
+		if (ctx->rx_coalesce_ns && sr_rx_bytes >= SR_RX_COALESCE_MIN_BYTES &&
+		    ctx->dev->conf.type == SR_DEV_ROCE) {
 			/* a stream: let the next datagrams gather (see above) */
 			struct timespec nap = { 0, (long)ctx->rx_coalesce_ns };
 			nanosleep(&nap, NULL);

@@ -491,9 +491,10 @@ static inline uint8_t *sr_rkey_lookup(struct sr_qp *qp, uint32_t key, uint64_t v
  * ibv_dereg_mr.  0, -EINVAL (no such key) or -EACCES (another PD).
  * Takes ctx->mr_lock. */
 int sr_mr_invalidate(struct sr_context *ctx, uint32_t key, struct sr_pd *pd);
-/* Bytes of RoCE datagrams this thread has received since it last cleared
- * the count: the progress thread's receive coalescing (progress.c) reads
- * its own after each receive pass. */
+/* Bytes this thread has received (RoCE datagrams, iWARP streams) since
+ * it last cleared the count: the progress thread's receive coalescing
+ * (progress.c, Soft-RoCE only) reads its own after each receive pass,
+ * and a poll's count tells the thread that a poller took input. */
 extern __thread uint64_t sr_rx_bytes;
 static inline void sr_rx_account(size_t n)
 {

@@ -131,6 +131,8 @@ static ssize_t rx_read(struct sr_iw_qp *w, uint8_t *buf, size_t len)
 	} while (n < 0 && errno == EINTR);
 	if (n > 0 && (size_t)n < ask)
 		rx->sock_dry = true;
+	if (n > 0)
+		sr_rx_account((size_t)n);
 	if (n < 0)
 		return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
 	if (dst == buf || !n)
@@ -717,6 +719,8 @@ static int rx_payload(struct sr_qp *qp)
 				got = errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
 			else if (got > 0 && (size_t)got < asked)
 				rx->sock_dry = true;
+			if (got > 0)
+				sr_rx_account((size_t)got);
 		}
 		if (got > 0) {
 			/* account: payload (CRC'd from where it landed, while it is
