@@ -11,6 +11,17 @@
 #include "abi/ops.h"
 #include "core/sr.h"
 
+/* A verb of rdma-core that goes to the kernel fails with errno set as
+ * well as returned (the write() or ioctl() that failed set it), and
+ * applications print it: "if (ibv_modify_qp(...)) perror(...)", UCX's
+ * "%m".  The verbs below that return an errno value set errno too. */
+static int with_errno(int err)
+{
+	if (err)
+		errno = err;
+	return err;
+}
+
 /* ---- devices ---- */
 
 SR_EXPORT struct ibv_device **ibv_get_device_list(int *num)
@@ -135,7 +146,7 @@ static int op_query_port(struct ibv_context *c, uint8_t port, struct ibv_port_at
 	int err = sr_query_port(c, port, &full);
 	if (!err)
 		memcpy(a, &full, len < sizeof(full) ? len : sizeof(full));
-	return err;
+	return with_errno(err);
 }
 
 #undef ibv_query_port
@@ -143,12 +154,12 @@ static int op_query_port(struct ibv_context *c, uint8_t port, struct ibv_port_at
 SR_EXPORT int ibv_query_port(struct ibv_context *c, uint8_t port, struct _compat_ibv_port_attr *a)
 {
 	/* as rdma-core: the caller's buffer is a full struct ibv_port_attr */
-	return sr_query_port(c, port, (struct ibv_port_attr *)a);
+	return with_errno(sr_query_port(c, port, (struct ibv_port_attr *)a));
 }
 
 SR_EXPORT int ibv_query_gid(struct ibv_context *c, uint8_t port, int index, union ibv_gid *gid)
 {
-	return sr_query_gid(c, port, index, gid) ? -1 : 0;
+	return with_errno(sr_query_gid(c, port, index, gid)) ? -1 : 0;
 }
 
 SR_EXPORT int _ibv_query_gid_ex(struct ibv_context *c, uint32_t port, uint32_t index, struct ibv_gid_entry *e,
@@ -196,7 +207,12 @@ SR_EXPORT int ibv_query_gid_type(struct ibv_context *c, uint8_t port, unsigned i
 
 SR_EXPORT int ibv_query_pkey(struct ibv_context *c, uint8_t port, int index, __be16 *pkey)
 {
-	return sr_query_pkey(c, port, index, pkey) ? -1 : 0;
+	/* rdma-core reads ports/<port>/pkeys/<index> in sysfs: no such file */
+	if (sr_query_pkey(c, port, index, pkey)) {
+		errno = ENOENT;
+		return -1;
+	}
+	return 0;
 }
 
 SR_EXPORT int ibv_get_pkey_index(struct ibv_context *c, uint8_t port, __be16 pkey)
@@ -216,7 +232,7 @@ SR_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *c)
 
 SR_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
 {
-	return sr_dealloc_pd(pd);
+	return with_errno(sr_dealloc_pd(pd));
 }
 
 SR_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
@@ -254,14 +270,25 @@ SR_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, s
 	return NULL;
 }
 
+/* As rdma-core's ibv_rereg_mr(): what libibverbs itself refuses is
+ * IBV_REREG_MR_ERR_INPUT, what the device refuses IBV_REREG_MR_ERR_CMD,
+ * errno says why (the verb does not return errno values). */
 SR_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t len, int access)
 {
-	return sr_rereg_mr(mr, flags, pd, addr, len, access);
+	if ((flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) ||
+	    ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!len || !addr)) ||
+	    (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))) {
+		errno = EINVAL;
+		return IBV_REREG_MR_ERR_INPUT;
+	}
+	if (with_errno(sr_rereg_mr(mr, flags, pd, addr, len, access)))
+		return IBV_REREG_MR_ERR_CMD;
+	return 0;
 }
 
 SR_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 {
-	return sr_dereg_mr(mr);
+	return with_errno(sr_dereg_mr(mr));
 }
 
 /* ---- CQ and channels ---- */
@@ -284,12 +311,12 @@ SR_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *c, int cqe, void *cq_
 
 SR_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 {
-	return sr_resize_cq(cq, cqe);
+	return with_errno(sr_resize_cq(cq, cqe));
 }
 
 SR_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 {
-	return sr_destroy_cq(cq);
+	return with_errno(sr_destroy_cq(cq));
 }
 
 SR_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq, void **cq_context)
@@ -311,17 +338,17 @@ SR_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_
 
 SR_EXPORT int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask)
 {
-	return sr_modify_srq(srq, attr, mask);
+	return with_errno(sr_modify_srq(srq, attr, mask));
 }
 
 SR_EXPORT int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr)
 {
-	return sr_query_srq(srq, attr);
+	return with_errno(sr_query_srq(srq, attr));
 }
 
 SR_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 {
-	return sr_destroy_srq(srq);
+	return with_errno(sr_destroy_srq(srq));
 }
 
 /* ---- QP ---- */
@@ -337,17 +364,17 @@ SR_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 
 SR_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
 {
-	return sr_modify_qp(qp, attr, mask);
+	return with_errno(sr_modify_qp(qp, attr, mask));
 }
 
 SR_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask, struct ibv_qp_init_attr *init)
 {
-	return sr_query_qp(qp, attr, mask, init);
+	return with_errno(sr_query_qp(qp, attr, mask, init));
 }
 
 SR_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 {
-	return sr_destroy_qp(qp);
+	return with_errno(sr_destroy_qp(qp));
 }
 
 SR_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
@@ -391,7 +418,7 @@ SR_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *at
 
 SR_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
 {
-	return sr_destroy_ah(ah);
+	return with_errno(sr_destroy_ah(ah));
 }
 
 SR_EXPORT int ibv_init_ah_from_wc(struct ibv_context *c, uint8_t port, struct ibv_wc *wc, struct ibv_grh *grh,
@@ -443,12 +470,12 @@ SR_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc 
 
 SR_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
-	return sr_attach_mcast(qp, gid, lid);
+	return with_errno(sr_attach_mcast(qp, gid, lid));
 }
 
 SR_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
-	return sr_detach_mcast(qp, gid, lid);
+	return with_errno(sr_detach_mcast(qp, gid, lid));
 }
 
 SR_EXPORT int ibv_resolve_eth_l2_from_gid(struct ibv_context *c, struct ibv_ah_attr *attr, uint8_t mac[6],
@@ -495,7 +522,7 @@ static struct ibv_qp *op_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_
 /* ibv_alloc_mw, ibv_bind_mw and ibv_dealloc_mw are inline in verbs.h */
 static struct ibv_mw *op_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type) { return sr_alloc_mw(pd, type); }
 static int op_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *b) { return sr_bind_mw(qp, mw, b); }
-static int op_dealloc_mw(struct ibv_mw *mw) { return sr_dealloc_mw(mw); }
+static int op_dealloc_mw(struct ibv_mw *mw) { return with_errno(sr_dealloc_mw(mw)); }
 
 void sr_fill_ops(struct sr_context *ctx)
 {

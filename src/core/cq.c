@@ -205,6 +205,12 @@ struct ibv_cq_ex *sr_create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr
 		errno = EOPNOTSUPP; /* timestamps, flow tags, tag matching */
 		return NULL;
 	}
+	/* rdma-core passes IGNORE_OVERRUN to the kernel, and rxe_create_cq()
+	 * refuses any flag; SINGLE_THREADED stays in libibverbs */
+	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) && (attr->flags & IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
 	if (attr->comp_vector >= (uint32_t)c->num_comp_vectors) {
 		errno = EINVAL;
 		return NULL;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <time.h>
@@ -130,6 +131,26 @@ static int check_access(unsigned int access)
 	return 0;
 }
 
+/* The range of a registration, as the kernel's ib_umem_get() takes it for
+ * rxe and siw: no pages (length 0) or a range that wraps is EINVAL, a
+ * page that is not mapped EFAULT (it cannot be pinned).  msync() walks the
+ * mappings without touching a page.  An on-demand-paging region is not
+ * pinned: its pages may come later. */
+static int check_range(void *addr, size_t len, unsigned int access)
+{
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), start = (uintptr_t)addr & ~(pg - 1);
+
+	if (len > SR_MAX_MR_SIZE || (uintptr_t)addr + len < (uintptr_t)addr)
+		return EINVAL;
+	if (access & IBV_ACCESS_ON_DEMAND)
+		return !addr && len ? EINVAL : 0;
+	if (!len)
+		return EINVAL;
+	if (msync((void *)start, (uintptr_t)addr + len - start, MS_ASYNC))
+		return EFAULT;
+	return 0;
+}
+
 struct ibv_mr *sr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova, unsigned int access)
 {
 	struct sr_context *ctx = to_sctx(pd->context);
@@ -141,8 +162,9 @@ struct ibv_mr *sr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint64_t iov
 		errno = err;
 		return NULL;
 	}
-	if (len > SR_MAX_MR_SIZE || (!addr && len)) {
-		errno = EINVAL;
+	err = check_range(addr, len, access);
+	if (err) {
+		errno = err;
 		return NULL;
 	}
 	mr = calloc(1, sizeof(*mr));
@@ -184,8 +206,11 @@ int sr_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, s
 		return EINVAL;
 	if ((flags & IBV_REREG_MR_CHANGE_ACCESS) && (err = check_access(access)))
 		return err;
-	if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !len || len > SR_MAX_MR_SIZE))
+	if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !len))
 		return EINVAL;
+	if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) &&
+	    (err = check_range(addr, len, (flags & IBV_REREG_MR_CHANGE_ACCESS) ? (unsigned int)access : mr->access)))
+		return err;
 	if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)
 		return EINVAL;
 

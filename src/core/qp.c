@@ -5,8 +5,11 @@
  * handles in ah.c. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/capability.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "core/sr.h"
 #include "core/fault.h"
@@ -84,11 +87,10 @@ static const struct qp_trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 				 [T_UC] = M(CUR_STATE) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(PATH_MIG_STATE),
 				 [T_UD] = M(CUR_STATE) | M(QKEY) } },
 		[IBV_QPS_SQD] = { .valid = true,
-			.opt = { [T_RC] = M(CUR_STATE) | M(PORT) | M(AV) | M(ALT_PATH) | M(ACCESS_FLAGS) |
-					  M(PKEY_INDEX) | M(MIN_RNR_TIMER) | M(PATH_MIG_STATE) | M(TIMEOUT) | M(RETRY_CNT) |
-					  M(RNR_RETRY) | M(MAX_QP_RD_ATOMIC) | M(MAX_DEST_RD_ATOMIC),
-				 [T_UC] = M(CUR_STATE) | M(AV) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX) |
-					  M(PATH_MIG_STATE),
+			.opt = { [T_RC] = M(PORT) | M(AV) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX) |
+					  M(MIN_RNR_TIMER) | M(PATH_MIG_STATE) | M(TIMEOUT) | M(RETRY_CNT) | M(RNR_RETRY) |
+					  M(MAX_QP_RD_ATOMIC) | M(MAX_DEST_RD_ATOMIC),
+				 [T_UC] = M(AV) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX) | M(PATH_MIG_STATE),
 				 [T_UD] = M(PKEY_INDEX) | M(QKEY) } },
 	},
 	[IBV_QPS_SQE] = {
@@ -130,9 +132,29 @@ static bool modify_is_ok(enum ibv_qp_state cur, enum ibv_qp_state next, enum ibv
 	return true;
 }
 
+/* What uverbs asks capable(CAP_NET_RAW) for: a privileged Q_Key, a raw
+ * packet QP. */
+static bool have_net_raw(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+
+	if (syscall(SYS_capget, &h, d))
+		return false;
+	return d[CAP_TO_INDEX(CAP_NET_RAW)].effective & CAP_TO_MASK(CAP_NET_RAW);
+}
+
 static int check_attr(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask)
 {
 	struct sr_context *ctx = qp->ctx;
+
+	/* uverbs (modify_qp): a Q_Key with the high bit set is privileged */
+	if ((mask & IBV_QP_QKEY) && (attr->qkey & 0x80000000u) && !have_net_raw())
+		return EPERM;
+	/* _ib_modify_qp(): alternate paths (APM) are IB only, "banned in
+	 * roce mode"; iWARP has none either */
+	if (mask & IBV_QP_ALT_PATH)
+		return EINVAL;
 
 	if ((mask & IBV_QP_PORT) && attr->port_num != 1)
 		return EINVAL;
@@ -175,10 +197,14 @@ int sr_av_from_ah_attr(struct sr_context *ctx, const struct ibv_ah_attr *a, stru
 	/* RoCE carries every packet in IP: the GRH (global routing) is mandatory */
 	if (!a->is_global)
 		return EINVAL;
-	if (a->port_num != 1 && a->port_num != 0)
+	/* uverbs: the AV names a valid port (1); rdma_get_gid_attr(): an
+	 * index past the GID table is EINVAL, an empty entry ENODATA */
+	if (a->port_num != 1)
+		return EINVAL;
+	if (a->grh.sgid_index >= SR_MAX_ADDRS)
 		return EINVAL;
 	if (a->grh.sgid_index >= ctx->ngid)
-		return EINVAL;
+		return ENODATA;
 	memset(av, 0, sizeof(*av));
 	av->sgid_index = a->grh.sgid_index;
 	av->dgid = a->grh.dgid;
@@ -246,8 +272,21 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
-	if (ia->qp_type != IBV_QPT_RC && ia->qp_type != IBV_QPT_UC && ia->qp_type != IBV_QPT_UD) {
-		errno = EOPNOTSUPP;
+	/* as uverbs then rxe: a type uverbs does not know is EINVAL, a raw
+	 * packet QP needs CAP_NET_RAW, the others rxe does not have */
+	switch (ia->qp_type) {
+	case IBV_QPT_RC:
+	case IBV_QPT_UC:
+	case IBV_QPT_UD:
+		break;
+	case IBV_QPT_RAW_PACKET:
+	case IBV_QPT_XRC_SEND:
+	case IBV_QPT_XRC_RECV:
+	case IBV_QPT_DRIVER:
+		errno = ia->qp_type == IBV_QPT_RAW_PACKET && !have_net_raw() ? EPERM : EOPNOTSUPP;
+		return NULL;
+	default:
+		errno = EINVAL;
 		return NULL;
 	}
 	if (ctx->dev->conf.type == SR_DEV_IWARP && ia->qp_type != IBV_QPT_RC) {
@@ -534,6 +573,10 @@ int sr_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	enum ibv_qp_state cur, next;
 	int err;
 
+	/* rdma-core's ibv_cmd_modify_qp(), which the rxe and siw providers
+	 * use: IBV_QP_RATE_LIMIT and later bits need the _ex command */
+	if (mask & ~(IBV_QP_RATE_LIMIT - 1))
+		return EOPNOTSUPP;
 	pthread_mutex_lock(&qp->lock);
 	cur = qp->attr.qp_state;
 	if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != cur &&

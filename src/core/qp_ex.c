@@ -14,8 +14,14 @@ static struct sr_send_wqe *wr_new(struct ibv_qp_ex *x, enum ibv_wr_opcode op)
 	struct sr_sq *sq = &qp->sq;
 	if (qp->wr_error)
 		return NULL;
-	if (!sr_qp_opcode_ok(qp, op) || sq->head - sq->tail >= sq->max_wr) {
-		qp->wr_error = true;
+	if (!sr_qp_opcode_ok(qp, op)) {
+		qp->wr_error = EINVAL;
+		return NULL;
+	}
+	/* rdma-core's rxe provider: a full SQ, too many SGEs or too much
+	 * inline data make ibv_wr_complete() return ENOSPC */
+	if (sq->head - sq->tail >= sq->max_wr) {
+		qp->wr_error = ENOSPC;
 		return NULL;
 	}
 	struct sr_send_wqe *w = sr_sq_wqe(sq, sq->head);
@@ -55,7 +61,7 @@ static void x_bind_mw(struct ibv_qp_ex *x, struct ibv_mw *mw, uint32_t rkey, con
 	if (!w)
 		return;
 	if (!mw || !bi || (!bi->mr && bi->length)) {
-		xqp(x)->wr_error = true;
+		xqp(x)->wr_error = EINVAL;
 		return;
 	}
 	sr_local_wqe_fill(w, IBV_WR_BIND_MW, 0, mw, rkey, bi);
@@ -88,7 +94,7 @@ static void x_atomic(struct ibv_qp_ex *x, enum ibv_wr_opcode op, uint32_t rkey, 
 	struct sr_send_wqe *w = wr_new(x, op);
 	if (w) {
 		if (addr & 7)
-			xqp(x)->wr_error = true;
+			xqp(x)->wr_error = EINVAL;
 		w->rkey = rkey;
 		w->remote_addr = addr;
 		w->compare_add = compare_add;
@@ -109,7 +115,7 @@ static void x_set_ud_addr(struct ibv_qp_ex *x, struct ibv_ah *ah, uint32_t qpn, 
 	if (!w)
 		return;
 	if (!ah) {
-		xqp(x)->wr_error = true;
+		xqp(x)->wr_error = EINVAL;
 		return;
 	}
 	*sr_sq_av(&xqp(x)->sq, w) = to_sah(ah)->av;
@@ -123,7 +129,7 @@ static void x_set_sge_list(struct ibv_qp_ex *x, size_t n, const struct ibv_sge *
 	if (!w)
 		return;
 	if (n > qp->sq.max_sge) {
-		qp->wr_error = true;
+		qp->wr_error = ENOSPC;
 		return;
 	}
 	w->num_sge = (uint32_t)n;
@@ -134,7 +140,7 @@ static void x_set_sge_list(struct ibv_qp_ex *x, size_t n, const struct ibv_sge *
 	}
 	if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
 		if (w->length < 8)
-			qp->wr_error = true;
+			qp->wr_error = EINVAL;
 		w->length = 8;
 	}
 }
@@ -153,7 +159,7 @@ static void x_set_inline_list(struct ibv_qp_ex *x, size_t n, const struct ibv_da
 	for (size_t i = 0; i < n; i++)
 		total += b[i].length;
 	if (total > qp->sq.max_inline) {
-		qp->wr_error = true;
+		qp->wr_error = ENOSPC;
 		return;
 	}
 	uint8_t *p = sr_wqe_inline(&qp->sq, w);
@@ -174,14 +180,14 @@ static void x_start(struct ibv_qp_ex *x)
 {
 	struct sr_qp *qp = xqp(x);
 	pthread_mutex_lock(&qp->lock);
-	qp->wr_error = false;
+	qp->wr_error = 0;
 	qp->wr_start_head = qp->sq.head;
 }
 static void x_abort(struct ibv_qp_ex *x)
 {
 	struct sr_qp *qp = xqp(x);
 	qp->sq.head = qp->wr_start_head;
-	qp->wr_error = false;
+	qp->wr_error = 0;
 	pthread_mutex_unlock(&qp->lock);
 }
 static int x_complete(struct ibv_qp_ex *x)
@@ -194,7 +200,7 @@ static int x_complete(struct ibv_qp_ex *x)
 
 	if (qp->wr_error || st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) {
 		qp->sq.head = qp->wr_start_head;
-		err = EINVAL;
+		err = qp->wr_error ? qp->wr_error : EINVAL;
 	} else {
 		for (uint32_t i = qp->wr_start_head; i != qp->sq.head; i++) {
 			struct sr_send_wqe *w = sr_sq_wqe(&qp->sq, i);
@@ -213,7 +219,7 @@ static int x_complete(struct ibv_qp_ex *x)
 				qp->ctx->dev->tops->sq_kick(qp);
 		}
 	}
-	qp->wr_error = false;
+	qp->wr_error = 0;
 	pthread_mutex_unlock(&qp->lock);
 	return err;
 }

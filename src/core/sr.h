@@ -352,7 +352,7 @@ struct sr_qp {
 	struct sr_av av;           /* RC/UC: the peer */
 	bool has_qp_ex;
 	uint64_t send_ops_flags;
-	bool wr_error;             /* ibv_wr_* batch error */
+	int wr_error;              /* ibv_wr_* batch error: the errno ibv_wr_complete returns */
 	uint32_t wr_start_head;
 	bool dead;                 /* destroyed: progress thread must not touch */
 	bool last_wqe_reached_sent;

@@ -11,8 +11,9 @@ struct ibv_srq *sr_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
 {
 	struct sr_srq *srq;
 
-	if (attr->attr.max_wr == 0 || attr->attr.max_wr > SR_MAX_SRQ_WR || attr->attr.max_sge > SR_MAX_SGE ||
-	    attr->attr.srq_limit > attr->attr.max_wr) {
+	/* srq_limit is "irrelevant for ibv_create_srq" (the man page): rxe
+	 * takes it as it is (rxe_srq_chk_init() does not look at it) */
+	if (attr->attr.max_wr == 0 || attr->attr.max_wr > SR_MAX_SRQ_WR || attr->attr.max_sge > SR_MAX_SGE) {
 		errno = EINVAL;
 		return NULL;
 	}

@@ -12,9 +12,16 @@
  *  - posting: post_send before RTS, post_recv in RESET, too many SGEs,
  *    SQ/RQ overflow, inline data too long, UD message larger than the MTU,
  *    misaligned atomics; a bad WR in the middle of a chain;
- *  - destroying objects still in use -> EBUSY. */
+ *  - destroying objects still in use -> EBUSY;
+ *  - errno set by failing verbs, ibv_rereg_mr's return codes, ibv_reg_mr of
+ *    no pages or unmapped pages, AV port/GID index, ALT_PATH, privileged
+ *    Q_Keys, QP types, ibv_wr_* ENOSPC: as rdma-core + the kernel's rxe. */
 #include "vt.h"
 #include "common/tsan.h"
+
+#include <linux/capability.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 
 static struct vt_dev D;
 
@@ -1354,6 +1361,424 @@ out:
 	vt_pair_destroy(&p);
 }
 
+/* ------------------------------------------------------------------ */
+/* invalid arguments answered as rdma-core + the kernel's rxe answer    */
+/* ------------------------------------------------------------------ */
+
+static struct ibv_qp *scratch_qp(struct ibv_cq *cq, enum ibv_qp_type t)
+{
+	struct ibv_qp_init_attr ia;
+	memset(&ia, 0, sizeof(ia));
+	ia.qp_type = t;
+	ia.send_cq = ia.recv_cq = cq;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	return ibv_create_qp(D.pd, &ia);
+}
+
+/* CAP_NET_RAW in or out of the effective set (a root test run drops it to
+ * see what an unprivileged application gets); false if that failed. */
+static bool set_net_raw(bool on)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+	if (syscall(SYS_capget, &h, d))
+		return false;
+	if (on)
+		d[CAP_TO_INDEX(CAP_NET_RAW)].effective |= CAP_TO_MASK(CAP_NET_RAW);
+	else
+		d[CAP_TO_INDEX(CAP_NET_RAW)].effective &= ~CAP_TO_MASK(CAP_NET_RAW);
+	return syscall(SYS_capset, &h, d) == 0;
+}
+
+/* rdma-core's verbs that reach the kernel fail with errno set to what
+ * they return (the failed write/ioctl set it); "%m" and perror() rely on it. */
+static void test_errno_set(void)
+{
+	SECTION("failing verbs that return an errno value set errno too, as rdma-core's");
+	struct ibv_cq *cq = ibv_create_cq(D.ctx, 8, NULL, NULL, 0);
+	struct ibv_qp *qp = cq ? scratch_qp(cq, IBV_QPT_RC) : NULL;
+	if (!CHECK(qp, "a CQ and an RC QP"))
+		goto out;
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 2 };
+	errno = 0;
+	int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	CHECK(rc == EINVAL && errno == EINVAL, "ibv_modify_qp(port 2) -> EINVAL, errno EINVAL\t(got %d, errno %d)", rc,
+	      errno);
+	errno = 0;
+	rc = ibv_destroy_cq(cq);
+	CHECK(rc == EBUSY && errno == EBUSY, "ibv_destroy_cq with a QP -> EBUSY, errno EBUSY\t(got %d, errno %d)", rc,
+	      errno);
+	errno = 0;
+	rc = ibv_resize_cq(cq, 0);
+	CHECK(rc == EINVAL && errno == EINVAL, "ibv_resize_cq(0) -> EINVAL, errno EINVAL\t(got %d, errno %d)", rc, errno);
+	struct ibv_port_attr pa;
+	errno = 0;
+	rc = ibv_query_port(D.ctx, 2, &pa);
+	CHECK(rc == EINVAL && errno == EINVAL, "ibv_query_port(2) -> EINVAL, errno EINVAL\t(got %d, errno %d)", rc,
+	      errno);
+	union ibv_gid g;
+	errno = 0;
+	rc = ibv_query_gid(D.ctx, 1, D.port.gid_tbl_len, &g);
+	CHECK(rc == -1 && errno == EINVAL, "ibv_query_gid(index gid_tbl_len) -> -1, errno EINVAL\t(got %d, errno %d)",
+	      rc, errno);
+	__be16 pk;
+	errno = 0;
+	rc = ibv_query_pkey(D.ctx, 1, D.port.pkey_tbl_len, &pk);
+	CHECK(rc == -1 && errno == ENOENT,
+	      "ibv_query_pkey(index pkey_tbl_len) -> -1, errno ENOENT (no such sysfs file)\t(got %d, errno %d)", rc,
+	      errno);
+out:
+	if (qp)
+		ibv_destroy_qp(qp);
+	if (cq)
+		ibv_destroy_cq(cq);
+}
+
+/* ibv_rereg_mr() returns enum ibv_rereg_mr_err_code, not errno values */
+static void test_rereg_mr_codes(void)
+{
+	SECTION("ibv_rereg_mr: IBV_REREG_MR_ERR_INPUT / _CMD with errno, as libibverbs");
+	static uint8_t b[8192] __attribute__((aligned(4096)));
+	struct ibv_mr *mr = ibv_reg_mr(D.pd, b, sizeof(b), IBV_ACCESS_LOCAL_WRITE);
+	if (!CHECK(mr, "ibv_reg_mr"))
+		return;
+	struct {
+		const char *what;
+		int flags, access, want, want_errno;
+		void *addr;
+		size_t len;
+	} t[] = {
+		{ "unknown flag 0x8", 0x8, 0, IBV_REREG_MR_ERR_INPUT, EINVAL, NULL, 0 },
+		{ "CHANGE_TRANSLATION with addr NULL", IBV_REREG_MR_CHANGE_TRANSLATION, 0, IBV_REREG_MR_ERR_INPUT, EINVAL,
+		  NULL, 4096 },
+		{ "an access without CHANGE_ACCESS", IBV_REREG_MR_CHANGE_PD, IBV_ACCESS_REMOTE_READ, IBV_REREG_MR_ERR_INPUT,
+		  EINVAL, NULL, 0 },
+		{ "flags 0", 0, 0, IBV_REREG_MR_ERR_CMD, EINVAL, NULL, 0 },
+		{ "CHANGE_ACCESS to REMOTE_WRITE without LOCAL_WRITE", IBV_REREG_MR_CHANGE_ACCESS,
+		  IBV_ACCESS_REMOTE_WRITE, IBV_REREG_MR_ERR_CMD, EINVAL, NULL, 0 },
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		errno = 0;
+		int rc = ibv_rereg_mr(mr, t[i].flags, t[i].flags & IBV_REREG_MR_CHANGE_PD ? D.pd : NULL, t[i].addr,
+				      t[i].len, t[i].access);
+		CHECK(rc == t[i].want && errno == t[i].want_errno, "ibv_rereg_mr(%s) -> %d, errno %s\t(got %d, errno %d)",
+		      t[i].what, t[i].want, strerror(t[i].want_errno), rc, errno);
+	}
+	CHECK_RC(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ),
+		 0, "ibv_rereg_mr(CHANGE_ACCESS LOCAL_WRITE|REMOTE_READ) still works");
+	CHECK_RC(ibv_dereg_mr(mr), 0, "ibv_dereg_mr");
+}
+
+/* ib_umem_get(): no pages -> EINVAL, pages it cannot pin -> EFAULT */
+static void test_reg_mr_range(void)
+{
+	SECTION("ibv_reg_mr: length 0 -> EINVAL, memory that is not mapped -> EFAULT");
+	static uint8_t b[8192] __attribute__((aligned(4096)));
+	struct ibv_mr *mr;
+	int e;
+	errno = 0;
+	mr = ibv_reg_mr(D.pd, b, 0, IBV_ACCESS_LOCAL_WRITE);
+	e = errno;
+	CHECK_PTR_ERR(mr, e, EINVAL, "ibv_reg_mr(length 0)");
+	if (mr)
+		ibv_dereg_mr(mr);
+	errno = 0;
+	mr = ibv_reg_mr(D.pd, NULL, 4096, IBV_ACCESS_LOCAL_WRITE);
+	e = errno;
+	CHECK_PTR_ERR(mr, e, EFAULT, "ibv_reg_mr(NULL, 4096)");
+	if (mr)
+		ibv_dereg_mr(mr);
+	uint8_t *m = mmap(NULL, 3 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (!CHECK(m != MAP_FAILED, "mmap 3 pages"))
+		return;
+	munmap(m + 4096, 4096);
+	errno = 0;
+	mr = ibv_reg_mr(D.pd, m, 3 * 4096, IBV_ACCESS_LOCAL_WRITE);
+	e = errno;
+	CHECK_PTR_ERR(mr, e, EFAULT, "ibv_reg_mr over a hole (its middle page unmapped)");
+	if (mr)
+		ibv_dereg_mr(mr);
+	mr = ibv_reg_mr(D.pd, m + 2 * 4096 + 100, 200, IBV_ACCESS_LOCAL_WRITE);
+	e = errno;
+	CHECK_PTR_ERR(mr, e, 0, "ibv_reg_mr of a mapped page next to the hole");
+	if (mr)
+		CHECK_RC(ibv_dereg_mr(mr), 0, "ibv_dereg_mr");
+	munmap(m, 4096);
+	munmap(m + 2 * 4096, 4096);
+}
+
+/* uverbs: an AV names a valid port; rdma_get_gid_attr(): an empty GID
+ * table entry is ENODATA */
+static void test_av_port_gid(void)
+{
+	SECTION("address vectors: port_num 0 -> EINVAL, an empty GID entry -> ENODATA");
+	struct ibv_ah_attr aa;
+	struct ibv_ah *ah;
+	int e;
+	memset(&aa, 0, sizeof(aa));
+	aa.is_global = 1;
+	aa.port_num = 0;
+	aa.grh.dgid = D.gid;
+	aa.grh.hop_limit = 64;
+	errno = 0;
+	ah = ibv_create_ah(D.pd, &aa);
+	e = errno;
+	CHECK_PTR_ERR(ah, e, EINVAL, "ibv_create_ah(port_num 0)");
+	if (ah)
+		ibv_destroy_ah(ah);
+	int empty = -1;
+	for (int i = 0; i < D.port.gid_tbl_len && empty < 0; i++) {
+		struct ibv_gid_entry ge;
+		if (ibv_query_gid_ex(D.ctx, 1, (uint32_t)i, &ge, 0) == ENODATA)
+			empty = i;
+	}
+	if (empty >= 0) {
+		aa.port_num = 1;
+		aa.grh.sgid_index = (uint8_t)empty;
+		errno = 0;
+		ah = ibv_create_ah(D.pd, &aa);
+		e = errno;
+		CHECK_PTR_ERR(ah, e, ENODATA, "ibv_create_ah(sgid_index %d, an empty GID entry)", empty);
+		if (ah)
+			ibv_destroy_ah(ah);
+	} else {
+		NOTE("no empty GID table entry: ENODATA not checked");
+	}
+	struct vt_qp_cfg c;
+	vt_cfg_default(&c, IBV_QPT_RC);
+	struct ibv_cq *cq = ibv_create_cq(D.ctx, 8, NULL, NULL, 0);
+	struct ibv_qp *qp = cq ? scratch_qp(cq, IBV_QPT_RC) : NULL;
+	if (CHECK(qp, "an RC QP") && CHECK(!vt_qp_connect(qp, &c, IBV_QPS_INIT, 0, 0, 0, &D.gid, 0), "to INIT")) {
+		struct ibv_qp_attr a;
+		int mask = vt_trans_attr(&c, IBV_QPS_RTR, qp->qp_num, 0, 0, &D.gid, 0, &a);
+		a.ah_attr.port_num = 0;
+		expect_modify(qp, &a, mask, EINVAL, IBV_QPS_INIT, "RC INIT->RTR with ah_attr.port_num 0");
+		if (empty >= 0) {
+			mask = vt_trans_attr(&c, IBV_QPS_RTR, qp->qp_num, 0, 0, &D.gid, empty, &a);
+			expect_modify(qp, &a, mask, ENODATA, IBV_QPS_INIT, "RC INIT->RTR with an empty sgid_index");
+		}
+	}
+	if (qp)
+		ibv_destroy_qp(qp);
+	if (cq)
+		ibv_destroy_cq(cq);
+}
+
+/* _ib_modify_qp(): "alternate paths and APM [are] for IB. Ban them in roce mode." */
+static void test_alt_path(void)
+{
+	SECTION("IBV_QP_ALT_PATH -> EINVAL: no APM on RoCE (nor iWARP)");
+	struct ibv_cq *cq = ibv_create_cq(D.ctx, 8, NULL, NULL, 0);
+	const enum ibv_qp_type types[] = { IBV_QPT_RC, IBV_QPT_UC };
+	for (int i = 0; cq && i < 2; i++) {
+		struct vt_qp_cfg c;
+		vt_cfg_default(&c, types[i]);
+		struct ibv_qp *qp = scratch_qp(cq, types[i]);
+		if (!CHECK(qp, "a %s QP", vt_qpt_str(types[i])))
+			continue;
+		if (!vt_qp_connect(qp, &c, IBV_QPS_INIT, 0, 0, 0, &D.gid, 0)) {
+			struct ibv_qp_attr a;
+			int mask = vt_trans_attr(&c, IBV_QPS_RTR, qp->qp_num, 0, 0, &D.gid, 0, &a);
+			a.alt_ah_attr = a.ah_attr;
+			a.alt_port_num = 1;
+			a.alt_timeout = 14;
+			char what[80];
+			snprintf(what, sizeof(what), "%s INIT->RTR with the optional IBV_QP_ALT_PATH", vt_qpt_str(types[i]));
+			expect_modify(qp, &a, mask | IBV_QP_ALT_PATH, EINVAL, IBV_QPS_INIT, what);
+		}
+		ibv_destroy_qp(qp);
+	}
+	if (cq)
+		ibv_destroy_cq(cq);
+}
+
+/* uverbs modify_qp(): a Q_Key with the high bit set needs CAP_NET_RAW */
+static void test_privileged_qkey(void)
+{
+	SECTION("UD: a privileged Q_Key (bit 31) -> EPERM without CAP_NET_RAW");
+	struct ibv_cq *cq = ibv_create_cq(D.ctx, 8, NULL, NULL, 0);
+	struct ibv_qp *qp = cq ? scratch_qp(cq, IBV_QPT_UD) : NULL;
+	if (CHECK(qp, "a UD QP")) {
+		struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = 0x80010000 };
+		int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+		bool root = set_net_raw(true);
+		if (set_net_raw(false)) {
+			expect_modify(qp, &a, mask, EPERM, IBV_QPS_RESET, "UD RESET->INIT, qkey 0x80010000, no CAP_NET_RAW");
+			if (root)
+				set_net_raw(true);
+		} else {
+			NOTE("cannot drop CAP_NET_RAW: EPERM not checked");
+		}
+		if (root)
+			expect_modify(qp, &a, mask, 0, IBV_QPS_RESET, "UD RESET->INIT, qkey 0x80010000, with CAP_NET_RAW");
+		a.qkey = 0x11111111;
+		a.qp_state = IBV_QPS_RESET;
+		CHECK_RC(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0, "back to RESET");
+		a.qp_state = IBV_QPS_INIT;
+		CHECK_RC(ibv_modify_qp(qp, &a, mask), 0, "UD RESET->INIT with an ordinary qkey");
+	}
+	if (qp)
+		ibv_destroy_qp(qp);
+	if (cq)
+		ibv_destroy_cq(cq);
+}
+
+/* uverbs create_qp(): a type it does not know is EINVAL; rxe: the others
+ * are EOPNOTSUPP (a raw packet QP EPERM first, without CAP_NET_RAW) */
+static void test_qp_types(void)
+{
+	SECTION("ibv_create_qp: qp_type unknown -> EINVAL, not offered -> EOPNOTSUPP");
+	struct ibv_cq *cq = ibv_create_cq(D.ctx, 8, NULL, NULL, 0);
+	if (!CHECK(cq, "a CQ"))
+		return;
+	const struct {
+		int type, want;
+	} t[] = { { 0, EINVAL }, { 1, EINVAL }, { 42, EINVAL }, { IBV_QPT_XRC_SEND, EOPNOTSUPP },
+		  { IBV_QPT_DRIVER, EOPNOTSUPP } };
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		errno = 0;
+		struct ibv_qp *qp = scratch_qp(cq, (enum ibv_qp_type)t[i].type);
+		int e = errno;
+		CHECK_PTR_ERR(qp, e, t[i].want, "ibv_create_qp(qp_type %d)", t[i].type);
+		if (qp)
+			ibv_destroy_qp(qp);
+	}
+	bool root = set_net_raw(true);
+	if (set_net_raw(false)) {
+		errno = 0;
+		struct ibv_qp *qp = scratch_qp(cq, IBV_QPT_RAW_PACKET);
+		int e = errno;
+		CHECK_PTR_ERR(qp, e, EPERM, "ibv_create_qp(RAW_PACKET) without CAP_NET_RAW");
+		if (qp)
+			ibv_destroy_qp(qp);
+		if (root)
+			set_net_raw(true);
+	}
+	ibv_destroy_cq(cq);
+}
+
+/* rdma-core's ibv_cmd_modify_qp(): IBV_QP_RATE_LIMIT and later attributes
+ * only go through the _ex command */
+static void test_rate_limit_mask(void)
+{
+	SECTION("ibv_modify_qp with IBV_QP_RATE_LIMIT -> EOPNOTSUPP");
+	struct ibv_cq *cq = ibv_create_cq(D.ctx, 8, NULL, NULL, 0);
+	struct ibv_qp *qp = cq ? scratch_qp(cq, IBV_QPT_RC) : NULL;
+	if (CHECK(qp, "an RC QP")) {
+		struct vt_qp_cfg c;
+		struct ibv_qp_attr a;
+		vt_cfg_default(&c, IBV_QPT_RC);
+		int mask = vt_trans_attr(&c, IBV_QPS_INIT, 0, 0, 0, &D.gid, 0, &a);
+		a.rate_limit = 1000;
+		expect_modify(qp, &a, mask | IBV_QP_RATE_LIMIT, EOPNOTSUPP, IBV_QPS_RESET,
+			      "RC RESET->INIT with IBV_QP_RATE_LIMIT");
+	}
+	if (qp)
+		ibv_destroy_qp(qp);
+	if (cq)
+		ibv_destroy_cq(cq);
+}
+
+/* qp_state_table: SQD->SQD takes no IB_QP_CUR_STATE (RTR/RTS/SQD->RTS do) */
+static void test_sqd_cur_state(void)
+{
+	SECTION("RC/UC SQD->SQD with IBV_QP_CUR_STATE -> EINVAL");
+	const enum ibv_qp_type types[] = { IBV_QPT_RC, IBV_QPT_UC };
+	for (int i = 0; i < 2; i++) {
+		struct vt_qp_cfg c;
+		struct vt_pair p;
+		vt_cfg_default(&c, types[i]);
+		if (!vt_pair_create(&D, &c, &p))
+			continue;
+		/* no WR is ever posted: RTS and SQD send nothing */
+		if (CHECK(drive_to(p.qp[0], &c, p.qp[1]->qp_num, IBV_QPS_SQD), "%s QP to SQD", vt_qpt_str(types[i]))) {
+			wait_sq_drained(p.qp[0]);
+			struct ibv_qp_attr a = { .qp_state = IBV_QPS_SQD, .cur_qp_state = IBV_QPS_SQD };
+			char what[80];
+			snprintf(what, sizeof(what), "%s SQD->SQD with CUR_STATE", vt_qpt_str(types[i]));
+			expect_modify(p.qp[0], &a, IBV_QP_STATE | IBV_QP_CUR_STATE, EINVAL, IBV_QPS_SQD, what);
+		}
+		vt_pair_destroy(&p);
+	}
+}
+
+/* srq_limit is "irrelevant for ibv_create_srq" (man page); rxe takes any */
+static void test_srq_create_limit(void)
+{
+	SECTION("ibv_create_srq ignores srq_limit's validity");
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1, .srq_limit = 100 } };
+	errno = 0;
+	struct ibv_srq *srq = ibv_create_srq(D.pd, &sa);
+	int e = errno;
+	CHECK_PTR_ERR(srq, e, 0, "ibv_create_srq(max_wr 4, srq_limit 100)");
+	if (srq)
+		CHECK_RC(ibv_destroy_srq(srq), 0, "ibv_destroy_srq");
+}
+
+/* rdma-core hands IGNORE_OVERRUN to the kernel; rxe_create_cq() refuses any flag */
+static void test_cq_flags(void)
+{
+	SECTION("ibv_create_cq_ex: IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN -> EOPNOTSUPP");
+	struct ibv_cq_init_attr_ex ca = { .cqe = 8, .comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS };
+	ca.flags = IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN;
+	errno = 0;
+	struct ibv_cq_ex *cq = ibv_create_cq_ex(D.ctx, &ca);
+	int e = errno;
+	CHECK_PTR_ERR(cq, e, EOPNOTSUPP, "ibv_create_cq_ex(IGNORE_OVERRUN)");
+	if (cq)
+		ibv_destroy_cq(ibv_cq_ex_to_cq(cq));
+	ca.flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
+	cq = ibv_create_cq_ex(D.ctx, &ca);
+	e = errno;
+	CHECK_PTR_ERR(cq, e, 0, "ibv_create_cq_ex(SINGLE_THREADED)");
+	if (cq)
+		ibv_destroy_cq(ibv_cq_ex_to_cq(cq));
+}
+
+/* rdma-core's rxe provider: ibv_wr_complete() is ENOSPC for a full SQ, too
+ * many SGEs or too much inline data (checked before the QP state) */
+static void test_wr_enospc(void)
+{
+	SECTION("ibv_wr_*: SQ full, too many SGEs, inline too long -> ENOSPC");
+	struct ibv_cq *cq = ibv_create_cq(D.ctx, 8, NULL, NULL, 0);
+	struct ibv_qp_init_attr_ex ia = {
+		.qp_type = IBV_QPT_RC, .send_cq = cq, .recv_cq = cq, .pd = D.pd,
+		.cap = { .max_send_wr = 2, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1, .max_inline_data = 16 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.send_ops_flags = IBV_QP_EX_WITH_SEND,
+	};
+	struct ibv_qp *qp = cq ? ibv_create_qp_ex(D.ctx, &ia) : NULL;
+	struct ibv_qp_ex *x = qp ? ibv_qp_to_qp_ex(qp) : NULL;
+	if (CHECK(x, "an RC QP with ibv_qp_ex (max_send_wr %u)", ia.cap.max_send_wr)) {
+		static char buf[65536];
+		ibv_wr_start(x);
+		for (uint32_t i = 0; i <= ia.cap.max_send_wr; i++) {
+			ibv_wr_send(x);
+			ibv_wr_set_sge(x, 0, (uintptr_t)buf, 1);
+		}
+		CHECK_RC(ibv_wr_complete(x), ENOSPC, "max_send_wr + 1 sends in one batch");
+		struct ibv_sge sg[2] = { { (uintptr_t)buf, 1, 0 }, { (uintptr_t)buf, 1, 0 } };
+		ibv_wr_start(x);
+		ibv_wr_send(x);
+		ibv_wr_set_sge_list(x, ia.cap.max_send_sge + 1, sg);
+		CHECK_RC(ibv_wr_complete(x), ENOSPC, "a send with max_send_sge + 1 SGEs");
+		ibv_wr_start(x);
+		ibv_wr_send(x);
+		ibv_wr_set_inline_data(x, buf, ia.cap.max_inline_data + 1);
+		CHECK_RC(ibv_wr_complete(x), ENOSPC, "max_inline_data + 1 bytes inline");
+		ibv_wr_start(x);
+		ibv_wr_send(x);
+		ibv_wr_set_sge(x, 0, (uintptr_t)buf, 1);
+		CHECK_RC(ibv_wr_complete(x), EINVAL, "a good send in RESET: EINVAL (the QP state)");
+	}
+	if (qp)
+		ibv_destroy_qp(qp);
+	if (cq)
+		ibv_destroy_cq(cq);
+}
+
 /* Last, because a sanitizer build of the library may abort here. */
 static void test_null_sg_list(void)
 {
@@ -1415,6 +1840,18 @@ int main(void)
 	test_ud_mtu();
 	test_srq();
 	test_busy();
+	test_errno_set();
+	test_rereg_mr_codes();
+	test_reg_mr_range();
+	test_av_port_gid();
+	test_alt_path();
+	test_privileged_qkey();
+	test_qp_types();
+	test_rate_limit_mask();
+	test_sqd_cur_state();
+	test_srq_create_limit();
+	test_cq_flags();
+	test_wr_enospc();
 	test_cq_resize();
 	test_sqd_drain();
 	test_null_sg_list();
