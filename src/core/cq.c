@@ -44,14 +44,6 @@ int sr_destroy_comp_channel(struct ibv_comp_channel *ibch)
 	return 0;
 }
 
-static uint32_t roundup_pow2(uint32_t v)
-{
-	uint32_t r = 1;
-	while (r < v)
-		r <<= 1;
-	return r;
-}
-
 /* A spinning poller on a machine with fewer cores than busy threads
  * starves the threads that produce its completions (our progress thread,
  * the peer, the daemon): yield now and then while empty. */
@@ -158,7 +150,7 @@ static struct sr_cq *cq_alloc(struct ibv_context *c, int cqe, void *cq_context, 
 		errno = ENOMEM;
 		return NULL;
 	}
-	cq->size = roundup_pow2((uint32_t)cqe + 1);
+	cq->size = sr_ring_slots((uint32_t)cqe + 1);
 	cq->ring = calloc(cq->size, sizeof(*cq->ring));
 	if (!cq->ring) {
 		free(cq);
@@ -297,7 +289,7 @@ int sr_resize_cq(struct ibv_cq *ibcq, int cqe)
 		pthread_mutex_unlock(&cq->lock);
 		return EINVAL;
 	}
-	nsize = roundup_pow2((uint32_t)cqe + 1);
+	nsize = sr_ring_slots((uint32_t)cqe + 1);
 	nring = calloc(nsize, sizeof(*nring));
 	if (!nring) {
 		pthread_mutex_unlock(&cq->lock);
