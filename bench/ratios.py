@@ -72,8 +72,12 @@ ratio("64 B message rate >= 1.0x qperf udp_bw msg_rate", v("softrdma_write_msg_r
       v("qperf_udp_msg_rate", 64), 1.0, True, "Mpps", "udp Mpps")
 ratio("ib_write_bw 64 KiB >= 0.6x qperf udp_bw 64 KiB", v("softrdma_write_bw", 65536), v("qperf_udp_bw", 65536),
       0.6, True, "MB/s", "udp MB/s")
+context("  the same with the ICRC off (crc = off)", v("softrdma_write_bw_nocrc", 65536), v("qperf_udp_bw", 65536),
+        "MB/s", "udp MB/s")
 ratio("Soft-iWARP write_bw 4 KiB >= 1.0x qperf tcp_bw 4 KiB", v("iwarp_write_bw", 4096), v("qperf_tcp_bw", 4096),
       1.0, True, "MB/s", "tcp MB/s")
+context("  the same with the MPA CRC off (crc = off)", v("iwarp_write_bw_nocrc", 4096), v("qperf_tcp_bw", 4096),
+        "MB/s", "tcp MB/s")
 absolute("memory per idle RC QP <= 32 KiB", v("softrdma_mem_per_qp", 10000) or v("softrdma_mem_per_qp", 1000),
          32.0, False, "KiB")
 absolute("10,000 QPs in one process", v("softrdma_qps_ok", 10000), 1.0, True, "ok")

@@ -12,6 +12,8 @@
 #               empty-poll time)
 #   Soft-iWARP  the same perftest programs over rdma_cm (-R): write and read
 #               bandwidth, 64 B message rate, write latency 8 B
+#   CRCs off    ib_write_bw 64 KiB (Soft-RoCE) and 4 KiB (Soft-iWARP) again
+#               with `crc = off`: the CRC's share of each bandwidth gap
 #   raw TCP/UDP qperf tcp_bw / tcp_lat / udp_bw (and its msg_rate) / udp_lat,
 #               iperf3, and a UDP and a TCP ping-pong that spin on their
 #               sockets (bench/sock_lat.c: median and p99, 8 B)
@@ -38,6 +40,12 @@ roce_conf=$out/lo.conf
 iwarp_conf=$out/iwarp.conf
 printf 'crc = on\n[rxe0]\ntype = roce\nnetdev = lo\n' > "$roce_conf"
 printf 'crc = on\n[siw0]\ntype = iwarp\nnetdev = lo\n' > "$iwarp_conf"
+# the same devices with CRCs off (softrdma-cfg crc disable): how much of a
+# bandwidth gap to raw UDP/TCP is the ICRC or MPA CRC
+roce_nocrc_conf=$out/lo-nocrc.conf
+iwarp_nocrc_conf=$out/iwarp-nocrc.conf
+printf 'crc = off\n[rxe0]\ntype = roce\nnetdev = lo\n' > "$roce_nocrc_conf"
+printf 'crc = off\n[siw0]\ntype = iwarp\nnetdev = lo\n' > "$iwarp_nocrc_conf"
 RUN="$B/bin/softrdma-run"
 csv=$out/results.csv
 samples=$out/samples.csv
@@ -84,6 +92,8 @@ for op in write send read; do
 done
 o=$(pair "$roce_conf" "$RUN" ib_write_bw -x 0 -s 64 -l 32 -D $DUR)
 rec softrdma_write_msg_rate_l32 64 "$(echo "$o" | rate_of 64)" Mpps
+o=$(pair "$roce_nocrc_conf" "$RUN" ib_write_bw -x 0 -s 65536 -D $DUR)
+rec softrdma_write_bw_nocrc 65536 "$(echo "$o" | bw_of 65536)" MB/s
 
 echo "== Soft-RoCE: latency (perftest, $ITERS iterations)"
 o=$(pair "$roce_conf" "$RUN" ib_write_lat -x 0 -s 8 -n $ITERS)
@@ -102,6 +112,8 @@ for sz in 4096 65536; do
 	o=$(pair "$iwarp_conf" "$RUN" ib_write_bw -R -s $sz -D $DUR)
 	rec iwarp_write_bw $sz "$(echo "$o" | bw_of $sz)" MB/s
 done
+o=$(pair "$iwarp_nocrc_conf" "$RUN" ib_write_bw -R -s 4096 -D $DUR)
+rec iwarp_write_bw_nocrc 4096 "$(echo "$o" | bw_of 4096)" MB/s
 o=$(pair "$iwarp_conf" "$RUN" ib_write_bw -R -s 64 -D $DUR)
 rec iwarp_write_msg_rate 64 "$(echo "$o" | rate_of 64)" Mpps
 o=$(pair "$iwarp_conf" "$RUN" ib_read_bw -R -s 65536 -D $DUR)
