@@ -21,7 +21,7 @@
 #define SR_MAX_QP 0x10000
 #define SR_MAX_QP_WR 0x4000
 #define SR_MAX_SGE 32
-#define SR_MAX_INLINE 256
+#define SR_MAX_INLINE 512 /* as rxe: SR_MAX_SGE SGEs' worth (older rxe: 400) */
 #define SR_MAX_CQ 0x4000
 /* max_cqe is 1M - 1, beyond rxe's 32767: libfabric's verbs;ofi_rxm asks
  * for rx + tx * universe (128 + 128 * 256) entries.  A CQ's ring is

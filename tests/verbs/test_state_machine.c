@@ -341,6 +341,7 @@ static void test_object_limits(void)
 		{ "max_send_sge = max_sge + 1", 4, 4, (uint32_t)D.attr.max_sge + 1, 1, 0 },
 		{ "max_recv_sge = max_sge + 1", 4, 4, 1, (uint32_t)D.attr.max_sge + 1, 0 },
 		{ "max_inline_data = 1 MiB", 4, 4, 1, 1, 1u << 20 },
+		{ "max_inline_data = 513 (rxe's limit is 512)", 4, 4, 1, 1, 513 },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct ibv_qp_init_attr ia;

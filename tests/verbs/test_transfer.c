@@ -351,20 +351,29 @@ static void test_sge(enum ibv_qp_type t)
 
 static void test_inline(enum ibv_qp_type t)
 {
-	SECTION("%s: inline SEND, SEND_WITH_IMM and RDMA_WRITE", vt_qpt_str(t));
+	/* RC and UC: rxe's largest inline (512 bytes) at MTU 256, so that
+	 * inline data spans packets; UD: one packet, as ever */
+	uint32_t want = t == IBV_QPT_UD ? 200 : 512;
+	SECTION("%s: inline SEND, SEND_WITH_IMM and RDMA_WRITE up to %u bytes", vt_qpt_str(t), want);
 	struct vt_qp_cfg c;
 	struct vt_pair p;
 	struct vt_buf r;
 	vt_cfg_default(&c, t);
-	c.max_inline = 200;
+	c.max_inline = want;
+	if (t != IBV_QPT_UD)
+		c.mtu = IBV_MTU_256;
 	if (!vt_pair_setup(&D, &c, &p))
 		return;
 	vt_buf_alloc(&r, D.pd, 8192, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	uint32_t cap = p.cap[0].max_inline_data;
-	CHECK(cap >= 200, "max_inline_data %u >= the 200 requested", cap);
-	uint32_t sizes[] = { 1, 17, 100, cap };
-	for (int i = 0; i < 4; i++) {
-		uint8_t stack[512];
+	CHECK(cap >= want && cap <= 1024, "max_inline_data %u >= the %u requested", cap, want);
+	if (cap > 1024)
+		cap = 1024;
+	uint32_t sizes[] = { 1, 17, 100, 300, cap };
+	for (int i = 0; i < 5; i++) {
+		uint8_t stack[1024];
+		if (sizes[i] > cap)
+			continue;
 		uint32_t len = sizes[i], seed = 500 + (uint32_t)i;
 		struct ibv_wc wc;
 		for (int op = 0; op < 3; op++) {
