@@ -161,7 +161,7 @@ static bool side_qp(struct side *s, uint32_t max_send_wr, uint32_t max_recv_wr, 
 	ia.cap.max_recv_wr = max_recv_wr;
 	ia.cap.max_send_sge = sge;
 	ia.cap.max_recv_sge = sge;
-	ia.cap.max_inline_data = 64;
+	ia.cap.max_inline_data = 512; /* the most rxe (and softrdma) gives */
 	s->qp = s->scq && s->rcq ? ibv_create_qp(s->d.pd, &ia) : NULL;
 	if (!s->qp)
 		return false;
@@ -392,6 +392,21 @@ static void test_opcodes(struct side s[2], const char *tag)
 		EXPECT_WC(s[0].scq, 801, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "%s inline Send", tag);
 		EXPECT_WC(s[1].rcq, 800, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "%s inline Send: receive", tag);
 		CHECK(!memcmp(dst.p, "inline payload, copied at post time", 36), "%s inline Send data", tag);
+		{
+			uint8_t big[512];
+			vt_fill(big, sizeof(big), 512);
+			CHECK_RC(vt_post_recv(s[1].qp, 804, dst.p, 1024, dst.mr->lkey), 0, "post recv");
+			CHECK_RC(vt_post_send(s[0].qp, 805, IBV_WR_SEND, big, sizeof(big), 0,
+					      IBV_SEND_SIGNALED | IBV_SEND_INLINE, 0, 0, 0),
+				 0, "%s post a 512-byte inline Send", tag);
+			memset(big, 0, sizeof(big));
+			EXPECT_WC(s[0].scq, 805, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "%s 512-byte inline Send", tag);
+			struct ibv_wc wc;
+			if (EXPECT_WC(s[1].rcq, 804, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "%s 512-byte inline Send: receive",
+				      tag))
+				CHECK_INT(wc.byte_len, 512, "%s   ...byte_len", tag);
+			CHECK_DATA(dst.p, 512, 512, "%s 512-byte inline Send data", tag);
+		}
 
 		vt_fill(src.p, 100000, 31337);
 		memset(dst.p, 0xee, dst.len);
