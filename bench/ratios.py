@@ -59,6 +59,10 @@ context("  the machine: UDP ping-pong spinning on its socket, p99 / median", v("
         v("sock_udp_lat_median", 8), "p99", "median")
 context("  the machine: TCP ping-pong spinning on its socket, p99 / median", v("sock_tcp_lat_p99", 8),
         v("sock_tcp_lat_median", 8), "p99", "median")
+context("  p99.9: Soft-RoCE ib_write_lat 8 B / UDP spinning ping-pong", v("softrdma_write_lat_p999", 8),
+        v("sock_udp_lat_p999", 8), "write_lat", "udp")
+context("  p99.9: Soft-iWARP ib_write_lat 8 B / TCP spinning ping-pong", v("iwarp_write_lat_p999", 8),
+        v("sock_tcp_lat_p999", 8), "iwarp", "tcp")
 context("  ib_write_lat 8 B median / UDP spinning ping-pong median", v("softrdma_write_lat_median", 8),
         v("sock_udp_lat_median", 8), "write_lat", "udp")
 for sz in (65536, 262144, 1048576):

@@ -100,6 +100,7 @@ o=$(pair "$roce_conf" "$RUN" ib_write_lat -x 0 -s 8 -n $ITERS)
 line=$(echo "$o" | lat_line 8)
 rec softrdma_write_lat_median 8 "$(echo "$line" | awk '{print $5}')" us
 rec softrdma_write_lat_p99 8 "$(echo "$line" | awk '{print $8}')" us
+rec softrdma_write_lat_p999 8 "$(echo "$line" | awk '{print $9}')" us
 for op in write send read; do
 	o=$(pair "$roce_conf" "$RUN" ib_${op}_lat -x 0 -s 64 -n $ITERS)
 	line=$(echo "$o" | lat_line 64)
@@ -122,6 +123,7 @@ o=$(pair "$iwarp_conf" "$RUN" ib_write_lat -R -s 8 -n $ITERS)
 line=$(echo "$o" | lat_line 8)
 rec iwarp_write_lat_median 8 "$(echo "$line" | awk '{print $5}')" us
 rec iwarp_write_lat_p99 8 "$(echo "$line" | awk '{print $8}')" us
+rec iwarp_write_lat_p999 8 "$(echo "$line" | awk '{print $9}')" us
 
 echo "== Soft-RoCE: ibv_rc_pingpong"
 for sz in 4096 65536; do
@@ -185,6 +187,7 @@ for t in udp tcp; do
 	echo "$o" >> "$log"
 	rec sock_${t}_lat_median 8 "$(echo "$o" | awk '$1=="sock_lat" {print $5}')" us
 	rec sock_${t}_lat_p99 8 "$(echo "$o" | awk '$1=="sock_lat" {print $6}')" us
+	rec sock_${t}_lat_p999 8 "$(echo "$o" | awk '$1=="sock_lat" {print $7}')" us
 done
 
 if command -v ucx_perftest >/dev/null; then
