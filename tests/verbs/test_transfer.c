@@ -366,7 +366,8 @@ static void test_inline(enum ibv_qp_type t)
 		return;
 	vt_buf_alloc(&r, D.pd, 8192, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	uint32_t cap = p.cap[0].max_inline_data;
-	CHECK(cap >= want && cap <= 1024, "max_inline_data %u >= the %u requested", cap, want);
+	CHECK(cap >= want && cap <= 1024, "max_inline_data %u >= the %u requested (and within this test's 1 KiB buffer)",
+	      cap, want);
 	if (cap > 1024)
 		cap = 1024;
 	uint32_t sizes[] = { 1, 17, 100, 300, cap };
