@@ -812,6 +812,10 @@ void rs_progress(struct rsocket *rs, bool force_cm)
 {
 	bool any;
 
+	if (rs->dg) {
+		ds_progress(rs, force_cm);
+		return;
+	}
 	rs_cm_progress(rs, force_cm);
 	if (!rs->cq)
 		return;
@@ -835,6 +839,8 @@ void rs_progress(struct rsocket *rs, bool force_cm)
  * for the thread's next look, 0.1 to 1 ms later. */
 bool rs_arm(struct rsocket *rs)
 {
+	if (rs->dg)
+		return ds_arm(rs);
 	if (!rs->cq)
 		return false;
 	ibv_req_notify_cq(rs->cq, 0);
@@ -867,6 +873,8 @@ int rs_wait(struct rsocket *rs, bool nonblock, bool (*test)(struct rsocket *rs),
 		force = false;
 		if (test(rs))
 			return 0;
+		if (rs->closing)
+			return rs_fail(EBADF);
 		if (nonblock)
 			return rs_fail(EAGAIN);
 		now = rs_now_us();
@@ -1300,6 +1308,8 @@ short rs_poll_events(struct rsocket *rs, short events)
 	short in = events & (POLLIN | POLLRDNORM);
 	short out = events & (POLLOUT | POLLWRNORM);
 
+	if (rs->dg)
+		return ds_poll_events(rs, events);
 	switch (rs->state) {
 	case RS_LISTENING:
 		if (rs->acc_head)
@@ -1345,8 +1355,11 @@ short rs_poll_events(struct rsocket *rs, short events)
 
 static ssize_t rs_sendv_fd(int fd, const struct iovec *iov, int iovcnt, int flags)
 {
+	struct rsocket *d = ds_enter(fd);
 	ssize_t r;
 
+	if (d)
+		return ds_leave(d, ds_sendv(d, iov, iovcnt, flags, NULL, 0));
 	if (iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt && !iov))
 		return rs_fail(EINVAL);
 	RS_ENTER(fd);
@@ -1357,8 +1370,11 @@ static ssize_t rs_sendv_fd(int fd, const struct iovec *iov, int iovcnt, int flag
 
 static ssize_t rs_recvv_fd(int fd, const struct iovec *iov, int iovcnt, int flags)
 {
+	struct rsocket *d = ds_enter(fd);
 	ssize_t r;
 
+	if (d)
+		return ds_leave(d, ds_recvv(d, iov, iovcnt, flags, NULL, NULL, NULL));
 	if (iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt && !iov))
 		return rs_fail(EINVAL);
 	RS_ENTER(fd);
@@ -1377,6 +1393,12 @@ SR_EXPORT ssize_t rsend(int socket, const void *buf, size_t len, int flags)
 SR_EXPORT ssize_t rsendto(int socket, const void *buf, size_t len, int flags, const struct sockaddr *dest_addr,
 			  socklen_t addrlen)
 {
+	struct rsocket *d = ds_enter(socket);
+
+	if (d) {
+		struct iovec v = { .iov_base = (void *)buf, .iov_len = len };
+		return ds_leave(d, ds_sendv(d, &v, 1, flags, dest_addr, addrlen));
+	}
 	/* a connected stream: as send(2), a destination is an error */
 	if (dest_addr || addrlen) {
 		if (!rs_lookup(socket))
@@ -1392,6 +1414,10 @@ SR_EXPORT ssize_t rsendmsg(int socket, const struct msghdr *msg, int flags)
 		return rs_fail(EINVAL);
 	if (msg->msg_control && msg->msg_controllen)
 		return rs_fail(ENOTSUP);
+	struct rsocket *d = ds_enter(socket);
+	if (d)
+		return ds_leave(d, ds_sendv(d, msg->msg_iov, (int)msg->msg_iovlen, flags,
+					    msg->msg_namelen ? msg->msg_name : NULL, msg->msg_namelen));
 	if (msg->msg_name && msg->msg_namelen)
 		return rs_fail(EISCONN);
 	return rs_sendv_fd(socket, msg->msg_iov, (int)msg->msg_iovlen, flags);
@@ -1417,6 +1443,12 @@ SR_EXPORT ssize_t rrecv(int socket, void *buf, size_t len, int flags)
 SR_EXPORT ssize_t rrecvfrom(int socket, void *buf, size_t len, int flags, struct sockaddr *src_addr,
 			    socklen_t *addrlen)
 {
+	struct rsocket *d = ds_enter(socket);
+
+	if (d) {
+		struct iovec v = { .iov_base = buf, .iov_len = len };
+		return ds_leave(d, ds_recvv(d, &v, 1, flags, src_addr, addrlen, NULL));
+	}
 	ssize_t r = rrecv(socket, buf, len, flags);
 
 	if (r >= 0 && src_addr && addrlen)
@@ -1432,6 +1464,15 @@ SR_EXPORT ssize_t rrecvmsg(int socket, struct msghdr *msg, int flags)
 		return rs_fail(EINVAL);
 	if (msg->msg_control && msg->msg_controllen)
 		return rs_fail(ENOTSUP);
+	struct rsocket *d = ds_enter(socket);
+	if (d) {
+		int mf = 0;
+		r = ds_recvv(d, msg->msg_iov, (int)msg->msg_iovlen, flags, msg->msg_name,
+			     msg->msg_name ? &msg->msg_namelen : NULL, &mf);
+		if (r >= 0)
+			msg->msg_flags = mf;
+		return ds_leave(d, r);
+	}
 	r = rs_recvv_fd(socket, msg->msg_iov, (int)msg->msg_iovlen, flags);
 	if (r >= 0) {
 		msg->msg_flags = 0;

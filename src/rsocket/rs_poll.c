@@ -80,7 +80,10 @@ SR_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 		}
 	}
 	for (nfds_t i = 0; i < nfds; i++) {
-		rss[i] = rs_lookup(fds[i].fd);
+		/* a datagram rsocket is held (rclose waits) until we return */
+		rss[i] = rs_lookup_dgram(fds[i].fd);
+		if (!rss[i])
+			rss[i] = rs_lookup(fds[i].fd);
 		kfds[i].fd = rss[i] ? rss[i]->index : fds[i].fd;
 		kfds[i].events = rss[i] ? POLLIN : fds[i].events;
 	}
@@ -133,6 +136,9 @@ SR_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 		if (timeout > 0 && rs_now_us() - start >= (uint64_t)timeout * 1000)
 			break;
 	}
+	for (nfds_t i = 0; i < nfds; i++)
+		if (rss[i] && rss[i]->type == SOCK_DGRAM)
+			ds_unref(rss[i]);
 	if (kfds != kbuf)
 		free(kfds);
 	if (rss != rbuf)

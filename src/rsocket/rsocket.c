@@ -13,6 +13,7 @@
  * (creating the QP and answering with its buffers) when raccept or rpoll
  * looks at it; the accepted socket completes its handshake (RTU) on its
  * first use. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -57,6 +58,23 @@ struct rsocket *rs_lookup(int fd)
 	pthread_rwlock_rdlock(&rs_tab_lock);
 	if (fd < rs_tab_len)
 		rs = rs_tab[fd];
+	pthread_rwlock_unlock(&rs_tab_lock);
+	return rs;
+}
+
+/* A datagram rsocket, counted as in use (rs->users) until ds_leave or
+ * ds_unref: rclose waits for it.  NULL for any other descriptor. */
+struct rsocket *rs_lookup_dgram(int fd)
+{
+	struct rsocket *rs = NULL;
+
+	if (fd < 0)
+		return NULL;
+	pthread_rwlock_rdlock(&rs_tab_lock);
+	if (fd < rs_tab_len && rs_tab[fd] && rs_tab[fd]->type == SOCK_DGRAM) {
+		rs = rs_tab[fd];
+		__atomic_fetch_add(&rs->users, 1, __ATOMIC_ACQ_REL);
+	}
 	pthread_rwlock_unlock(&rs_tab_lock);
 	return rs;
 }
@@ -115,12 +133,18 @@ static void rs_renumber(struct rsocket *rs)
 	close(old);
 }
 
-static void rs_tab_remove(struct rsocket *rs)
+/* true if this call took rs out of the table (of two rcloses, one does) */
+static bool rs_tab_remove(struct rsocket *rs)
 {
+	bool took = false;
+
 	pthread_rwlock_wrlock(&rs_tab_lock);
-	if (rs->index >= 0 && rs->index < rs_tab_len && rs_tab[rs->index] == rs)
+	if (rs->index >= 0 && rs->index < rs_tab_len && rs_tab[rs->index] == rs) {
 		rs_tab[rs->index] = NULL;
+		took = true;
+	}
 	pthread_rwlock_unlock(&rs_tab_lock);
+	return took;
 }
 
 /* ---- keepalive --------------------------------------------------------------- */
@@ -249,6 +273,7 @@ static struct rsocket *rs_alloc(int domain, const struct rsocket *parent)
 	rs->index = -1;
 	rs->kick_fd = -1;
 	rs->domain = domain;
+	rs->type = SOCK_STREAM;
 	pthread_mutex_init(&rs->lock, NULL);
 	pthread_cond_init(&rs->cond, NULL);
 	if (parent) {
@@ -570,6 +595,26 @@ static bool rs_addr_ok(const struct sockaddr *addr, socklen_t len)
 	return false;
 }
 
+/* rdma-core's librspreload (softrdma-run --rsocket) asks for an rsocket
+ * for every socket() of the program, UDP ones too, and takes a kernel
+ * socket only if that fails.  A datagram rsocket talks only to another
+ * datagram rsocket (the first datagrams carry rdma-core's UDP header):
+ * the program's DNS queries, and any UDP exchange with an ordinary peer,
+ * would break.  So a datagram rsocket asked for by librspreload is refused
+ * (ENOTSUP: it falls back to the kernel's UDP, as before datagram
+ * rsockets existed) unless SOFTRDMA_RSOCKET_DGRAM=1 in the environment
+ * says both ends are preloaded.  A program that calls
+ * rsocket() itself (udpong) is never refused. */
+static bool rs_preload_refuses_dgram(const void *caller)
+{
+	const char *e = getenv("SOFTRDMA_RSOCKET_DGRAM");
+	Dl_info info;
+
+	if (e && !strcmp(e, "1"))
+		return false;
+	return dladdr(caller, &info) && info.dli_fname && strstr(info.dli_fname, "librspreload");
+}
+
 SR_EXPORT int rsocket(int domain, int type, int protocol)
 {
 	int st = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -577,10 +622,11 @@ SR_EXPORT int rsocket(int domain, int type, int protocol)
 
 	if (domain != AF_INET && domain != AF_INET6)
 		return rs_fail(EAFNOSUPPORT);
-	/* datagram rsockets (rdma-core's UDP-resolved UD protocol) are not
-	 * implemented: udpong and friends get a clean error */
-	if (st != SOCK_STREAM || (protocol && protocol != IPPROTO_TCP))
+	if (!(st == SOCK_STREAM && (!protocol || protocol == IPPROTO_TCP)) &&
+	    !(st == SOCK_DGRAM && (!protocol || protocol == IPPROTO_UDP)))
 		return rs_fail(EPROTONOSUPPORT);
+	if (st == SOCK_DGRAM && rs_preload_refuses_dgram(__builtin_return_address(0)))
+		return rs_fail(ENOTSUP);
 
 	rs = rs_alloc(domain, NULL);
 	if (!rs)
@@ -590,6 +636,16 @@ SR_EXPORT int rsocket(int domain, int type, int protocol)
 	if (type & SOCK_CLOEXEC) {
 		rs->fd_flags |= FD_CLOEXEC;
 		fcntl(rs->index, F_SETFD, FD_CLOEXEC);
+	}
+	if (st == SOCK_DGRAM) {
+		rs->type = SOCK_DGRAM;
+		if (ds_create(rs) || rs_tab_insert(rs)) {
+			int e = errno;
+			ds_close(rs);
+			rs_free(rs);
+			return rs_fail(e);
+		}
+		return rs->index;
 	}
 	if (rs_open_cm_channel(rs) || rdma_create_id(rs->cm_ch, &rs->cm_id, rs, RDMA_PS_TCP) ||
 	    rs_tab_insert(rs)) {
@@ -614,8 +670,17 @@ SR_EXPORT int rsocket(int domain, int type, int protocol)
 		return rs_ret_;                \
 	} while (0)
 
+/* a datagram rsocket's call goes to rs_dgram.c */
+#define DS_DISPATCH(fd, call)                               \
+	do {                                                \
+		struct rsocket *ds_ = ds_enter(fd);         \
+		if (ds_)                                    \
+			return (int)ds_leave(ds_, call);    \
+	} while (0)
+
 SR_EXPORT int rbind(int socket, const struct sockaddr *addr, socklen_t addrlen)
 {
+	DS_DISPATCH(socket, ds_bind(ds_, addr, addrlen));
 	RS_ENTER(socket);
 	if (!rs_addr_ok(addr, addrlen))
 		RS_RETURN(rs_fail(addr && addr->sa_family != AF_INET && addr->sa_family != AF_INET6 ? EAFNOSUPPORT
@@ -630,6 +695,7 @@ SR_EXPORT int rbind(int socket, const struct sockaddr *addr, socklen_t addrlen)
 
 SR_EXPORT int rlisten(int socket, int backlog)
 {
+	DS_DISPATCH(socket, rs_fail(EOPNOTSUPP)); /* as listen(2) on UDP */
 	RS_ENTER(socket);
 	if (rs->state == RS_LISTENING)
 		RS_RETURN(0);
@@ -672,6 +738,7 @@ SR_EXPORT int raccept(int socket, struct sockaddr *addr, socklen_t *addrlen)
 {
 	struct rsocket *c;
 
+	DS_DISPATCH(socket, rs_fail(EOPNOTSUPP));
 	RS_ENTER(socket);
 	if (rs->state != RS_LISTENING)
 		RS_RETURN(rs_fail(EINVAL));
@@ -703,6 +770,7 @@ SR_EXPORT int rconnect(int socket, const struct sockaddr *addr, socklen_t addrle
 {
 	bool nonblock;
 
+	DS_DISPATCH(socket, ds_connect(ds_, addr, addrlen));
 	RS_ENTER(socket);
 	nonblock = rs_nonblocking(rs, 0);
 	switch (rs->state) {
@@ -801,6 +869,7 @@ wait:
 
 SR_EXPORT int rshutdown(int socket, int how)
 {
+	DS_DISPATCH(socket, how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR ? rs_fail(EINVAL) : ds_shutdown(ds_, how));
 	RS_ENTER(socket);
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
 		RS_RETURN(rs_fail(EINVAL));
@@ -836,8 +905,19 @@ static void rs_close(struct rsocket *rs)
 
 SR_EXPORT int rclose(int socket)
 {
-	struct rsocket *rs = rs_lookup(socket);
+	struct rsocket *rs = rs_lookup_dgram(socket);
 
+	if (rs) {
+		bool took = rs_tab_remove(rs);
+
+		__atomic_fetch_sub(&rs->users, 1, __ATOMIC_ACQ_REL); /* our own lookup */
+		if (!took)
+			return rs_fail(EBADF); /* another rclose has it */
+		ds_close(rs);
+		rs_free(rs);
+		return 0;
+	}
+	rs = rs_lookup(socket);
 	if (!rs)
 		return rs_fail(EBADF);
 	rs_close(rs);
@@ -848,6 +928,7 @@ SR_EXPORT int rclose(int socket)
 
 SR_EXPORT int rgetpeername(int socket, struct sockaddr *addr, socklen_t *addrlen)
 {
+	DS_DISPATCH(socket, ds_getpeername(ds_, addr, addrlen));
 	RS_ENTER(socket);
 	switch (rs->state) {
 	case RS_CONNECTING:
@@ -863,6 +944,7 @@ SR_EXPORT int rgetpeername(int socket, struct sockaddr *addr, socklen_t *addrlen
 
 SR_EXPORT int rgetsockname(int socket, struct sockaddr *addr, socklen_t *addrlen)
 {
+	DS_DISPATCH(socket, ds_getsockname(ds_, addr, addrlen));
 	RS_ENTER(socket);
 	RS_RETURN(rs_copy_addr(addr, addrlen, rdma_get_local_addr(rs->cm_id), rs->domain));
 }
@@ -899,6 +981,7 @@ SR_EXPORT int rsetsockopt(int socket, int level, int optname, const void *optval
 	int v = 0;
 	bool ka_change = false, ka_on = false;
 
+	DS_DISPATCH(socket, ds_setsockopt(ds_, level, optname, optval, optlen));
 	RS_ENTER(socket);
 	switch (level) {
 	case SOL_SOCKET:
@@ -1079,6 +1162,7 @@ static int rs_tcp_info(struct rsocket *rs, void *optval, socklen_t *optlen)
 
 SR_EXPORT int rgetsockopt(int socket, int level, int optname, void *optval, socklen_t *optlen)
 {
+	DS_DISPATCH(socket, ds_getsockopt(ds_, level, optname, optval, optlen));
 	if (level == IPPROTO_TCP && optname == TCP_INFO) {
 		struct rsocket *rs = rs_lookup(socket);
 
@@ -1170,33 +1254,39 @@ SR_EXPORT int rgetsockopt(int socket, int level, int optname, void *optval, sock
 	}
 }
 
-SR_EXPORT int rfcntl(int socket, int cmd, ... /* arg */)
+/* lock held */
+static int rs_fcntl(struct rsocket *rs, int cmd, int arg)
 {
-	va_list ap;
-	int arg;
-
-	RS_ENTER(socket);
 	switch (cmd) {
 	case F_GETFL:
-		RS_RETURN(rs->fs_flags);
+		return rs->fs_flags;
 	case F_SETFL:
-		va_start(ap, cmd);
-		arg = va_arg(ap, int);
-		va_end(ap);
 		/* every internal descriptor is non-blocking already: blocking
 		 * calls sleep in poll(), so the flag is all there is to it */
 		rs->fs_flags = arg;
-		RS_RETURN(0);
+		return 0;
 	case F_GETFD:
-		RS_RETURN(rs->fd_flags);
+		return rs->fd_flags;
 	case F_SETFD:
+		rs->fd_flags = arg;
+		fcntl(rs->index, F_SETFD, arg & FD_CLOEXEC);
+		return 0;
+	default:
+		return rs_fail(ENOTSUP);
+	}
+}
+
+SR_EXPORT int rfcntl(int socket, int cmd, ... /* arg */)
+{
+	va_list ap;
+	int arg = 0;
+
+	if (cmd == F_SETFL || cmd == F_SETFD) {
 		va_start(ap, cmd);
 		arg = va_arg(ap, int);
 		va_end(ap);
-		rs->fd_flags = arg;
-		fcntl(rs->index, F_SETFD, arg & FD_CLOEXEC);
-		RS_RETURN(0);
-	default:
-		RS_RETURN(rs_fail(ENOTSUP));
 	}
+	DS_DISPATCH(socket, rs_fcntl(ds_, cmd, arg));
+	RS_ENTER(socket);
+	RS_RETURN(rs_fcntl(rs, cmd, arg));
 }

@@ -8,6 +8,8 @@
  *   rs_data.c   the data path: buffers, work requests, completions,
  *               credits, waiting, rsend/rrecv and their families, riomap
  *   rs_poll.c   rpoll and rselect over rsockets and ordinary descriptors
+ *   rs_dgram.c  datagram rsockets (SOCK_DGRAM): UD QPs found through a UDP
+ *               exchange, rdma-core's format (described there)
  *
  * The protocol, as rdma-core's librdmacm/docs/rsocket and rsocket.c define
  * it, so that a softrdma rsocket can talk to an rdma-core one:
@@ -163,9 +165,15 @@ struct rs_iomap_mr {
 	bool pending; /* not yet written to the peer */
 };
 
+struct rs_dgram;
+
 struct rsocket {
 	int index;               /* the descriptor the application holds: our epoll fd */
 	int domain;              /* AF_INET or AF_INET6 */
+	int type;                /* SOCK_STREAM or SOCK_DGRAM, fixed at creation */
+	struct rs_dgram *dg;     /* SOCK_DGRAM: everything else of it (rs_dgram.c) */
+	int users;               /* SOCK_DGRAM: calls under way (atomic; rs_dgram.c) */
+	bool closing;            /* rclose has begun: calls under way return EBADF */
 	int kick_fd;             /* eventfd in the epoll set: wakes a sleeping thread */
 
 	/* lock guards everything below.  One thread at a time sleeps in
@@ -259,6 +267,30 @@ uint64_t rs_now_us(void);
 
 /* rsocket.c */
 void rs_cm_progress(struct rsocket *rs, bool force);
+struct rsocket *rs_lookup_dgram(int fd);
+
+/* rs_dgram.c: SOCK_DGRAM.  ds_enter takes a datagram rsocket (NULL if fd
+ * is none) for one call, locked; ds_leave ends that call, keeping errno.
+ * rclose waits for the calls under way (ds_close). */
+struct rsocket *ds_enter(int fd);
+ssize_t ds_leave(struct rsocket *rs, ssize_t ret);
+void ds_unref(struct rsocket *rs);
+int ds_create(struct rsocket *rs);
+void ds_close(struct rsocket *rs);
+int ds_bind(struct rsocket *rs, const struct sockaddr *addr, socklen_t addrlen);
+int ds_connect(struct rsocket *rs, const struct sockaddr *addr, socklen_t addrlen);
+int ds_shutdown(struct rsocket *rs, int how);
+ssize_t ds_sendv(struct rsocket *rs, const struct iovec *iov, int iovcnt, int flags, const struct sockaddr *to,
+		 socklen_t tolen);
+ssize_t ds_recvv(struct rsocket *rs, const struct iovec *iov, int iovcnt, int flags, struct sockaddr *from,
+		 socklen_t *fromlen, int *msg_flags);
+int ds_getsockname(struct rsocket *rs, struct sockaddr *addr, socklen_t *addrlen);
+int ds_getpeername(struct rsocket *rs, struct sockaddr *addr, socklen_t *addrlen);
+int ds_setsockopt(struct rsocket *rs, int level, int optname, const void *optval, socklen_t optlen);
+int ds_getsockopt(struct rsocket *rs, int level, int optname, void *optval, socklen_t *optlen);
+void ds_progress(struct rsocket *rs, bool force);
+bool ds_arm(struct rsocket *rs);
+short ds_poll_events(struct rsocket *rs, short events);
 
 /* rs_data.c */
 int rs_create_ep(struct rsocket *rs);

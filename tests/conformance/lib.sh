@@ -384,10 +384,17 @@ sr_free_port() {
 
 # sr_port_listening PORT [NS]: PORT is a TCP port, or cm:PORT[:PS] for an
 # rdma_cm listener on that port in port space PS (tcp, the default, udp
-# or ib), as the namespace's softrdmad lists them.
+# or ib), as the namespace's softrdmad lists them, or udp:PORT for a bound
+# UDP socket (a datagram rsocket's server).
 sr_port_listening() {
 	local hex
 	case $1 in
+	udp:*)
+		hex=$(printf '%04X' "${1#udp:}")
+		sr_in_ns "${2:-}" cat /proc/net/udp /proc/net/udp6 2>/dev/null |
+			awk -v p=":$hex" 'substr($2, length($2) - 4) == p { f = 1 } END { exit !f }'
+		return
+		;;
 	cm:*)
 		local p=${1#cm:} ps=0x0106
 		case $p in

@@ -184,8 +184,11 @@ static void test_errors(void)
 	errno = 0;
 	CHECK(rsocket(AF_UNIX, SOCK_STREAM, 0) == -1 && errno == EAFNOSUPPORT, "rsocket(AF_UNIX) -> EAFNOSUPPORT");
 	errno = 0;
-	CHECK(rsocket(AF_INET, SOCK_DGRAM, 0) == -1 && errno == EPROTONOSUPPORT,
-	      "rsocket(SOCK_DGRAM) -> EPROTONOSUPPORT (datagram rsockets are not implemented)");
+	CHECK(rsocket(AF_INET, SOCK_SEQPACKET, 0) == -1 && errno == EPROTONOSUPPORT,
+	      "rsocket(SOCK_SEQPACKET) -> EPROTONOSUPPORT");
+	errno = 0;
+	CHECK(rsocket(AF_INET, SOCK_DGRAM, IPPROTO_TCP) == -1 && errno == EPROTONOSUPPORT,
+	      "rsocket(SOCK_DGRAM, IPPROTO_TCP) -> EPROTONOSUPPORT");
 	errno = 0;
 	CHECK(rsocket(AF_INET, SOCK_STREAM, IPPROTO_UDP) == -1 && errno == EPROTONOSUPPORT,
 	      "rsocket(SOCK_STREAM, IPPROTO_UDP) -> EPROTONOSUPPORT");
@@ -300,6 +303,162 @@ static void test_errors(void)
 }
 
 /* ---- connect, names, data ---------------------------------------------------- */
+
+/* a blocking rrecv in a thread of its own: what it returned, and errno */
+struct dg_recv {
+	int fd;
+	ssize_t ret;
+	int err;
+	char buf[64];
+};
+
+static void *dg_recv_thread(void *arg)
+{
+	struct dg_recv *r = arg;
+
+	r->ret = rrecv(r->fd, r->buf, sizeof(r->buf), 0);
+	r->err = errno;
+	return NULL;
+}
+
+/* joins t if it ends within ms milliseconds */
+static bool dg_join_within(pthread_t t, int ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return pthread_timedjoin_np(t, NULL, &ts) == 0;
+}
+
+/* Datagram rsockets: round trips with data and source checked, the UDP
+ * resolution (first datagram) and the UD path after it, rpoll, errors. */
+static void test_dgram(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) }, ca, from;
+	socklen_t len;
+	char buf[4096], big[3000];
+	int srv, cli, ok = 1;
+
+	SECTION("datagram rsockets");
+	srv = rsocket(AF_INET, SOCK_DGRAM, 0);
+	cli = rsocket(AF_INET, SOCK_DGRAM, 0);
+	CHECK(srv >= 0 && cli >= 0, "rsocket(SOCK_DGRAM) x 2");
+	if (srv < 0 || cli < 0)
+		return;
+	errno = 0;
+	CHECK(rrecv(srv, buf, sizeof(buf), MSG_DONTWAIT) == -1 && errno == EINVAL,
+	      "rrecv before bind/connect/send -> EINVAL (as rdma-core)");
+	errno = 0;
+	CHECK(rsend(cli, "x", 1, 0) == -1 && errno == EDESTADDRREQ, "rsend without a destination -> EDESTADDRREQ");
+	CHECK(rbind(srv, (struct sockaddr *)&sa, sizeof(sa)) == 0, "rbind 127.0.0.1:0");
+	len = sizeof(sa);
+	CHECK(rgetsockname(srv, (struct sockaddr *)&sa, &len) == 0 && sa.sin_port != 0, "rgetsockname: a port");
+	errno = 0;
+	CHECK(rlisten(srv, 1) == -1 && errno == EOPNOTSUPP, "rlisten -> EOPNOTSUPP");
+	errno = 0;
+	CHECK(rrecv(srv, buf, sizeof(buf), MSG_DONTWAIT) == -1 && errno == EAGAIN, "nothing yet: EAGAIN");
+	struct pollfd pf = { .fd = srv, .events = POLLIN | POLLOUT };
+	CHECK(rpoll(&pf, 1, 0) == 1 && pf.revents == POLLOUT, "rpoll: POLLOUT, no POLLIN before data");
+
+	/* 200 datagrams each way, every byte checked: the first ones go over
+	 * UDP, the rest as UD sends once the QPNs are known.  Up to 1000 B:
+	 * a UD datagram is at most the path MTU (rxe0's active MTU is 1024,
+	 * less the 8-byte header; larger sends fail with EMSGSIZE) */
+	for (int i = 0; i < 200 && ok; i++) {
+		int n = 1 + (i * 37) % 1000;
+		for (int k = 0; k < n; k++)
+			big[k] = (char)(i + k);
+		if (rsendto(cli, big, (size_t)n, 0, (struct sockaddr *)&sa, sizeof(sa)) != n) {
+			ok = 0;
+			break;
+		}
+		pf.events = POLLIN;
+		if (rpoll(&pf, 1, 5000) != 1 || !(pf.revents & POLLIN)) {
+			ok = 0;
+			break;
+		}
+		len = sizeof(from);
+		if (rrecvfrom(srv, buf, sizeof(buf), 0, (struct sockaddr *)&from, &len) != n || memcmp(buf, big, (size_t)n) ||
+		    len != sizeof(from) || from.sin_family != AF_INET || from.sin_addr.s_addr != htonl(INADDR_LOOPBACK))
+			ok = 0;
+		/* echo back to the source recvfrom reported */
+		if (ok && (rsendto(srv, buf, (size_t)n, 0, (struct sockaddr *)&from, len) != n ||
+			   rrecv(cli, buf, sizeof(buf), 0) != n || memcmp(buf, big, (size_t)n)))
+			ok = 0;
+	}
+	CHECK(ok, "200 datagrams of 1..1000 B each way, data and source address checked");
+	len = sizeof(ca);
+	CHECK(rgetsockname(cli, (struct sockaddr *)&ca, &len) == 0 && ca.sin_port == from.sin_port,
+	      "recvfrom's source is the sender's bound port");
+	errno = 0;
+	CHECK(rsendto(cli, big, 2033, 0, (struct sockaddr *)&sa, sizeof(sa)) == -1 && errno == EMSGSIZE,
+	      "2033 B (over 2032 or the port MTU) -> EMSGSIZE");
+	struct sockaddr_in6 s6 = { .sin6_family = AF_INET6 };
+	errno = 0;
+	CHECK(rsendto(cli, "x", 1, 0, (struct sockaddr *)&s6, sizeof(s6)) == -1 && errno == EAFNOSUPPORT,
+	      "an IPv6 destination on an AF_INET socket -> EAFNOSUPPORT");
+	errno = 0;
+	CHECK(rsendto(cli, "x", 1, 0, (struct sockaddr *)&sa, 3) == -1 && errno == EINVAL, "a short address -> EINVAL");
+
+	/* connect + send/recv, a burst read non-blocking */
+	CHECK(rconnect(cli, (struct sockaddr *)&sa, sizeof(sa)) == 0, "rconnect sets a default destination");
+	int sent = 0, got = 0;
+	for (int i = 0; i < 50; i++)
+		if (rsend(cli, &i, sizeof(i), 0) == sizeof(i))
+			sent++;
+	for (int tries = 0; got < sent && tries < 2000; tries++) {
+		int v;
+		ssize_t r = rrecv(srv, &v, sizeof(v), MSG_DONTWAIT);
+		if (r == sizeof(v) && v == got)
+			got++;
+		else if (r < 0 && errno == EAGAIN)
+			usleep(1000);
+		else
+			break;
+	}
+	CHECK(sent == 50 && got == 50, "50 rsends after rconnect read in order without blocking (%d/%d)", got, sent);
+	struct sockaddr_in peer;
+	len = sizeof(peer);
+	CHECK(rgetpeername(cli, (struct sockaddr *)&peer, &len) == 0 && peer.sin_port == sa.sin_port,
+	      "rgetpeername after rconnect");
+	int type = 0;
+	len = sizeof(type);
+	CHECK(rgetsockopt(srv, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_DGRAM, "SO_TYPE: SOCK_DGRAM");
+
+	/* two threads on one socket: a blocking rrecv does not hold the
+	 * socket against an rsend from another thread */
+	struct dg_recv r = { .fd = cli, .ret = -2 };
+	pthread_t t;
+	bool joined;
+	pthread_create(&t, NULL, dg_recv_thread, &r);
+	usleep(20000);
+	len = sizeof(from);
+	ok = rsend(cli, "ping", 4, 0) == 4 && rrecvfrom(srv, buf, sizeof(buf), 0, (struct sockaddr *)&from, &len) == 4 &&
+	     rsendto(srv, "pong", 4, 0, (struct sockaddr *)&from, len) == 4;
+	joined = dg_join_within(t, 5000);
+	CHECK(ok && joined && r.ret == 4 && !memcmp(r.buf, "pong", 4),
+	      "a thread blocked in rrecv gets the answer to another thread's rsend on the socket (ret %zd)", r.ret);
+	if (!joined)
+		return; /* the thread still uses cli: leave both open */
+
+	/* rclose wakes a thread blocked on the socket: EBADF, not a hang */
+	r = (struct dg_recv){ .fd = srv, .ret = -2 };
+	pthread_create(&t, NULL, dg_recv_thread, &r);
+	usleep(20000);
+	CHECK(rclose(srv) == 0, "rclose while another thread is blocked in rrecv on it");
+	joined = dg_join_within(t, 5000);
+	CHECK(joined && r.ret == -1 && r.err == EBADF, "the blocked rrecv returns -1 EBADF (ret %zd, %s)", r.ret,
+	      strerror(r.err));
+	CHECK(rclose(cli) == 0, "rclose the other");
+	errno = 0;
+	CHECK(rclose(srv) == -1 && errno == EBADF, "rclose again -> EBADF");
+}
 
 static void test_names(void)
 {
@@ -1238,6 +1397,7 @@ int main(int argc, char **argv)
 	vt_begin("test_rsocket", 240);
 	srand((unsigned)time(NULL) ^ (unsigned)getpid());
 	test_errors();
+	test_dgram();
 	test_names();
 	test_data();
 	test_nonblocking();
