@@ -10,24 +10,8 @@
  * front; the peer answers each with a header-only control message carrying
  * its own QPN, and from then on datagrams go as UD sends to that QPN.
  *
- * On the wire (rdma-core's struct ds_udp_header and struct ds_header):
- *
- *   UDP resolution message, to the peer's UDP socket:
- *     be32 tag      0x55555555
- *     u8   version  4 or 6 (the sender's QP address family)
- *     u8   op       0 data follows (answer me), 7 control (my QPN only)
- *     u8   length   16 (IPv4) or 28 (IPv6): this header's size
- *     u8   reserved 0
- *     be32 qpn      the sender's UD QPN (24 bits)
- *     be32 / u8[16] the sender's QP source IP address
- *     then the datagram's payload (op 0)
- *
- *   UD send payload (after the 40-byte GRH the receiver posts first):
- *     u8   version  4 or 6
- *     u8   length   8 (IPv4) or 24 (IPv6): this header's size
- *     be16 port     the sender's UDP port
- *     IPv4: be32 address; IPv6: be32 flowinfo, u8[16] address
- *     then the payload
+ * The two headers (rdma-core's struct ds_udp_header and struct ds_header)
+ * are built and checked in rs_dgram_wire.c; rs_dgram_wire.h shows them.
  *
  * The receiver reports the header's address and port as recvfrom's source.
  * Every receive is a 2048-byte slot (RS_SNDLOWAT) after the GRH, and the
@@ -60,48 +44,13 @@
 #include <infiniband/verbs.h>
 
 #include "common/sock.h"
+#include "rsocket/rs_dgram_wire.h"
 #include "rsocket/rsocket.h"
 
 /* ---- the wire ------------------------------------------------------------- */
 
-#define DS_UDP_TAG 0x55555555u
-#define DS_UDP_IPV4_HDR_LEN 16
-#define DS_UDP_IPV6_HDR_LEN 28
-#define DS_IPV4_HDR_LEN 8
-#define DS_IPV6_HDR_LEN 24
-#define DS_OP_DATA RS_OP_DATA
-#define DS_OP_CTRL RS_OP_CTRL
 #define DS_GRH_LEN 40
 #define DS_SLOT RS_SNDLOWAT /* bytes per send or receive buffer */
-
-struct ds_header {
-	uint8_t version;
-	uint8_t length;
-	__be16 port;
-	union {
-		__be32 ipv4;
-		struct {
-			__be32 flowinfo;
-			uint8_t addr[16];
-		} ipv6;
-	} addr;
-};
-
-struct ds_udp_header {
-	__be32 tag;
-	uint8_t version;
-	uint8_t op;
-	uint8_t length;
-	uint8_t reserved;
-	__be32 qpn;
-	union {
-		__be32 ipv4;
-		uint8_t ipv6[16];
-	} addr;
-};
-
-_Static_assert(sizeof(struct ds_header) == DS_IPV6_HDR_LEN, "ds_header is 24 bytes (IPv6)");
-_Static_assert(sizeof(struct ds_udp_header) == DS_UDP_IPV6_HDR_LEN, "ds_udp_header is 28 bytes (IPv6)");
 
 /* ---- state ------------------------------------------------------------------ */
 
@@ -228,52 +177,6 @@ static bool ds_any_or_loopback(const struct sockaddr *sa)
 	}
 	const struct in6_addr *a6 = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
 	return IN6_IS_ADDR_UNSPECIFIED(a6) || IN6_IS_ADDR_LOOPBACK(a6);
-}
-
-static void ds_format_hdr(struct ds_header *h, const struct sockaddr *sa)
-{
-	memset(h, 0, sizeof(*h));
-	if (sa->sa_family == AF_INET) {
-		const struct sockaddr_in *s = (const void *)sa;
-		h->version = 4;
-		h->length = DS_IPV4_HDR_LEN;
-		h->port = s->sin_port;
-		h->addr.ipv4 = s->sin_addr.s_addr;
-	} else {
-		const struct sockaddr_in6 *s = (const void *)sa;
-		h->version = 6;
-		h->length = DS_IPV6_HDR_LEN;
-		h->port = s->sin6_port;
-		h->addr.ipv6.flowinfo = s->sin6_flowinfo;
-		memcpy(h->addr.ipv6.addr, &s->sin6_addr, 16);
-	}
-}
-
-static bool ds_hdr_valid(const struct ds_header *h, uint32_t len)
-{
-	if (len < DS_IPV4_HDR_LEN)
-		return false;
-	if (h->version == 4 && h->length == DS_IPV4_HDR_LEN)
-		return true;
-	return h->version == 6 && h->length == DS_IPV6_HDR_LEN && len >= DS_IPV6_HDR_LEN;
-}
-
-/* the source a UD datagram's header names */
-static void ds_hdr_to_addr(const struct ds_header *h, struct sockaddr_storage *ss)
-{
-	memset(ss, 0, sizeof(*ss));
-	if (h->version == 4) {
-		struct sockaddr_in *s = (void *)ss;
-		s->sin_family = AF_INET;
-		s->sin_port = h->port;
-		s->sin_addr.s_addr = h->addr.ipv4;
-	} else {
-		struct sockaddr_in6 *s = (void *)ss;
-		s->sin6_family = AF_INET6;
-		s->sin6_port = h->port;
-		s->sin6_flowinfo = h->addr.ipv6.flowinfo;
-		memcpy(&s->sin6_addr, h->addr.ipv6.addr, 16);
-	}
 }
 
 /* as recvfrom(2): copy what fits, say how long the address is */
@@ -459,7 +362,7 @@ static int ds_create_qp(struct rsocket *rs, const struct sockaddr *src, struct d
 	if (!qp)
 		return rs_fail(ENOMEM);
 	memcpy(&qp->src, src, ds_addrlen(src));
-	ds_format_hdr(&qp->hdr, src);
+	ds_hdr_format(&qp->hdr, src);
 	if (rdma_create_id(NULL, &qp->id, qp, RDMA_PS_UDP) || rdma_bind_addr(qp->id, (struct sockaddr *)src))
 		goto err;
 	if (!qp->id->verbs) {
@@ -719,9 +622,9 @@ static void ds_poll_qp(struct rsocket *rs, struct ds_qp *qp)
 				continue;
 			}
 			uint32_t off = (uint32_t)(wc[i].wr_id & 0xffffffffu);
-			const struct ds_header *h = (const void *)(qp->rbuf + off);
-			if (wc[i].status == IBV_WC_SUCCESS && wc[i].byte_len >= DS_GRH_LEN + DS_IPV4_HDR_LEN &&
-			    ds_hdr_valid(h, wc[i].byte_len - DS_GRH_LEN) && !ds_ring_full(dg)) {
+			struct sockaddr_storage src;
+			if (wc[i].status == IBV_WC_SUCCESS && wc[i].byte_len >= DS_GRH_LEN &&
+			    ds_hdr_parse(qp->rbuf + off, wc[i].byte_len - DS_GRH_LEN, &src) > 0 && !ds_ring_full(dg)) {
 				ds_ring_push(dg, (struct ds_msg){ .qp = qp, .offset = off,
 								  .length = wc[i].byte_len - DS_GRH_LEN });
 			} else if (wc[i].status == IBV_WC_SUCCESS) {
@@ -742,18 +645,7 @@ static ssize_t ds_send_udp(struct rsocket *rs, struct ds_dest *d, uint8_t op, co
 
 	if (iovcnt > (int)(sizeof(v) / sizeof(v[0])) - 1)
 		return rs_fail(EMSGSIZE);
-	memset(&h, 0, sizeof(h));
-	h.tag = htobe32(DS_UDP_TAG);
-	h.version = qp->hdr.version;
-	h.op = op;
-	h.qpn = htobe32(qp->id->qp->qp_num & 0xffffff);
-	if (qp->hdr.version == 4) {
-		h.length = DS_UDP_IPV4_HDR_LEN;
-		h.addr.ipv4 = qp->hdr.addr.ipv4;
-	} else {
-		h.length = DS_UDP_IPV6_HDR_LEN;
-		memcpy(h.addr.ipv6, qp->hdr.addr.ipv6.addr, 16);
-	}
+	ds_udp_format(&h, op, qp->id->qp->qp_num, &qp->hdr);
 	v[0].iov_base = &h;
 	v[0].iov_len = h.length;
 	for (int i = 0; i < iovcnt; i++)
@@ -796,14 +688,11 @@ static void ds_read_udp(struct rsocket *rs)
 			}
 			break;
 		}
-		const struct ds_udp_header *h = (const void *)buf;
-		if (n < DS_UDP_IPV4_HDR_LEN || h->tag != htobe32(DS_UDP_TAG) ||
-		    !((h->version == 4 && from.ss_family == AF_INET && h->length == DS_UDP_IPV4_HDR_LEN) ||
-		      (h->version == 6 && from.ss_family == AF_INET6 && h->length == DS_UDP_IPV6_HDR_LEN)) ||
-		    n < h->length || (h->op != DS_OP_DATA && h->op != DS_OP_CTRL))
+		uint32_t qpn;
+		uint8_t op;
+		int hlen = ds_udp_parse(buf, (size_t)n, from.ss_family, &op, &qpn);
+		if (hlen < 0)
 			continue; /* not an rsocket's */
-		uint32_t qpn = be32toh(h->qpn) & 0xffffff;
-		uint8_t op = h->op, hlen = h->length;
 		struct ds_dest *d;
 
 		if (!dg->ep_ready || ds_get_dest(rs, (struct sockaddr *)&from, &d))
@@ -1099,10 +988,10 @@ ssize_t ds_recvv(struct rsocket *rs, const struct iovec *iov, int iovcnt, int fl
 		dlen = m->um->len;
 		src = m->um->src;
 	} else {
-		const struct ds_header *h = (const void *)(m->qp->rbuf + m->offset);
-		data = (const uint8_t *)h + h->length;
-		dlen = m->length - h->length;
-		ds_hdr_to_addr(h, &src);
+		/* checked when it was queued (ds_poll_qp) */
+		int hlen = ds_hdr_parse(m->qp->rbuf + m->offset, m->length, &src);
+		data = m->qp->rbuf + m->offset + hlen;
+		dlen = m->length - (uint32_t)hlen;
 	}
 	room = ds_iov_len(iov, iovcnt);
 	for (int i = 0; i < iovcnt && copied < dlen; i++) {

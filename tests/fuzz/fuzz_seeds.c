@@ -24,6 +24,9 @@
  *   rsocket      operation sequences of an honest peer (fuzz_rsocket.h):
  *                no capture holds rsocket traffic, so these are written
  *                here, one per transport, byte order and buffer shape
+ *   rs_dgram     datagram rsockets' resolution messages and UD headers,
+ *                IPv4 and IPv6, behind fuzz_rs_dgram.c's selector byte
+ *                (written here: no capture holds them)
  * Prints how many seeds each target got; exits non-zero if a capture
  * cannot be read. */
 #include <errno.h>
@@ -347,6 +350,45 @@ static void rsocket_seeds(void)
 	rs_seed("iwarp-end", 0x19, end, sizeof(end));
 }
 
+/* ---- datagram rsockets (rs_dgram_wire.h) ---- */
+
+static void rs_dgram_seeds(void)
+{
+	static const uint8_t pay[] = "udpong says hello";
+	/* resolution messages: tag, version, op, length, reserved, QPN, address */
+	static const uint8_t udp4_data[] = { 0x55, 0x55, 0x55, 0x55, 4, 0, 16, 0, 0, 0, 0x00, 0x11, 127, 0, 0, 1 };
+	static const uint8_t udp4_ctrl[] = { 0x55, 0x55, 0x55, 0x55, 4, 7, 16, 0, 0, 0x01, 0x02, 0x03, 10, 0, 0, 2 };
+	static const uint8_t udp6_data[] = { 0x55, 0x55, 0x55, 0x55, 6, 0, 28, 0, 0, 0, 0x00, 0x12,
+					     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1 };
+	static const uint8_t udp6_ctrl[] = { 0x55, 0x55, 0x55, 0x55, 6, 7, 28, 0, 0, 0, 0x00, 0x13,
+					     0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 0x11, 0x22, 0xff, 0xfe, 0x33, 0x44, 0x55 };
+	/* UD headers: version, length, port, (flowinfo,) address */
+	static const uint8_t ud4[] = { 4, 8, 0x9c, 0x40, 127, 0, 0, 1 };
+	static const uint8_t ud6[] = { 6, 24, 0x9c, 0x41, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1 };
+	static const struct {
+		const char *name;
+		uint8_t sel;
+		const uint8_t *b;
+		size_t n;
+		bool payload;
+	} s[] = {
+		{ "udp4-data", 0, udp4_data, sizeof(udp4_data), true },
+		{ "udp4-ctrl", 0, udp4_ctrl, sizeof(udp4_ctrl), false },
+		{ "udp6-data", 1, udp6_data, sizeof(udp6_data), true },
+		{ "udp6-ctrl", 1, udp6_ctrl, sizeof(udp6_ctrl), false },
+		{ "ud4", 0, ud4, sizeof(ud4), true },
+		{ "ud6", 1, ud6, sizeof(ud6), true },
+	};
+
+	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
+		uint8_t b[64];
+
+		b[0] = s[i].sel;
+		memcpy(b + 1, s[i].b, s[i].n);
+		put("rs_dgram", s[i].name, b, s[i].n + 1, pay, s[i].payload ? sizeof(pay) - 1 : 0);
+	}
+}
+
 /* ---- configuration files ---- */
 
 static void conf_seeds(void)
@@ -466,7 +508,8 @@ int main(int argc, char **argv)
 	before = count;
 	conf_seeds();
 	rsocket_seeds();
-	printf("conf and rsocket: %u seeds\n", count - before);
+	rs_dgram_seeds();
+	printf("conf, rsocket and rs_dgram: %u seeds\n", count - before);
 	for (int i = 0; i < nroce; i++)
 		free(roce[i]);
 	for (int i = 0; i < nsiw; i++)

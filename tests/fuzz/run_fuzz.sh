@@ -4,7 +4,7 @@
 #
 #   tests/fuzz/run_fuzz.sh [SECONDS] [TARGET...]      default 60 s each, all
 #
-# Targets: roce_parse iwarp_parse cm_mad mpa conf rsocket daemon (see
+# Targets: roce_parse iwarp_parse cm_mad mpa conf rsocket rs_dgram daemon iwarp_rx (see
 # tests/fuzz/targets.cmake and the comment at the top of each fuzz_*.c).
 # Environment:
 #   SR_FUZZ_DIR   work directory (default build-fuzz in the source tree):
