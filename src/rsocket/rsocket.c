@@ -291,12 +291,13 @@ static struct rsocket *rs_alloc(int domain, const struct rsocket *parent)
 		rs->fs_flags = parent->fs_flags;
 		rs->fd_flags = parent->fd_flags;
 	} else {
-		rs->sbuf_size = RS_DEF_WMEM;
-		rs->rbuf_size = RS_DEF_MEM;
-		rs->sq_size = RS_DEF_SQSIZE;
-		rs->rq_size = RS_DEF_RQSIZE;
-		rs->sq_inline = RS_DEF_INLINE;
-		rs->target_iomap_size = 0;
+		const struct rs_config *c = rs_config();
+		rs->sbuf_size = c->wmem_default;
+		rs->rbuf_size = c->mem_default;
+		rs->sq_size = c->sqsize_default;
+		rs->rq_size = c->rqsize_default;
+		rs->sq_inline = c->inline_default;
+		rs->target_iomap_size = c->iomap_size;
 		rs->keepalive_time = rs_default_keepalive_time();
 	}
 	rs->index = epoll_create1((rs->fd_flags & FD_CLOEXEC) ? EPOLL_CLOEXEC : 0);

@@ -125,7 +125,7 @@ static inline uint32_t rs_msg_data(uint32_t msg)
 #define RS_QP_MAX_SIZE 0xfffe
 #define RS_MSG_SIZE 4          /* an iWARP message send */
 
-/* rdma-core's defaults (rsocket(7): /etc/rdma/rsocket/...) */
+/* rdma-core's defaults (rsocket(7): /etc/rdma/rsocket/..., rs_config.c) */
 #define RS_DEF_SQSIZE 384
 #define RS_DEF_RQSIZE 384
 #define RS_DEF_INLINE 64
@@ -259,8 +259,16 @@ struct rsocket {
 
 /* ---- shared between the files --------------------------------------------- */
 
-#define RS_POLLING_TIME_US 10   /* spin this long before sleeping */
-#define RS_WAKE_UP_INTERVAL 500 /* ms: longest single sleep (a safety net) */
+/* rs_config.c: the per-host defaults of rdma-core's files (rsocket(7)) */
+struct rs_config {
+	uint32_t polling_time_us;   /* spin this long before sleeping */
+	int wake_up_interval_ms;    /* longest single sleep (a safety net) */
+	uint16_t inline_default, sqsize_default, rqsize_default, iomap_size;
+	uint32_t mem_default, wmem_default;
+};
+const struct rs_config *rs_config(void);
+#define RS_POLLING_TIME_US (rs_config()->polling_time_us)
+#define RS_WAKE_UP_INTERVAL (rs_config()->wake_up_interval_ms)
 
 struct rsocket *rs_lookup(int fd);
 uint64_t rs_now_us(void);

@@ -13,7 +13,7 @@ set(SR_FUZZ_SRC_cm_mad ${SR_FZ_SRC}/cm/cm_mad.c ${SR_FZ_ROCE_WIRE})
 set(SR_FUZZ_SRC_mpa ${SR_FZ_IWARP_WIRE} ${SR_FZ_ROCE_WIRE})
 set(SR_FUZZ_SRC_conf ${SR_FZ_SRC}/common/conf.c ${SR_FZ_SRC}/common/fault_spec.c ${SR_FZ_SRC}/common/netdev.c)
 # rs_data.c against the fake RDMA device the harness defines
-set(SR_FUZZ_SRC_rsocket ${SR_FZ_SRC}/rsocket/rs_data.c)
+set(SR_FUZZ_SRC_rsocket ${SR_FZ_SRC}/rsocket/rs_data.c ${SR_FZ_SRC}/rsocket/rs_config.c)
 # datagram rsockets' headers (the UDP resolution message, the UD header)
 set(SR_FUZZ_SRC_rs_dgram ${SR_FZ_SRC}/rsocket/rs_dgram_wire.c)
 # softrdmad without main.c; what the daemon sends itself and its multicast

@@ -1356,6 +1356,90 @@ static int child_main(uint16_t port)
 	_exit(0);
 }
 
+/* --conf-child: prints the defaults a new rsocket got (from the files of
+ * $SOFTRDMA_RSOCKET_CONF_DIR) and whether 1 MB crossed a connected pair
+ * made with them, data checked. */
+static int conf_child_main(void)
+{
+	int fd = rsocket(AF_INET, SOCK_STREAM, 0), v[6] = { -1, -1, -1, -1, -1, -1 }, s, c;
+	static const int opt[6][2] = { { SOL_RDMA, RDMA_SQSIZE }, { SOL_RDMA, RDMA_RQSIZE }, { SOL_RDMA, RDMA_INLINE },
+				       { SOL_SOCKET, SO_RCVBUF }, { SOL_SOCKET, SO_SNDBUF }, { SOL_RDMA, RDMA_IOMAPSIZE } };
+	bool ok = false;
+
+	for (int i = 0; i < 6 && fd >= 0; i++) {
+		socklen_t len = sizeof(v[i]);
+		rgetsockopt(fd, opt[i][0], opt[i][1], &v[i], &len);
+	}
+	if (fd >= 0)
+		rclose(fd);
+	if (pair(&s, &c)) {
+		struct xfer tx = { .fd = c, .len = 1 << 20, .chunk = 70000, .seed = 5 };
+		long bad = -1;
+		pthread_t t;
+		pthread_create(&t, NULL, send_thread, &tx);
+		ok = recv_all(s, tx.len, tx.seed, 50000, &bad);
+		pthread_join(t, NULL);
+		ok = ok && tx.ok;
+		rclose(s);
+		rclose(c);
+	}
+	printf("sq %d rq %d inline %d rcvbuf %d sndbuf %d iomap %d xfer %d\n", v[0], v[1], v[2], v[3], v[4], v[5], ok);
+	return 0;
+}
+
+/* rdma-core's per-host files (rsocket(7)) set a new rsocket's defaults;
+ * what is not a number in range leaves rdma-core's default. */
+static void test_conf_files(const char *self)
+{
+	char dir[] = "/tmp/sr-rsconf.XXXXXX", cmd[4200], out[256] = "", exe[4096];
+	ssize_t n = readlink(self, exe, sizeof(exe) - 1);
+	static const char *const good[][2] = { { "sqsize_default", "32\n" }, { "rqsize_default", "48" },
+					       { "inline_default", "100\n" }, { "mem_default", "65536\n" },
+					       { "wmem_default", "32768\n" }, { "iomap_size", "4\n" },
+					       { "polling_time", "0\n" }, { "wake_up_interval", "20\n" } };
+	static const char *const bad[][2] = { { "sqsize_default", "lots\n" }, { "rqsize_default", "70000\n" },
+					      { "inline_default", "-5\n" }, { "mem_default", "100\n" },
+					      { "wmem_default", "\n" }, { "wake_up_interval", "0\n" } };
+	FILE *f;
+
+	SECTION("rdma-core's rsocket configuration files (SOFTRDMA_RSOCKET_CONF_DIR)");
+	if (!CHECK(n > 0 && mkdtemp(dir), "a scratch directory"))
+		return;
+	exe[n] = 0;
+	for (int round = 0; round < 2; round++) {
+		const char *const(*files)[2] = round ? bad : good;
+		size_t nf = round ? sizeof(bad) / sizeof(bad[0]) : sizeof(good) / sizeof(good[0]);
+		for (size_t i = 0; i < nf; i++) {
+			char path[256];
+			snprintf(path, sizeof(path), "%s/%s", dir, files[i][0]);
+			f = fopen(path, "w");
+			if (f) {
+				fputs(files[i][1], f);
+				fclose(f);
+			}
+		}
+		snprintf(cmd, sizeof(cmd), "SOFTRDMA_RSOCKET_CONF_DIR=%s '%s' --conf-child", dir, exe);
+		out[0] = 0;
+		f = popen(cmd, "r");
+		if (f) {
+			char line[256];
+			while (fgets(line, sizeof(line), f)) /* pair() reports its steps too */
+				if (!strncmp(line, "sq ", 3))
+					snprintf(out, sizeof(out), "%s", line);
+			pclose(f);
+		}
+		out[strcspn(out, "\n")] = 0;
+		if (!round)
+			CHECK(!strcmp(out, "sq 32 rq 48 inline 100 rcvbuf 65536 sndbuf 32768 iomap 4 xfer 1"),
+			      "the files' values, and 1 MB crosses a pair made with them (%s)", out);
+		else
+			CHECK(!strcmp(out, "sq 384 rq 384 inline 64 rcvbuf 131072 sndbuf 131072 iomap 4 xfer 1"),
+			      "a word, out of range, negative, too small or empty: rdma-core's defaults (%s)", out);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	CHECK(system(cmd) == 0, "scratch directory removed");
+}
+
 static void test_dead_peer(const char *self)
 {
 	uint16_t port;
@@ -1394,6 +1478,8 @@ int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "--child"))
 		return child_main((uint16_t)atoi(argv[2]));
+	if (argc == 2 && !strcmp(argv[1], "--conf-child"))
+		return conf_child_main();
 	vt_begin("test_rsocket", 240);
 	srand((unsigned)time(NULL) ^ (unsigned)getpid());
 	test_errors();
@@ -1411,5 +1497,6 @@ int main(int argc, char **argv)
 	test_many();
 	test_keepalive();
 	test_dead_peer("/proc/self/exe");
+	test_conf_files("/proc/self/exe");
 	return vt_end();
 }
