@@ -56,6 +56,13 @@
 
 #define DS_UDP_CHECK_US 1000 /* the UDP socket is read at least this often by a busy caller */
 #define DS_CLOSE_WAIT_MS 2000 /* rclose waits this long for posted sends */
+/* Peers learnt from datagrams the application has not sent to are kept
+ * (their address handle, so that an answer goes as a UD send at once) up
+ * to this many; past it the oldest is forgotten.  Spoofed sources cannot
+ * grow the process without bound, and a forgotten peer still reaches the
+ * socket: its UD datagrams need no state here, and an answer to it
+ * resolves it again over UDP. */
+#define DS_MAX_UNSOLICITED_PEERS 1024
 
 struct ds_qp {
 	struct ds_qp *next;
@@ -83,7 +90,9 @@ struct ds_key {
 
 struct ds_dest {
 	struct ds_key key; /* first: the tree compares dests as keys */
-	struct ds_dest *next;
+	struct ds_dest *next;   /* in dg->dests, or the unsolicited FIFO */
+	struct ds_dest *prev;   /* in the unsolicited FIFO only */
+	bool unsolicited;       /* learnt from a datagram, not yet sent to */
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
 	struct ds_qp *qp;  /* ours that talks to it */
@@ -119,7 +128,9 @@ struct rs_dgram {
 
 	struct ds_qp *qps;
 	void *dest_tree;
-	struct ds_dest *dests;
+	struct ds_dest *dests;     /* peers the application sent or connected to */
+	struct ds_dest *u_head, *u_tail; /* the others, oldest first */
+	uint32_t u_count;
 	struct ds_dest *conn_dest; /* rconnect's */
 	struct ds_ah_old *old_ahs; /* replaced AHs: posted sends may still use them */
 
@@ -490,8 +501,50 @@ static int ds_get_qp(struct rsocket *rs, const struct sockaddr *src, struct ds_q
 	return ds_create_qp(rs, src, qp);
 }
 
-/* The peer at addr: found, or made with the QP that reaches it. */
-static int ds_get_dest(struct rsocket *rs, const struct sockaddr *addr, struct ds_dest **out)
+static void ds_retire_ah(struct rsocket *rs, struct ibv_ah *ah);
+
+static void ds_fifo_unlink(struct rs_dgram *dg, struct ds_dest *d)
+{
+	if (d->prev)
+		d->prev->next = d->next;
+	else
+		dg->u_head = d->next;
+	if (d->next)
+		d->next->prev = d->prev;
+	else
+		dg->u_tail = d->prev;
+	d->next = d->prev = NULL;
+	dg->u_count--;
+}
+
+/* The application sends to d: it is kept until rclose. */
+static void ds_keep_dest(struct rs_dgram *dg, struct ds_dest *d)
+{
+	if (!d->unsolicited)
+		return;
+	ds_fifo_unlink(dg, d);
+	d->unsolicited = false;
+	d->next = dg->dests;
+	dg->dests = d;
+}
+
+/* Forgets the oldest peer learnt from a datagram. */
+static void ds_forget_oldest(struct rsocket *rs)
+{
+	struct rs_dgram *dg = rs->dg;
+	struct ds_dest *d = dg->u_head;
+
+	tdelete(&d->key, &dg->dest_tree, ds_key_cmp);
+	ds_fifo_unlink(dg, d);
+	if (d->ah)
+		ds_retire_ah(rs, d->ah);
+	free(d);
+}
+
+/* The peer at addr: found, or made with the QP that reaches it.  A peer
+ * found or made for the application (solicited) is kept until rclose;
+ * one made for a datagram that came in may be forgotten later. */
+static int ds_get_dest(struct rsocket *rs, const struct sockaddr *addr, bool solicited, struct ds_dest **out)
 {
 	struct rs_dgram *dg = rs->dg;
 	struct sockaddr_storage src;
@@ -502,6 +555,8 @@ static int ds_get_dest(struct rsocket *rs, const struct sockaddr *addr, struct d
 	ds_make_key(addr, &key);
 	t = tfind(&key, &dg->dest_tree, ds_key_cmp);
 	if (t) {
+		if (solicited)
+			ds_keep_dest(dg, *t);
 		*out = *t;
 		return 0;
 	}
@@ -518,10 +573,52 @@ static int ds_get_dest(struct rsocket *rs, const struct sockaddr *addr, struct d
 		free(d);
 		return rs_fail(ENOMEM);
 	}
-	d->next = dg->dests;
-	dg->dests = d;
+	if (solicited) {
+		d->next = dg->dests;
+		dg->dests = d;
+	} else {
+		if (dg->u_count >= DS_MAX_UNSOLICITED_PEERS)
+			ds_forget_oldest(rs);
+		d->unsolicited = true;
+		d->prev = dg->u_tail;
+		if (dg->u_tail)
+			dg->u_tail->next = d;
+		else
+			dg->u_head = d;
+		dg->u_tail = d;
+		dg->u_count++;
+	}
 	*out = d;
 	return 0;
+}
+
+/* An address handle no peer uses any more: posted sends may still, so it
+ * is destroyed once every send has completed (ds_free_old_ahs). */
+static void ds_retire_ah(struct rsocket *rs, struct ibv_ah *ah)
+{
+	struct rs_dgram *dg = rs->dg;
+	struct ds_ah_old *o;
+
+	if (dg->sfree_n == rs->sq_size) {
+		ibv_destroy_ah(ah); /* no send posted */
+		return;
+	}
+	o = malloc(sizeof(*o));
+	if (!o)
+		return; /* out of memory: left to the process's end */
+	o->ah = ah;
+	o->next = dg->old_ahs;
+	dg->old_ahs = o;
+}
+
+static void ds_free_old_ahs(struct rs_dgram *dg)
+{
+	while (dg->old_ahs) {
+		struct ds_ah_old *o = dg->old_ahs;
+		dg->old_ahs = o->next;
+		ibv_destroy_ah(o->ah);
+		free(o);
+	}
 }
 
 /* The peer's QPN is known: an address handle from our QP's GID to its. */
@@ -547,17 +644,8 @@ static void ds_make_ah(struct rsocket *rs, struct ds_dest *d, uint32_t qpn)
 	ah = ibv_create_ah(qp->pd, &a);
 	if (!ah)
 		return;
-	if (d->ah) {
-		struct ds_ah_old *o = malloc(sizeof(*o));
-
-		if (!o) {
-			ibv_destroy_ah(ah);
-			return;
-		}
-		o->ah = d->ah;
-		o->next = rs->dg->old_ahs;
-		rs->dg->old_ahs = o;
-	}
+	if (d->ah)
+		ds_retire_ah(rs, d->ah);
 	d->ah = ah;
 	d->qpn = qpn;
 }
@@ -619,6 +707,8 @@ static void ds_poll_qp(struct rsocket *rs, struct ds_qp *qp)
 		for (int i = 0; i < n; i++) {
 			if (!(wc[i].wr_id & RS_WR_ID_RECV)) {
 				dg->sfree[dg->sfree_n++] = (uint32_t)wc[i].wr_id;
+				if (dg->old_ahs && dg->sfree_n == rs->sq_size)
+					ds_free_old_ahs(dg); /* no send can use them now */
 				continue;
 			}
 			uint32_t off = (uint32_t)(wc[i].wr_id & 0xffffffffu);
@@ -695,7 +785,7 @@ static void ds_read_udp(struct rsocket *rs)
 			continue; /* not an rsocket's */
 		struct ds_dest *d;
 
-		if (!dg->ep_ready || ds_get_dest(rs, (struct sockaddr *)&from, &d))
+		if (!dg->ep_ready || ds_get_dest(rs, (struct sockaddr *)&from, false, &d))
 			continue;
 		if (op == DS_OP_DATA)
 			ds_send_udp(rs, d, DS_OP_CTRL, NULL, 0, MSG_DONTWAIT);
@@ -860,7 +950,7 @@ int ds_connect(struct rsocket *rs, const struct sockaddr *addr, socklen_t addrle
 	if (connect(dg->udp_fd, addr, addrlen))
 		return -1;
 	dg->bound = true; /* connect(2) bound it */
-	if (ds_get_dest(rs, addr, &d))
+	if (ds_get_dest(rs, addr, true, &d))
 		return -1;
 	dg->conn_dest = d;
 	dg->shut_rd = dg->shut_wr = false;
@@ -907,7 +997,7 @@ ssize_t ds_sendv(struct rsocket *rs, const struct iovec *iov, int iovcnt, int fl
 	if (ds_init_ep(rs))
 		return -1;
 	if (to) {
-		if (ds_get_dest(rs, to, &d))
+		if (ds_get_dest(rs, to, true, &d))
 			return -1;
 	} else {
 		d = dg->conn_dest;
@@ -1149,12 +1239,14 @@ static void ds_destroy(struct rsocket *rs)
 			ibv_destroy_ah(d->ah);
 		free(d);
 	}
-	while (dg->old_ahs) {
-		struct ds_ah_old *o = dg->old_ahs;
-		dg->old_ahs = o->next;
-		ibv_destroy_ah(o->ah);
-		free(o);
+	while (dg->u_head) {
+		struct ds_dest *d = dg->u_head;
+		dg->u_head = d->next;
+		if (d->ah)
+			ibv_destroy_ah(d->ah);
+		free(d);
 	}
+	ds_free_old_ahs(dg);
 	while (dg->qps) {
 		struct ds_qp *qp = dg->qps;
 		dg->qps = qp->next;

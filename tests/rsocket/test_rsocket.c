@@ -460,6 +460,99 @@ static void test_dgram(void)
 	CHECK(rclose(srv) == -1 && errno == EBADF, "rclose again -> EBADF");
 }
 
+/* A kernel UDP socket on 127.0.0.1 posing as a datagram rsocket: its
+ * resolution message (rdma-core's 16-byte header, op data, a made-up QPN)
+ * and payload sent to to. */
+static int dg_fake_peer(const struct sockaddr_in *to, uint32_t qpn, const char *payload)
+{
+	struct sockaddr_in me = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	uint8_t m[64] = { 0x55, 0x55, 0x55, 0x55, 4, 0, 16, 0, (uint8_t)(qpn >> 24), (uint8_t)(qpn >> 16),
+			  (uint8_t)(qpn >> 8), (uint8_t)qpn, 127, 0, 0, 1 };
+	size_t n = strlen(payload);
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	memcpy(m + 16, payload, n);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&me, sizeof(me)) ||
+	    sendto(fd, m, 16 + n, 0, (const struct sockaddr *)to, sizeof(*to)) != (ssize_t)(16 + n)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* What the fake peer fd gets within ms: the op of an rsocket resolution
+ * message (0 data, 7 control), -1 for nothing or something else. */
+static int dg_fake_peer_recv(int fd, int ms)
+{
+	uint8_t b[2048];
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	if (poll(&p, 1, ms) != 1)
+		return -1;
+	ssize_t n = recv(fd, b, sizeof(b), 0);
+	if (n < 16 || b[0] != 0x55 || b[1] != 0x55 || b[2] != 0x55 || b[3] != 0x55)
+		return -1;
+	return b[5];
+}
+
+/* Datagram rsockets: peers learnt from datagrams the application never
+ * sent to are bounded (1024): past that the oldest is forgotten, and an
+ * answer to it resolves it again over UDP. */
+static void test_dgram_peers(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) }, from;
+	socklen_t len = sizeof(sa);
+	char buf[64];
+	int srv, first, last = -1, got = 0, sent = 0;
+
+	SECTION("datagram rsockets: peers learnt from spoofed datagrams are bounded");
+	srv = rsocket(AF_INET, SOCK_DGRAM, 0);
+	if (!CHECK(srv >= 0 && rbind(srv, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+			   rgetsockname(srv, (struct sockaddr *)&sa, &len) == 0,
+		   "a datagram rsocket bound on 127.0.0.1"))
+		return;
+	first = dg_fake_peer(&sa, 0x123456, "hi");
+	len = sizeof(from);
+	CHECK(first >= 0 && rrecvfrom(srv, buf, sizeof(buf), 0, (struct sockaddr *)&from, &len) == 2 &&
+		      !memcmp(buf, "hi", 2),
+	      "a resolution message from a plain UDP socket is read as a datagram");
+	CHECK(dg_fake_peer_recv(first, 2000) == 7, "and answered with a control message (our QPN)");
+
+	/* 1100 more peers, each from a port of its own, one at a time (a
+	 * burst would overflow the UDP socket's buffer, as UDP may) */
+	for (int i = 0; i < 1100; i++) {
+		int fd = dg_fake_peer(&sa, 0x200000 + (uint32_t)i, "x");
+		struct pollfd p = { .fd = srv, .events = POLLIN };
+		if (fd < 0)
+			break;
+		sent++;
+		if (rpoll(&p, 1, 2000) == 1 && rrecv(srv, buf, sizeof(buf), MSG_DONTWAIT) == 1)
+			got++;
+		if (i == 1099)
+			last = fd;
+		else
+			close(fd);
+	}
+	CHECK(sent == 1100 && got == sent, "1100 more fake peers' datagrams read (%d of %d)", got, sent);
+	CHECK(last >= 0 && dg_fake_peer_recv(last, 2000) == 7, "the last one answered too");
+
+	/* the first was forgotten: an answer to it goes over UDP again */
+	len = sizeof(from);
+	getsockname(first, (struct sockaddr *)&from, &len);
+	CHECK(rsendto(srv, "back", 4, 0, (struct sockaddr *)&from, len) == 4 && dg_fake_peer_recv(first, 2000) == 0,
+	      "the oldest peer was forgotten: an answer to it is resolved again over UDP");
+	/* the last is still known: the answer is a UD send to its QPN */
+	len = sizeof(from);
+	getsockname(last, (struct sockaddr *)&from, &len);
+	CHECK(rsendto(srv, "back", 4, 0, (struct sockaddr *)&from, len) == 4 && dg_fake_peer_recv(last, 300) == -1,
+	      "the newest is remembered: its answer goes over UD, not UDP");
+	close(first);
+	if (last >= 0)
+		close(last);
+	CHECK(rclose(srv) == 0, "rclose");
+}
+
 static void test_names(void)
 {
 	int s, c, v;
@@ -1484,6 +1577,7 @@ int main(int argc, char **argv)
 	srand((unsigned)time(NULL) ^ (unsigned)getpid());
 	test_errors();
 	test_dgram();
+	test_dgram_peers();
 	test_names();
 	test_data();
 	test_nonblocking();
