@@ -1117,17 +1117,6 @@ int ds_getpeername(struct rsocket *rs, struct sockaddr *addr, socklen_t *addrlen
 	return getpeername(rs->dg->udp_fd, addr, addrlen);
 }
 
-static int ds_put_int(void *optval, socklen_t *optlen, int v)
-{
-	if (!optval || !optlen)
-		return rs_fail(EFAULT);
-	if (*optlen < sizeof(int))
-		return rs_fail(EINVAL);
-	memcpy(optval, &v, sizeof(v));
-	*optlen = sizeof(int);
-	return 0;
-}
-
 /* As rdma-core: every option but SOL_RDMA's goes to the UDP socket first
  * (its error is the answer); the buffer sizes also size the queues
  * before they exist; SOL_RDMA's queue sizes only before then. */
@@ -1141,8 +1130,7 @@ int ds_setsockopt(struct rsocket *rs, int level, int optname, const void *optval
 		if (level == SOL_SOCKET && (optname == SO_RCVBUF || optname == SO_SNDBUF) && optlen >= sizeof(int) &&
 		    !rs->dg->ep_ready) {
 			memcpy(&v, optval, sizeof(v));
-			uint64_t b = (uint64_t)(v > 0 ? v : 0) << 1;
-			uint32_t s = (uint32_t)(b < 2 * DS_SLOT ? 2 * DS_SLOT : b > (1u << 30) ? (1u << 30) : b);
+			uint32_t s = rs_sockbuf_size(v);
 			if (optname == SO_RCVBUF)
 				rs->rbuf_size = s;
 			else
@@ -1183,13 +1171,13 @@ int ds_getsockopt(struct rsocket *rs, int level, int optname, void *optval, sock
 	if (level == SOL_SOCKET) {
 		switch (optname) {
 		case SO_RCVBUF:
-			return ds_put_int(optval, optlen, (int)rs->rbuf_size);
+			return rs_put_int(optval, optlen, (int)rs->rbuf_size);
 		case SO_SNDBUF:
-			return ds_put_int(optval, optlen, (int)rs->sbuf_size);
+			return rs_put_int(optval, optlen, (int)rs->sbuf_size);
 		case SO_ERROR: {
 			ds_progress(rs, true);
 			int e = rs->dg->err;
-			if (ds_put_int(optval, optlen, e))
+			if (rs_put_int(optval, optlen, e))
 				return -1;
 			rs->dg->err = 0;
 			return 0;
@@ -1201,13 +1189,13 @@ int ds_getsockopt(struct rsocket *rs, int level, int optname, void *optval, sock
 	if (level == SOL_RDMA) {
 		switch (optname) {
 		case RDMA_SQSIZE:
-			return ds_put_int(optval, optlen, rs->sq_size);
+			return rs_put_int(optval, optlen, rs->sq_size);
 		case RDMA_RQSIZE:
-			return ds_put_int(optval, optlen, rs->rq_size);
+			return rs_put_int(optval, optlen, rs->rq_size);
 		case RDMA_INLINE:
-			return ds_put_int(optval, optlen, rs->sq_inline);
+			return rs_put_int(optval, optlen, rs->sq_inline);
 		case RDMA_IOMAPSIZE:
-			return ds_put_int(optval, optlen, 0);
+			return rs_put_int(optval, optlen, 0);
 		default:
 			return rs_fail(ENOTSUP);
 		}
@@ -1222,6 +1210,18 @@ static void ds_tree_node_free(void *p)
 	(void)p; /* the dests are freed from their list */
 }
 
+/* a list of peers (dg->dests or the unsolicited FIFO), with their AHs */
+static void ds_free_dests(struct ds_dest *d)
+{
+	while (d) {
+		struct ds_dest *next = d->next;
+		if (d->ah)
+			ibv_destroy_ah(d->ah);
+		free(d);
+		d = next;
+	}
+}
+
 static void ds_destroy(struct rsocket *rs)
 {
 	struct rs_dgram *dg = rs->dg;
@@ -1232,20 +1232,8 @@ static void ds_destroy(struct rsocket *rs)
 		dg->ring_n--;
 	}
 	tdestroy(dg->dest_tree, ds_tree_node_free);
-	while (dg->dests) {
-		struct ds_dest *d = dg->dests;
-		dg->dests = d->next;
-		if (d->ah)
-			ibv_destroy_ah(d->ah);
-		free(d);
-	}
-	while (dg->u_head) {
-		struct ds_dest *d = dg->u_head;
-		dg->u_head = d->next;
-		if (d->ah)
-			ibv_destroy_ah(d->ah);
-		free(d);
-	}
+	ds_free_dests(dg->dests);
+	ds_free_dests(dg->u_head);
 	ds_free_old_ahs(dg);
 	while (dg->qps) {
 		struct ds_qp *qp = dg->qps;

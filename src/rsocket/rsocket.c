@@ -1000,18 +1000,14 @@ SR_EXPORT int rsetsockopt(int socket, int level, int optname, const void *optval
 			if (rs_opt_int(optval, optlen, &v))
 				RS_RETURN(-1);
 			/* as setsockopt(2), the kernel doubles the value */
-			if (!rs->rbuf) {
-				uint64_t b = (uint64_t)(v > 0 ? v : 0) << 1;
-				rs->rbuf_size = (uint32_t)(b < 2 * RS_SNDLOWAT ? 2 * RS_SNDLOWAT : b > (1u << 30) ? (1u << 30) : b);
-			}
+			if (!rs->rbuf)
+				rs->rbuf_size = rs_sockbuf_size(v);
 			RS_RETURN(0);
 		case SO_SNDBUF:
 			if (rs_opt_int(optval, optlen, &v))
 				RS_RETURN(-1);
-			if (!rs->sbuf) {
-				uint64_t b = (uint64_t)(v > 0 ? v : 0) << 1;
-				rs->sbuf_size = (uint32_t)(b < 2 * RS_SNDLOWAT ? 2 * RS_SNDLOWAT : b > (1u << 30) ? (1u << 30) : b);
-			}
+			if (!rs->sbuf)
+				rs->sbuf_size = rs_sockbuf_size(v);
 			RS_RETURN(0);
 		case SO_LINGER: {
 			struct linger lg;
@@ -1125,7 +1121,17 @@ SR_EXPORT int rsetsockopt(int socket, int level, int optname, const void *optval
 	return 0;
 }
 
-static int rs_put_int(void *optval, socklen_t *optlen, int v)
+/* SO_SNDBUF/SO_RCVBUF's value as a buffer size: doubled, as setsockopt(2)
+ * does, within 2 * RS_SNDLOWAT and 1 GiB (stream and datagram sockets) */
+uint32_t rs_sockbuf_size(int v)
+{
+	uint64_t b = (uint64_t)(v > 0 ? v : 0) << 1;
+
+	return (uint32_t)(b < 2 * RS_SNDLOWAT ? 2 * RS_SNDLOWAT : b > (1u << 30) ? (1u << 30) : b);
+}
+
+/* an int option's answer, as getsockopt(2) (stream and datagram sockets) */
+int rs_put_int(void *optval, socklen_t *optlen, int v)
 {
 	if (!optval || !optlen)
 		return rs_fail(EFAULT);

@@ -276,6 +276,8 @@ uint64_t rs_now_us(void);
 /* rsocket.c */
 void rs_cm_progress(struct rsocket *rs, bool force);
 struct rsocket *rs_lookup_dgram(int fd);
+int rs_put_int(void *optval, socklen_t *optlen, int v);
+uint32_t rs_sockbuf_size(int v);
 
 /* rs_dgram.c: SOCK_DGRAM.  ds_enter takes a datagram rsocket (NULL if fd
  * is none) for one call, locked; ds_leave ends that call, keeping errno.
