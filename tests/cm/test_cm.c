@@ -448,18 +448,19 @@ static void test_destroy_under_reader(void)
 #endif
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	vt_begin("test_cm", 120);
+	vt_begin_args("test_cm", 120, argc, argv);
 	srand((unsigned)time(NULL));
-	ch = rdma_create_event_channel();
-	if (!CHECK(ch != NULL, "create event channel (%s)", strerror(errno)))
+	ch = vt_list ? NULL : rdma_create_event_channel(); /* listing starts nothing */
+	if (!vt_list && !CHECK(ch != NULL, "create event channel (%s)", strerror(errno)))
 		return vt_end();
-	test_errors();
-	cmt_test_afonly();
-	test_connect();
-	test_ud();
-	test_destroy_under_reader();
-	rdma_destroy_event_channel(ch);
+	VT_RUN(test_errors());
+	VT_RUN(cmt_test_afonly());
+	VT_RUN(test_connect());
+	VT_RUN(test_ud());
+	VT_RUN(test_destroy_under_reader());
+	if (ch)
+		rdma_destroy_event_channel(ch);
 	return vt_end();
 }

@@ -716,23 +716,24 @@ static void test_port0_v6(void)
 	rdma_destroy_id(l);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	vt_begin("test_iwarp_cm", 240);
+	vt_begin_args("test_iwarp_cm", 240, argc, argv);
 	vt_seed(0x17c3a);
 	srand((unsigned)time(NULL) ^ (unsigned)getpid());
 	/* short timeouts for the silent peers, read once by the library */
 	setenv("SOFTRDMA_IW_MPA_TIMEOUT_MS", "1000", 1);
 	setenv("SOFTRDMA_IW_CONNECT_RETRY_MS", "300", 1);
-	ch = rdma_create_event_channel();
-	if (!CHECK(ch != NULL, "create event channel (%s)", strerror(errno)))
+	ch = vt_list ? NULL : rdma_create_event_channel(); /* listing starts nothing */
+	if (!vt_list && !CHECK(ch != NULL, "create event channel (%s)", strerror(errno)))
 		return vt_end();
-	test_connect();
-	test_errors();
-	test_raw_server();
-	test_raw_client();
-	test_port0_v6();
-	cmt_test_afonly();
-	rdma_destroy_event_channel(ch);
+	VT_RUN(test_connect());
+	VT_RUN(test_errors());
+	VT_RUN(test_raw_server());
+	VT_RUN(test_raw_client());
+	VT_RUN(test_port0_v6());
+	VT_RUN(cmt_test_afonly());
+	if (ch)
+		rdma_destroy_event_channel(ch);
 	return vt_end();
 }

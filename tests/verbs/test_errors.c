@@ -1905,52 +1905,53 @@ int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "--peer"))
 		return peer_child(atoi(argv[2]), atoi(argv[3]));
-	vt_begin("test_errors", 150);
-	const char *seed = getenv("VT_SEED");
-	uint64_t sd = seed ? strtoull(seed, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-	vt_seed(sd);
-	NOTE("random seed %" PRIu64 " (set VT_SEED to repeat)", sd);
+	/* the binary re-executed as a peer process */
+	const char *self = argc > 0 && argv[0][0] == '/' ? argv[0] : "/proc/self/exe";
+
+	vt_begin_args("test_errors", 150, argc, argv);
+	vt_seed_env();
 	if (!vt_open(&D))
 		return vt_end();
 	uint64_t t0 = vt_now_ms();
 
-	const enum op ops[] = { OP_WRITE, OP_READ, OP_ATOMIC };
-	for (int i = 0; i < 3; i++)
-		remote_error(ops[i], T_BAD_RKEY);
-	remote_error(OP_WRITE, T_STALE_RKEY);
-	remote_error(OP_WRITE, T_BEYOND_END);
-	remote_error(OP_WRITE_MULTI, T_BEYOND_END);
-	remote_error(OP_READ, T_BEYOND_END);
-	remote_error(OP_ATOMIC, T_BEYOND_END);
-	for (int i = 0; i < 3; i++)
-		remote_error(ops[i], T_NO_ACCESS_MR);
-	remote_error(OP_WRITE, T_NO_ACCESS_QP);
-	uc_access_errors();
-	send_too_long(100, 200);
-	send_too_long(4096 + 100, 3 * 4096);
-	rnr_exhausted(0);
-	rnr_exhausted(1);
-	bad_lkey_send();
-	bad_lkey_recv();
-	bad_lkey_read();
-	async_after_destroy();
-	dereg_during_stream();
-	rereg_access();
-	rc_unmapped_target();
-	reset_cleans_cq();
-	misaligned_sge();
-	ud_unmapped_receive();
-	keys_unpredictable();
-	keys_not_reused();
-	cq_overflow();
-	cq_destroyed_with_events();
-	app_error_in_flight();
-	srq_qp_error();
-	peer_destroyed();
-	destroy_cycles();
-	peer_process_killed(argc > 0 && argv[0][0] == '/' ? argv[0] : "/proc/self/exe");
-	garbage_storm();
-	requester_quiet_summary();
+	VT_RUN(remote_error(OP_WRITE, T_BAD_RKEY));
+	VT_RUN(remote_error(OP_READ, T_BAD_RKEY));
+	VT_RUN(remote_error(OP_ATOMIC, T_BAD_RKEY));
+	VT_RUN(remote_error(OP_WRITE, T_STALE_RKEY));
+	VT_RUN(remote_error(OP_WRITE, T_BEYOND_END));
+	VT_RUN(remote_error(OP_WRITE_MULTI, T_BEYOND_END));
+	VT_RUN(remote_error(OP_READ, T_BEYOND_END));
+	VT_RUN(remote_error(OP_ATOMIC, T_BEYOND_END));
+	VT_RUN(remote_error(OP_WRITE, T_NO_ACCESS_MR));
+	VT_RUN(remote_error(OP_READ, T_NO_ACCESS_MR));
+	VT_RUN(remote_error(OP_ATOMIC, T_NO_ACCESS_MR));
+	VT_RUN(remote_error(OP_WRITE, T_NO_ACCESS_QP));
+	VT_RUN(uc_access_errors());
+	VT_RUN(send_too_long(100, 200));
+	VT_RUN(send_too_long(4096 + 100, 3 * 4096));
+	VT_RUN(rnr_exhausted(0));
+	VT_RUN(rnr_exhausted(1));
+	VT_RUN(bad_lkey_send());
+	VT_RUN(bad_lkey_recv());
+	VT_RUN(bad_lkey_read());
+	VT_RUN(async_after_destroy());
+	VT_RUN(dereg_during_stream());
+	VT_RUN(rereg_access());
+	VT_RUN(rc_unmapped_target());
+	VT_RUN(reset_cleans_cq());
+	VT_RUN(misaligned_sge());
+	VT_RUN(ud_unmapped_receive());
+	VT_RUN(keys_unpredictable());
+	VT_RUN(keys_not_reused());
+	VT_RUN(cq_overflow());
+	VT_RUN(cq_destroyed_with_events());
+	VT_RUN(app_error_in_flight());
+	VT_RUN(srq_qp_error());
+	VT_RUN(peer_destroyed());
+	VT_RUN(destroy_cycles());
+	VT_RUN(peer_process_killed(self));
+	VT_RUN(garbage_storm());
+	requester_quiet_summary(); /* over the cases that ran */
 
 	NOTE("total %" PRIu64 " ms", vt_now_ms() - t0);
 	vt_close(&D);

@@ -613,13 +613,13 @@ int main(int argc, char **argv)
 		vt_begin(argv[2], 240);
 		return !strcmp(argv[2], "ud") ? child_ud() : child_rc();
 	}
-	vt_begin("test_faults", 280);
+	vt_begin_args("test_faults", 280, argc, argv);
 	snprintf(tmpdir, sizeof(tmpdir), "%s/sr-faults.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	if (!CHECK(mkdtemp(tmpdir), "temporary directory"))
 		return vt_end();
-	test_bad_spec();
-	test_ud();
-	test_rc();
+	VT_RUN(test_bad_spec());
+	VT_RUN(test_ud());
+	VT_RUN(test_rc());
 	{
 		char p[600];
 

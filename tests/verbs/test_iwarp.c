@@ -1778,35 +1778,35 @@ static void test_device(void)
 	vt_close(&d);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	struct mpa_opts o;
 
-	vt_begin("test_iwarp", 240);
+	vt_begin_args("test_iwarp", 240, argc, argv);
 	vt_seed(0x1fa4c3);
-	test_device();
+	VT_RUN(test_device());
 
 	o = (struct mpa_opts){ .crc = true, .rev = 2, .ird = 16, .ord = 16 };
-	test_data(&o, "MPA rev 2, CRC on", true);
+	VT_CASE("MPA rev 2, CRC on", test_data(&o, "MPA rev 2, CRC on", true));
 	o = (struct mpa_opts){ .crc = false, .rev = 2, .ird = 4, .ord = 4 };
-	test_data(&o, "CRC off, IRD/ORD 4", true);
+	VT_CASE("CRC off, IRD/ORD 4", test_data(&o, "CRC off, IRD/ORD 4", true));
 	o = (struct mpa_opts){ .crc = true, .rev = 1 };
-	test_data(&o, "MPA rev 1", false);
+	VT_CASE("MPA rev 1", test_data(&o, "MPA rev 1", false));
 	/* Read Responses go out in batches; with the socket taking a part at
 	 * a time, the IRQ slot of each must be free once its last byte is
 	 * out, or the peer's next Read overflows the IRD it was granted */
 	o = (struct mpa_opts){ .crc = true, .rev = 2, .ird = 8, .ord = 8, .sndbuf = 4096 };
-	test_data(&o, "small socket buffers (partial sends), IRD/ORD 8", false);
+	VT_CASE("small socket buffers", test_data(&o, "small socket buffers (partial sends), IRD/ORD 8", false));
 	for (int rtr = SR_MPA_RTR_SEND; rtr <= SR_MPA_RTR_READ; rtr++) {
-		static const char *n[] = { "", "peer-to-peer, Send RTR", "peer-to-peer, Write RTR",
-					   "peer-to-peer, Read RTR" };
+		static const char *n[] = { "", "peer to peer, Send RTR", "peer to peer, Write RTR",
+					   "peer to peer, Read RTR" };
 
 		o = (struct mpa_opts){ .crc = true, .rev = 2, .ird = 2, .ord = 2, .rtr = rtr };
-		test_data(&o, n[rtr], false);
+		VT_CASE(n[rtr], test_data(&o, n[rtr], false));
 	}
-	test_late_receive_srq();
-	test_unmapped();
-	test_raw();
-	test_close_keeps_data();
+	VT_RUN(test_late_receive_srq());
+	VT_RUN(test_unmapped());
+	VT_RUN(test_raw());
+	VT_RUN(test_close_keeps_data());
 	return vt_end();
 }

@@ -694,43 +694,58 @@ close:
 	return vt_end();
 }
 
-int main(int argc, char **argv)
+/* The device, its IPv4 GID and a group of our own (239.77.x.y, so that
+ * concurrent runs keep apart): 0, or 77 where this host cannot run the
+ * test (said why), or 1. */
+static int setup(union ibv_gid *grp)
 {
-	union ibv_gid grp, g;
+	union ibv_gid g;
 	char why[256];
 	struct in_addr group4;
 
-	if (argc > 1 && (!strcmp(argv[1], "recv") || !strcmp(argv[1], "send")))
-		return helper(argc, argv);
-	vt_begin("test_mcast", 120);
 	if (!vt_open(&D))
-		return vt_end();
+		return 1;
 	G_IDX = -1;
 	for (int i = 0; i < D.port.gid_tbl_len && G_IDX < 0; i++)
 		if (!ibv_query_gid(D.ctx, 1, i, &g) && gid_is_v4(&g) && (g.raw[12] || g.raw[13] || g.raw[14] || g.raw[15]))
 			G_IDX = i;
 	if (G_IDX < 0) {
 		printf("SKIP: test_mcast: device %s has no IPv4 GID\n", D.name);
-		vt_close(&D);
 		return 77;
 	}
 	memcpy(&LOCAL4, &g.raw[12], 4);
-	/* a group of our own (239.77.x.y), so concurrent runs keep apart */
-	gid_v4(&grp, 0xef4d0000u | ((uint32_t)getpid() & 0xffffu));
-	memcpy(&group4, &grp.raw[12], 4);
+	gid_v4(grp, 0xef4d0000u | ((uint32_t)getpid() & 0xffffu));
+	memcpy(&group4, &grp->raw[12], 4);
 	if (!probe_ipv4_loop(LOCAL4, group4, why, sizeof(why))) {
 		printf("SKIP: test_mcast: this host does not loop IPv4 multicast back on %s's interface (%s); "
 		       "see README, Troubleshooting (ip link set lo multicast on; ip route add 224.0.0.0/4 dev lo)\n",
 		       D.name, why);
-		vt_close(&D);
 		return 77;
 	}
-	NOTE("device %s, GID index %d (%s), group %s", D.name, G_IDX, inet_ntoa(LOCAL4), gid_str(&grp, why, sizeof(why)));
-	test_attrs();
-	test_errnos(&grp);
-	test_limits(&grp);
-	test_delivery(&grp);
-	test_two_contexts(&grp);
+	NOTE("device %s, GID index %d (%s), group %s", D.name, G_IDX, inet_ntoa(LOCAL4), gid_str(grp, why, sizeof(why)));
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	union ibv_gid grp = { 0 };
+
+	if (argc > 1 && (!strcmp(argv[1], "recv") || !strcmp(argv[1], "send")))
+		return helper(argc, argv);
+	vt_begin_args("test_mcast", 120, argc, argv);
+	if (!vt_list) {
+		int r = setup(&grp);
+
+		if (r) {
+			vt_close(&D);
+			return r == 77 ? 77 : vt_end();
+		}
+	}
+	VT_RUN(test_attrs());
+	VT_RUN(test_errnos(&grp));
+	VT_RUN(test_limits(&grp));
+	VT_RUN(test_delivery(&grp));
+	VT_RUN(test_two_contexts(&grp));
 	vt_close(&D);
 	return vt_end();
 }

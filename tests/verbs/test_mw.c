@@ -952,18 +952,18 @@ out:
 	drain_async();
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	vt_begin("test_mw", 240);
+	vt_begin_args("test_mw", 240, argc, argv);
 	vt_seed(0x3e77);
 	if (!vt_open(&D))
 		return vt_end();
-	device_and_alloc();
-	type1();
-	bind_errors();
-	type2();
-	qp_ex_and_uc();
-	raw_write();
+	VT_RUN(device_and_alloc());
+	VT_RUN(type1());
+	VT_RUN(bind_errors());
+	VT_RUN(type2());
+	VT_RUN(qp_ex_and_uc());
+	VT_RUN(raw_write());
 	vt_close(&D);
 	return vt_end();
 }

@@ -257,9 +257,9 @@ static void test_srq_busy(void)
 	CHECK_RC(ibv_destroy_cq(cq), 0, "ibv_destroy_cq once no QP uses it");
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	vt_begin("test_scale", 600);
+	vt_begin_args("test_scale", 600, argc, argv);
 	if (sr_raise_nofile(NQP + 512) < NQP + 512) {
 		printf("test_scale: SKIP: %d QPs need %d open files (one flow socket each); RLIMIT_NOFILE cannot be raised that far here\n",
 		       NQP, NQP + 512);
@@ -267,8 +267,8 @@ int main(void)
 	}
 	if (!vt_open(&D))
 		return vt_end();
-	test_srq_busy();
-	test_many();
+	VT_RUN(test_srq_busy());
+	VT_RUN(test_many());
 	vt_close(&D);
 	return vt_end();
 }

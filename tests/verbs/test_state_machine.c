@@ -1833,44 +1833,41 @@ static void test_null_sg_list(void)
 	vt_pair_destroy(&p);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	vt_begin("test_state_machine", 120);
-	const char *seed = getenv("VT_SEED");
-	uint64_t s = seed ? strtoull(seed, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-	vt_seed(s);
-	NOTE("random seed %" PRIu64 " (set VT_SEED to repeat)", s);
+	vt_begin_args("test_state_machine", 120, argc, argv);
+	vt_seed_env();
 	if (!vt_open(&D))
 		return vt_end();
-	test_queries();
-	test_create_flags();
-	test_object_limits();
-	test_transitions(IBV_QPT_RC);
-	test_transitions(IBV_QPT_UC);
-	test_transitions(IBV_QPT_UD);
-	test_err_reset_everywhere(IBV_QPT_RC);
-	test_err_reset_everywhere(IBV_QPT_UC);
-	test_err_reset_everywhere(IBV_QPT_UD);
-	test_reuse_after_reset();
-	test_posting();
-	test_ud_mtu();
-	test_srq();
-	test_busy();
-	test_errno_set();
-	test_rereg_mr_codes();
-	test_reg_mr_range();
-	test_av_port_gid();
-	test_alt_path();
-	test_privileged_qkey();
-	test_qp_types();
-	test_rate_limit_mask();
-	test_sqd_cur_state();
-	test_srq_create_limit();
-	test_cq_flags();
-	test_wr_enospc();
-	test_cq_resize();
-	test_sqd_drain();
-	test_null_sg_list();
+	VT_RUN(test_queries());
+	VT_RUN(test_create_flags());
+	VT_RUN(test_object_limits());
+	VT_RUN(test_transitions(IBV_QPT_RC));
+	VT_RUN(test_transitions(IBV_QPT_UC));
+	VT_RUN(test_transitions(IBV_QPT_UD));
+	VT_RUN(test_err_reset_everywhere(IBV_QPT_RC));
+	VT_RUN(test_err_reset_everywhere(IBV_QPT_UC));
+	VT_RUN(test_err_reset_everywhere(IBV_QPT_UD));
+	VT_RUN(test_reuse_after_reset());
+	VT_RUN(test_posting());
+	VT_RUN(test_ud_mtu());
+	VT_RUN(test_srq());
+	VT_RUN(test_busy());
+	VT_RUN(test_errno_set());
+	VT_RUN(test_rereg_mr_codes());
+	VT_RUN(test_reg_mr_range());
+	VT_RUN(test_av_port_gid());
+	VT_RUN(test_alt_path());
+	VT_RUN(test_privileged_qkey());
+	VT_RUN(test_qp_types());
+	VT_RUN(test_rate_limit_mask());
+	VT_RUN(test_sqd_cur_state());
+	VT_RUN(test_srq_create_limit());
+	VT_RUN(test_cq_flags());
+	VT_RUN(test_wr_enospc());
+	VT_RUN(test_cq_resize());
+	VT_RUN(test_sqd_drain());
+	VT_RUN(test_null_sg_list());
 	vt_close(&D);
 	return vt_end();
 }

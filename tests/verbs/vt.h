@@ -9,6 +9,9 @@
  *    library bug (they still fail), NOTE() for information;
  *  - vt_begin()/vt_end(): a watchdog (alarm) so a test never hangs, and the
  *    final "<name>: N passed, M failed" line; exit status 1 on any failure;
+ *  - cases: VT_RUN(call) runs one case unless the name filter (-f FILTER
+ *    or VT_FILTER, as gtest's --gtest_filter) leaves it out; -l lists them;
+ *    each case draws its random numbers from VT_SEED and its own name;
  *  - device, PD, CQs, and RC/UC/UD QP pairs connected to each other in one
  *    process over the loopback GID (index 0, is_global = 1);
  *  - polling a CQ with a timeout, expecting a completion;
@@ -39,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -55,6 +59,8 @@
 VT_STATIC const char *vt_name = "vt";
 VT_STATIC int vt_npass, vt_nfail, vt_nknown;
 VT_STATIC pthread_mutex_t vt_print_lock = PTHREAD_MUTEX_INITIALIZER;
+/* -l: print the names of the cases, run none and report nothing else */
+VT_STATIC bool vt_list;
 
 /* Text after a TAB in a message is diagnostics: printed only on failure. */
 __attribute__((format(printf, 5, 6)))
@@ -66,6 +72,8 @@ VT_STATIC bool vt_report(bool ok, const char *file, int line, const char *tag, c
 	const char *base = strrchr(file, '/');
 
 	base = base ? base + 1 : file;
+	if (vt_list)
+		return ok;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
@@ -99,6 +107,8 @@ VT_STATIC bool vt_report(bool ok, const char *file, int line, const char *tag, c
 
 #define NOTE(...)                                                  \
 	do {                                                       \
+		if (vt_list)                                       \
+			break;                                     \
 		pthread_mutex_lock(&vt_print_lock);                \
 		printf("  note  ");                                \
 		printf(__VA_ARGS__);                               \
@@ -109,6 +119,8 @@ VT_STATIC bool vt_report(bool ok, const char *file, int line, const char *tag, c
 
 #define SECTION(...)                                               \
 	do {                                                       \
+		if (vt_list)                                       \
+			break;                                     \
 		printf("\n== ");                                   \
 		printf(__VA_ARGS__);                               \
 		printf("\n");                                      \
@@ -244,12 +256,23 @@ VT_STATIC void vt_begin(const char *name, unsigned seconds)
 	signal(SIGPIPE, SIG_IGN);
 	prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY); /* the watchdog's gdb may attach (Yama) */
 	alarm(seconds);
-	printf("%s: starting (pid %d)\n", name, getpid());
+	if (!vt_list)
+		printf("%s: starting (pid %d)\n", name, getpid());
 }
+
+/* The case filter (vt_begin_args) and how many cases it let through. */
+VT_STATIC const char *vt_filter;
+VT_STATIC int vt_ncases, vt_ncases_run;
 
 VT_STATIC int vt_end(void)
 {
 	alarm(0);
+	if (vt_list)
+		return 0;
+	if (vt_filter) {
+		NOTE("%d of %d cases run (filter '%s')", vt_ncases_run, vt_ncases, vt_filter);
+		CHECK(vt_ncases_run > 0, "the filter '%s' names a case (-l lists them)", vt_filter);
+	}
 	printf("\n%s: %d passed, %d failed", vt_name, vt_npass, vt_nfail);
 	if (vt_nknown)
 		printf(" (%d of them KNOWN-BUG)", vt_nknown);
@@ -258,13 +281,66 @@ VT_STATIC int vt_end(void)
 	return vt_nfail ? 1 : 0;
 }
 
+/* vt_begin for a test made of cases (VT_RUN), with their options:
+ *   -l         list the cases' names, run none
+ *   -f FILTER  run only the cases FILTER selects (VT_FILTER likewise)
+ * FILTER is gtest's: POSITIVE[-NEGATIVE], each a ':'-separated list of
+ * shell patterns (fnmatch); a case runs if its name matches a positive
+ * pattern (or there is none) and no negative one. */
+VT_STATIC void vt_begin_args(const char *name, unsigned seconds, int argc, char **argv)
+{
+	int c;
+
+	vt_filter = getenv("VT_FILTER");
+	while ((c = getopt(argc, argv, "lf:h")) != -1) {
+		if (c == 'l') {
+			vt_list = true;
+		} else if (c == 'f') {
+			vt_filter = optarg;
+		} else {
+			fprintf(c == 'h' ? stdout : stderr,
+				"Usage: %s [-l] [-f FILTER]\n"
+				"  -l         list the cases, run none\n"
+				"  -f FILTER  run the cases FILTER selects: POSITIVE[-NEGATIVE], each a\n"
+				"             ':'-separated list of shell patterns (VT_FILTER likewise)\n"
+				"  VT_SEED=N  repeat a run's random choices (the run prints its seed)\n",
+				name);
+			exit(c == 'h' ? 0 : 2);
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "%s: unexpected argument '%s' (-h for usage)\n", name, argv[optind]);
+		exit(2);
+	}
+	if (vt_filter && !*vt_filter)
+		vt_filter = NULL;
+	vt_begin(name, seconds);
+}
+
 /* ------------------------------------------------------------------ */
 /* random data and patterns                                             */
 /* ------------------------------------------------------------------ */
 
 VT_STATIC uint64_t vt_rng_state = 0x9e3779b97f4a7c15ull;
+/* the test's seed; each case (VT_RUN) starts from it and its own name */
+VT_STATIC uint64_t vt_seed_base;
 
-VT_STATIC void vt_seed(uint64_t s) { vt_rng_state = s ? s : 0x9e3779b97f4a7c15ull; }
+VT_STATIC void vt_seed(uint64_t s)
+{
+	vt_seed_base = s;
+	vt_rng_state = s ? s : 0x9e3779b97f4a7c15ull;
+}
+
+/* Seeds from VT_SEED, else from the clock and the pid, and prints the
+ * seed: VT_SEED=<it> repeats a failing run. */
+VT_STATIC void vt_seed_env(void)
+{
+	const char *e = getenv("VT_SEED");
+	uint64_t s = e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+
+	vt_seed(s);
+	NOTE("random seed %" PRIu64 " (set VT_SEED to repeat)", s);
+}
 
 VT_STATIC uint64_t vt_rand64_r(uint64_t *s)
 {
@@ -304,6 +380,77 @@ VT_STATIC long vt_verify(const void *p, size_t len, uint32_t seed)
 			return (long)i;
 	return -1;
 }
+
+/* ------------------------------------------------------------------ */
+/* cases                                                                */
+/* ------------------------------------------------------------------ */
+
+/* Called after each case that ran, with its name. */
+VT_STATIC void (*vt_after_case)(const char *name);
+
+/* Does name match one of the ':'-separated patterns in pats[0, len)? */
+VT_STATIC bool vt_match_any(const char *pats, size_t len, const char *name)
+{
+	char pat[256];
+
+	while (len) {
+		const char *colon = memchr(pats, ':', len);
+		size_t n = colon ? (size_t)(colon - pats) : len;
+
+		snprintf(pat, sizeof(pat), "%.*s", (int)n, pats);
+		if (n && !fnmatch(pat, name, 0))
+			return true;
+		pats += colon ? n + 1 : n;
+		len -= colon ? n + 1 : n;
+	}
+	return false;
+}
+
+/* As gtest: the first '-' of the filter starts the negative patterns. */
+VT_STATIC bool vt_selected(const char *name)
+{
+	const char *f = vt_filter, *dash;
+	size_t npos;
+
+	if (!f)
+		return true;
+	dash = strchr(f, '-');
+	npos = dash ? (size_t)(dash - f) : strlen(f);
+	return (!npos || vt_match_any(f, npos, name)) && !(dash && vt_match_any(dash + 1, strlen(dash + 1), name));
+}
+
+/* Whether case name runs; if so, its random numbers depend on the test's
+ * seed and the name alone, not on which cases ran before it. */
+VT_STATIC bool vt_case_begin_(const char *name)
+{
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+
+	vt_ncases++;
+	if (vt_list) {
+		printf("%s\n", name);
+		return false;
+	}
+	if (!vt_selected(name))
+		return false;
+	vt_ncases_run++;
+	for (const char *p = name; *p; p++)
+		h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
+	vt_rng_state = (vt_seed_base ^ h) | 1;
+	return true;
+}
+
+/* VT_CASE(name, statement): one case of the test, called name.
+ * VT_RUN(call): a case named by its call as written, "test_sizes(IBV_QPT_RC)". */
+#define VT_CASE(name, ...)                                    \
+	do {                                                  \
+		const char *vt_case_name_ = (name);           \
+		if (vt_case_begin_(vt_case_name_)) {          \
+			__VA_ARGS__;                          \
+			if (vt_after_case)                    \
+				vt_after_case(vt_case_name_); \
+		}                                             \
+	} while (0)
+#define VT_RUN(call) VT_CASE(#call, call)
 
 /* ------------------------------------------------------------------ */
 /* buffers with guard (canary) bytes                                    */
@@ -439,9 +586,12 @@ struct vt_dev {
 VT_STATIC bool vt_open(struct vt_dev *d)
 {
 	int n = 0;
-	struct ibv_device **list = ibv_get_device_list(&n);
+	struct ibv_device **list;
 
 	memset(d, 0, sizeof(*d));
+	if (vt_list) /* no case runs: nothing to open */
+		return true;
+	list = ibv_get_device_list(&n);
 	if (!CHECK(list && n > 0, "ibv_get_device_list finds a device (got %d; SOFTRDMA_CONF=%s)", n,
 		   getenv("SOFTRDMA_CONF") ? getenv("SOFTRDMA_CONF") : "(unset)")) {
 		if (list)
