@@ -3,7 +3,7 @@
 of numbers measured in one run of bench/run.sh, each with PASS or MISS
 (n/a when a number is missing), and beside the latency targets what the
 machine itself does (a plain socket ping-pong's tail: "info", no target).  Prints a plain-text table and writes the
-same as Markdown (for the README)."""
+same as Markdown (for bench/README.md)."""
 import csv
 import sys
 

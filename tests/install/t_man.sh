@@ -8,7 +8,8 @@
 #  - softrdma.conf(5): every key the page lists is accepted by the parser
 #    with the values it names, and every key the parser knows is listed;
 #  - every SOFTRDMA_* environment variable the sources read is documented
-#    in softrdma-run(1) or softrdmad(8).
+#    in softrdma-run(1) or softrdmad(8);
+#  - every counter `softrdma-cfg statistic` prints is in softrdma-cfg(8).
 . "$(dirname "$0")/../conformance/lib.sh"
 sr_init
 sr_need_cmd groff man
@@ -98,4 +99,13 @@ for v in $(grep -rhoE 'getenv\("SOFTRDMA_[A-Z0-9_]+"\)' "$SR_SOURCE_DIR/src" | s
 done
 [ -z "$undoc" ] && sr_pass "every SOFTRDMA_* variable the sources read is in softrdma-run(1) or softrdmad(8)" ||
 	sr_fail "undocumented environment variables (add them to man/softrdma-run.1.in):$undoc"
+# the counters (src/common/stats.c, sr_stat_names) in softrdma-cfg(8)
+cfg_text=" $(render "$man_dir/softrdma-cfg.8" | tr -s ' ,\t\n' '    ') "
+counters=$(sed -n '/^const char \*const sr_stat_names/,/^};/s/.*= "\([a-z_]*\)".*/\1/p' "$SR_SOURCE_DIR/src/common/stats.c")
+undoc=
+for c in $counters; do
+	case $cfg_text in *" $c "*) ;; *) undoc="$undoc $c" ;; esac
+done
+[ -n "$counters" ] && [ -z "$undoc" ] && sr_pass "softrdma-cfg(8) names all $(echo $counters | wc -w) counters" ||
+	sr_fail "counters missing from softrdma-cfg(8) (man/softrdma-cfg.8.in, COUNTERS):${undoc:- none found in stats.c}"
 sr_finish

@@ -19,7 +19,7 @@
  * Where rxe is lax (it checks an access through a window against the
  * region's bounds only, and lets any QP invalidate a type 2 window), the
  * checks say so: softrdma applies the window's bounds and the IBA's
- * ownership rules (README, "Memory windows"). */
+ * ownership rules (docs/verbs.md, "Memory windows and invalidation"). */
 #include "vt.h"
 #include "vt_roce.h"
 
