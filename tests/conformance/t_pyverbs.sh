@@ -6,8 +6,8 @@
 # Soft-RoCE: no test may fail or error, and every skip must give a reason
 # of one of the kinds below: vendor-only (mlx5, efa, CUDA, VFIO),
 # something the kernel's rxe of Debian 12 (6.1) lacks as well, something
-# of this machine, or one of softrdma's known gaps (README, "What is not
-# there yet": device import).  A new kind of skip fails.
+# of this machine, or one of softrdma's known gaps (README, "Limits":
+# device import).  A new kind of skip fails.
 # Soft-iWARP: the tests connect RC QPs by modify_qp alone, which an iWARP
 # QP refuses (EINVAL at RTS: it is connected through rdma_cm, as siw's
 # is), and siw's QPs report INIT after creation; every other test must

@@ -39,7 +39,7 @@ up_results() {
 # costs one exchange more.  On a busy machine that runs away: under
 # ASan with two CPU hogs, 1000 round trips of -T e -T a -T b took 15 s or
 # did not end in 200 s (2 runs of 3), 200 took 0.2-2 s (see the note at
-# the end and README, What is not there yet).
+# the end and docs/rsockets.md, "Datagram sockets").
 up_pair "udpong -T e: 1000 B echoed x 200" 127.0.0.1 '' '-T e -C 200 -S 1000' '^custom +1000 +400 '
 up_pair "udpong -T e -T b: blocking calls, 64 B echoed x 200" 127.0.0.1 '-T b' '-T e -T b -C 200 -S 64' '^custom +64 +400 '
 up_pair "udpong -T e -T a: rpoll then non-blocking calls, 512 B x 200" 127.0.0.1 '-T a' '-T e -T a -C 200 -S 512' '^custom +512 +400 '
@@ -49,8 +49,8 @@ up_pair "udpong -T b: bandwidth with blocking calls, 200 B x 20000" 127.0.0.1 '-
 up_pair "udpong -T e over IPv6 (::1), 1000 B x 200" ::1 '' '-T e -C 200 -S 1000' '^custom +1000 +400 '
 # Not run: udpong's default suite (20000 round trips per size, then
 # bursts of 100000 datagrams).  On a quiet machine it takes 5 s here, but
-# its 20000 round trips a size run away on a busy one (above; README,
-# What is not there yet).
+# its 20000 round trips a size run away on a busy one (above;
+# docs/rsockets.md).
 # ---- errors ----------------------------------------------------------------------
 
 p=$(sr_free_port)
