@@ -255,6 +255,7 @@ int sr_close_device(struct ibv_context *c)
 	free(ctx->mr_tab);
 	free(ctx->mw_tab);
 	free(ctx->key_last);
+	free(ctx->key_map);
 	free(ctx->qpn_tab);
 	free(ctx);
 	return 0;

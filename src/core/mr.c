@@ -1,11 +1,11 @@
 /* Protection domains, memory regions and the key table.
  *
- * A key is the region's table index with random bits around it
- * (sr_key_index): rxe builds its keys from the index and 8 random bits;
- * we have room for 14, since the table holds at most 2^18 regions.  A
- * peer that saw one key cannot guess the next, and a stale key of a
- * deregistered region fails the check when its slot has been reused.
- * lkey == rkey. */
+ * A key is 32 random bits (sr.h, sr_key_slot): its upper 24 are unique
+ * among the context's live keys and find the region's slot through a
+ * hash map, so no table index shows in a key (rxe builds its keys from
+ * the index and 8 random bits).  A peer that saw keys cannot guess the
+ * next, and a stale key of a deregistered region fails: its tag left the
+ * map, and a reused slot never gets the key it had last.  lkey == rkey. */
 #include <errno.h>
 #include <stdlib.h>
 #include <stdatomic.h>
@@ -40,23 +40,99 @@ int sr_dealloc_pd(struct ibv_pd *pd)
 	return 0;
 }
 
-/* A key for slot idx that differs from old (0: none). */
-uint32_t sr_key_make(uint32_t idx, uint32_t old)
+static uint32_t key_random(void)
 {
-	for (;;) {
-		uint32_t r, key;
+	uint32_t r;
 
-		if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
-			/* only before the kernel's pool is ready (early boot) */
-			struct timespec ts;
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
+		/* only before the kernel's pool is ready (early boot) */
+		struct timespec ts;
 
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			r = (uint32_t)ts.tv_nsec * 0x9E3779B1u ^ (uint32_t)(uintptr_t)&ts ^ old;
-		}
-		key = (r & 0xfc0000ffu) | idx << 8;
-		if (key != old)
-			return key;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		r = (uint32_t)ts.tv_nsec * 0x9E3779B1u ^ (uint32_t)(uintptr_t)&ts;
 	}
+	return r;
+}
+
+static void key_map_put(struct sr_key_ent *map, uint32_t mask, uint32_t tag, uint32_t slot)
+{
+	uint32_t i = tag & mask;
+
+	while (map[i].slot)
+		i = (i + 1) & mask;
+	map[i].tag = tag;
+	map[i].slot = slot;
+}
+
+/* Room for one more key at load <= 1/2; false when out of memory. */
+static bool key_map_reserve(struct sr_context *ctx)
+{
+	uint32_t cap = ctx->key_map ? ctx->key_map_mask + 1 : 0;
+
+	if (2 * (ctx->key_map_n + 1) <= cap)
+		return true;
+	uint32_t ncap = cap ? 2 * cap : 512;
+	struct sr_key_ent *m = calloc(ncap, sizeof(*m));
+	if (!m)
+		return false;
+	for (uint32_t i = 0; i < cap; i++)
+		if (ctx->key_map[i].slot)
+			key_map_put(m, ncap - 1, ctx->key_map[i].tag, ctx->key_map[i].slot);
+	free(ctx->key_map);
+	ctx->key_map = m;
+	ctx->key_map_mask = ncap - 1;
+	return true;
+}
+
+/* A window's tag served every key byte its binds gave it: the tag, not
+ * the key, stays retired. */
+static bool key_retired(const struct sr_context *ctx, uint32_t key)
+{
+	for (int i = 0; i < SR_KEY_RETIRED; i++)
+		if (ctx->key_retired[i] >> 8 == key >> 8)
+			return true;
+	return false;
+}
+
+uint32_t sr_key_make(struct sr_context *ctx, uint32_t idx)
+{
+	if (!key_map_reserve(ctx))
+		return 0;
+	for (;;) {
+		uint32_t key = key_random();
+
+		/* tag 0 is never handed out, so that key 0 is never valid */
+		if (!(key >> 8) || key == ctx->key_last[idx] || sr_key_slot(ctx, key) || key_retired(ctx, key))
+			continue;
+		key_map_put(ctx->key_map, ctx->key_map_mask, key >> 8, idx);
+		ctx->key_map_n++;
+		ctx->key_last[idx] = key;
+		return key;
+	}
+}
+
+void sr_key_forget(struct sr_context *ctx, uint32_t key)
+{
+	uint32_t mask = ctx->key_map_mask, tag = key >> 8, i;
+
+	if (!ctx->key_map)
+		return;
+	for (i = tag & mask; ctx->key_map[i].slot && ctx->key_map[i].tag != tag; i = (i + 1) & mask)
+		;
+	if (!ctx->key_map[i].slot)
+		return;
+	/* backward-shift deletion: the entries after it that probed past it
+	 * move up, so that no probe stops early at the hole */
+	for (uint32_t j = (i + 1) & mask; ctx->key_map[j].slot; j = (j + 1) & mask) {
+		uint32_t home = ctx->key_map[j].tag & mask;
+		if (((j - home) & mask) >= ((j - i) & mask)) {
+			ctx->key_map[i] = ctx->key_map[j];
+			i = j;
+		}
+	}
+	ctx->key_map[i].slot = 0;
+	ctx->key_map_n--;
+	ctx->key_retired[ctx->key_retired_next++ % SR_KEY_RETIRED] = key;
 }
 
 /* A free slot of the key table (caller holds mr_lock for writing), grown
@@ -109,9 +185,12 @@ static int key_slot_alloc(struct sr_context *ctx, struct sr_mr *mr)
 
 	if (!idx)
 		return -ENOMEM;
+	uint32_t key = sr_key_make(ctx, idx);
+	if (!key)
+		return -ENOMEM;
 	ctx->mr_tab[idx] = mr;
 	mr->index = idx;
-	mr->ibmr.lkey = mr->ibmr.rkey = ctx->key_last[idx] = sr_key_make(idx, ctx->key_last[idx]);
+	mr->ibmr.lkey = mr->ibmr.rkey = key;
 	return 0;
 }
 
@@ -251,6 +330,7 @@ int sr_dereg_mr(struct ibv_mr *ibmr)
 	}
 	if (mr->index < ctx->mr_tab_size && ctx->mr_tab[mr->index] == mr) {
 		ctx->mr_tab[mr->index] = NULL;
+		sr_key_forget(ctx, mr->ibmr.rkey);
 	}
 	pthread_rwlock_unlock(&ctx->mr_lock);
 	atomic_fetch_sub(&mr->pd->usecnt, 1);
@@ -260,12 +340,13 @@ int sr_dereg_mr(struct ibv_mr *ibmr)
 
 int sr_mr_invalidate(struct sr_context *ctx, uint32_t key, struct sr_pd *pd)
 {
-	uint32_t idx = sr_key_index(key);
+	uint32_t idx;
 	struct sr_mr *mr;
 	int err = 0;
 
 	pthread_rwlock_wrlock(&ctx->mr_lock);
-	if (idx == 0 || idx >= ctx->mr_tab_size || !(mr = ctx->mr_tab[idx]) || mr->ibmr.rkey != key) {
+	idx = sr_key_slot(ctx, key);
+	if (!idx || !(mr = ctx->mr_tab[idx]) || mr->ibmr.rkey != key) {
 		err = -EINVAL;
 	} else if (mr->pd != pd) {
 		err = -EACCES;
@@ -274,6 +355,7 @@ int sr_mr_invalidate(struct sr_context *ctx, uint32_t key, struct sr_pd *pd)
 		 * at no cost to the lookups of other keys.  ibv_dereg_mr still
 		 * frees it (and finds the slot no longer its own). */
 		ctx->mr_tab[idx] = NULL;
+		sr_key_forget(ctx, key);
 	}
 	pthread_rwlock_unlock(&ctx->mr_lock);
 	return err;
@@ -282,10 +364,10 @@ int sr_mr_invalidate(struct sr_context *ctx, uint32_t key, struct sr_pd *pd)
 uint8_t *sr_mr_lookup(struct sr_context *ctx, uint32_t key, bool remote, struct sr_pd *pd, uint64_t va,
 		      uint64_t len, unsigned int need_access)
 {
-	uint32_t idx = sr_key_index(key);
+	uint32_t idx = sr_key_slot(ctx, key);
 	struct sr_mr *mr;
 
-	if (idx == 0 || idx >= ctx->mr_tab_size)
+	if (!idx)
 		return NULL;
 	mr = ctx->mr_tab[idx];
 	if (!mr || (remote ? mr->ibmr.rkey : mr->ibmr.lkey) != key)

@@ -2,9 +2,10 @@
  * send queue's local operations: IBV_WR_BIND_MW and IBV_WR_LOCAL_INV.
  *
  * A window's rkey is a key of the context's key table (mr.c): its slot
- * index comes from the index space of the MRs, so the responder tells an
- * MR's rkey from an MW's by the table that holds the slot.  On the wire
- * an MW's rkey is just an rkey.
+ * comes from the slots of the MRs, so the responder tells an MR's rkey
+ * from an MW's by the table that holds the slot.  Its upper 24 bits stay
+ * for the window's life; a bind sets the low 8.  On the wire an MW's rkey
+ * is just an rkey.
  *
  *  - Type 1: allocated VALID and unbound; ibv_bind_mw posts a BIND_MW
  *    work request with the next key (ibv_inc_rkey) and sets mw->rkey to
@@ -61,10 +62,11 @@ struct ibv_mw *sr_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 		if (!ctx->mw_tab)
 			goto full;
 	}
+	if (!(mw->rkey = sr_key_make(ctx, idx)))
+		goto full;
 	ctx->mw_tab[idx] = mw;
 	ctx->n_mw++;
 	mw->index = idx;
-	mw->rkey = ctx->key_last[idx] = sr_key_make(idx, ctx->key_last[idx]);
 	mw->pd = to_spd(pd);
 	mw->state = type == IBV_MW_TYPE_2 ? SR_MW_FREE : SR_MW_VALID;
 	pthread_rwlock_unlock(&ctx->mr_lock);
@@ -105,6 +107,7 @@ int sr_dealloc_mw(struct ibv_mw *ibmw)
 	if (mw->index < ctx->mr_tab_size && ctx->mw_tab && ctx->mw_tab[mw->index] == mw) {
 		ctx->mw_tab[mw->index] = NULL;
 		ctx->n_mw--;
+		sr_key_forget(ctx, mw->rkey);
 		ctx->key_last[mw->index] = mw->rkey; /* as bound last: the slot's next key differs */
 	}
 	pthread_rwlock_unlock(&ctx->mr_lock);
@@ -147,10 +150,10 @@ int sr_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *b)
 
 static struct sr_mw *mw_of_key(struct sr_context *ctx, uint32_t key)
 {
-	uint32_t idx = sr_key_index(key);
+	uint32_t idx = sr_key_slot(ctx, key);
 	struct sr_mw *mw;
 
-	if (!ctx->mw_tab || idx == 0 || idx >= ctx->mr_tab_size || !(mw = ctx->mw_tab[idx]) || mw->rkey != key)
+	if (!ctx->mw_tab || !idx || !(mw = ctx->mw_tab[idx]) || mw->rkey != key)
 		return NULL;
 	return mw;
 }
@@ -190,13 +193,13 @@ static enum ibv_wc_status bind_exec(struct sr_qp *qp, const struct sr_send_wqe *
 	struct sr_mw *mw = mw_of_key(ctx, w->rkey);
 	uint64_t addr = w->remote_addr, len = w->compare_add;
 	unsigned int access = (uint32_t)w->swap;
-	uint32_t lkey = (uint32_t)(w->swap >> 32), idx = sr_key_index(lkey);
+	uint32_t lkey = (uint32_t)(w->swap >> 32), idx = sr_key_slot(ctx, lkey);
 	struct sr_mr *mr = NULL;
 
 	if (!mw)
 		return IBV_WC_MW_BIND_ERR;
 	if (len) {
-		if (idx == 0 || idx >= ctx->mr_tab_size || !(mr = ctx->mr_tab[idx]) || mr->ibmr.lkey != lkey)
+		if (!idx || !(mr = ctx->mr_tab[idx]) || mr->ibmr.lkey != lkey)
 			return IBV_WC_MW_BIND_ERR;
 	}
 	if (!bind_ok(qp, mw, mr, addr, len, access))

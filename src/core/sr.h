@@ -30,6 +30,7 @@
 #define SR_MAX_CQE 0x100000
 #define SR_MAX_MR 0x40000
 #define SR_MAX_MW 0x10000 /* memory windows per context; they share the key table with MRs */
+#define SR_KEY_RETIRED 256 /* a deregistered key's tag is not handed out again for this many more */
 #define SR_MAX_PD 0x10000
 #define SR_MAX_SRQ 0x4000
 #define SR_MAX_SRQ_WR 0x4000
@@ -100,6 +101,11 @@ struct sr_context {
 	struct sr_mw **mw_tab;     /* the same slots' windows: NULL until the first ibv_alloc_mw */
 	uint32_t mr_tab_size;      /* entries of both tables */
 	uint32_t *key_last;        /* each slot's last key, so a reuse never gives it again */
+	struct sr_key_ent *key_map; /* a live key's upper 24 bits -> its slot (mr.c) */
+	uint32_t key_map_mask;     /* entries - 1 (a power of two), 0 before the first key */
+	uint32_t key_map_n;        /* live keys in it */
+	uint32_t key_retired[SR_KEY_RETIRED]; /* the keys that left the map last, not given again */
+	uint32_t key_retired_next;
 	uint32_t mr_next;          /* cyclic allocation cursor */
 	uint32_t n_mw;
 
@@ -448,18 +454,41 @@ void sr_ack_async_event(struct ibv_async_event *ev);
 void sr_purge_async_events(struct sr_context *ctx, void *obj);
 
 /* mr.c */
-/* A memory key (lkey = rkey, iWARP STag) is 6 random bits, the region's
- * slot in ctx->mr_tab (18 bits: SR_MAX_MR), 8 random bits.  The random
- * bits make keys hard to guess, as an RNIC's key bits do, and make the
- * stale key of a deregistered region fail when its slot is reused. */
-static inline uint32_t sr_key_index(uint32_t key)
+/* A memory key (lkey = rkey, iWARP STag) is 32 random bits: the upper 24
+ * name the MR or MW (its "tag", unique among the context's live keys),
+ * the low 8 are the key byte a memory window's bind changes, as the verbs
+ * have it.  The key holds no table index, so a peer that saw keys learns
+ * nothing of the next; the key table maps a tag to its slot. */
+struct sr_key_ent {
+	uint32_t tag;  /* key >> 8 */
+	uint32_t slot; /* 0 = empty entry */
+};
+/* The slot of the region or window whose key has key's upper 24 bits, 0
+ * if none (caller holds mr_lock): the full key is still to be compared
+ * with the object's.  Open addressing, linear probing, load <= 1/2; the
+ * tags are random, so their low bits index the map evenly. */
+static inline uint32_t sr_key_slot(const struct sr_context *ctx, uint32_t key)
 {
-	return (key >> 8) & (SR_MAX_MR - 1);
+	uint32_t tag = key >> 8, mask = ctx->key_map_mask;
+
+	if (!ctx->key_map)
+		return 0;
+	for (uint32_t i = tag & mask;; i = (i + 1) & mask) {
+		const struct sr_key_ent *e = &ctx->key_map[i];
+		if (!e->slot)
+			return 0;
+		if (e->tag == tag)
+			return e->slot;
+	}
 }
 /* The key table (caller holds mr_lock for writing): a free slot for an MR
- * or an MW (0 when full), and a fresh key for a slot, unlike old. */
+ * or an MW (0 when full); a fresh key for slot idx, entered in the map
+ * (0 when out of memory): unlike the slot's last key, the last
+ * SR_KEY_RETIRED keys forgotten and every live key's tag; and a key's
+ * removal from the map (its slot's object stops being reachable by it). */
 uint32_t sr_key_slot_alloc(struct sr_context *ctx);
-uint32_t sr_key_make(uint32_t idx, uint32_t old);
+uint32_t sr_key_make(struct sr_context *ctx, uint32_t idx);
+void sr_key_forget(struct sr_context *ctx, uint32_t key);
 struct ibv_pd *sr_alloc_pd(struct ibv_context *c);
 int sr_dealloc_pd(struct ibv_pd *pd);
 struct ibv_mr *sr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova, unsigned int access);

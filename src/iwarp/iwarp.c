@@ -37,10 +37,10 @@ uint8_t *sr_iw_stag_lookup(struct sr_qp *qp, uint32_t stag, uint64_t to, uint64_
 			   enum sr_iw_memerr *err)
 {
 	struct sr_context *ctx = qp->ctx;
-	uint32_t idx = sr_key_index(stag);
+	uint32_t idx = sr_key_slot(ctx, stag);
 	struct sr_mr *mr;
 
-	if (idx == 0 || idx >= ctx->mr_tab_size || !(mr = ctx->mr_tab[idx]) || mr->ibmr.rkey != stag) {
+	if (!idx || !(mr = ctx->mr_tab[idx]) || mr->ibmr.rkey != stag) {
 		*err = SR_IW_MEM_STAG;
 		return NULL;
 	}
