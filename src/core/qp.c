@@ -313,6 +313,12 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 			ok &= ~(uint64_t)(IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
 					  IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_BIND_MW |
 					  IBV_QP_EX_WITH_LOCAL_INV);
+		/* rdma-core's rxe provider: what each QP type may ask for */
+		else if (ia->qp_type == IBV_QPT_UD)
+			ok &= IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+		else if (ia->qp_type == IBV_QPT_UC)
+			ok &= IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
+			      IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV;
 		if (ia->send_ops_flags & ~ok) {
 			errno = EOPNOTSUPP;
 			return NULL;
@@ -749,7 +755,9 @@ int sr_destroy_qp(struct ibv_qp *ibqp)
 
 /* ---------------- posting ---------------- */
 
-static bool opcode_ok(enum ibv_qp_type t, enum ibv_wr_opcode op)
+/* What a QP of this type carries, as the kernel's rxe requester turns
+ * work requests into packets (next_opcode) and runs local operations. */
+static bool opcode_carried(enum ibv_qp_type t, enum ibv_wr_opcode op)
 {
 	switch (op) {
 	case IBV_WR_SEND:
@@ -773,13 +781,39 @@ static bool opcode_ok(enum ibv_qp_type t, enum ibv_wr_opcode op)
 /* Soft-iWARP carries what siw does plus RDMA Write with Immediate (RFC
  * 7306 Immediate Data): no Send with Immediate, no atomics, and neither
  * of the local operations (libsiw refuses BIND_MW and LOCAL_INV). */
-bool sr_qp_opcode_ok(struct sr_qp *qp, enum ibv_wr_opcode op)
+bool sr_qp_opcode_carried(struct sr_qp *qp, enum ibv_wr_opcode op)
 {
 	if (qp->ctx->dev->conf.type == SR_DEV_IWARP &&
 	    (op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD ||
 	     sr_wr_is_local(op)))
 		return false;
-	return opcode_ok(qp->ibqp.qp_base.qp_type, op);
+	return opcode_carried(qp->ibqp.qp_base.qp_type, op);
+}
+
+/* Soft-iWARP refuses at post what it does not carry, as libsiw.  Soft-RoCE
+ * takes what rdma-core's rxe provider takes: any of these opcodes on any
+ * QP type but a BIND_MW on UD; one the type does not carry (a READ on UD)
+ * completes with LOC_QP_OP_ERR when the send queue reaches it (roce/req.c). */
+bool sr_qp_opcode_ok(struct sr_qp *qp, enum ibv_wr_opcode op)
+{
+	if (qp->ctx->dev->conf.type == SR_DEV_IWARP)
+		return sr_qp_opcode_carried(qp, op);
+	switch (op) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+	case IBV_WR_SEND_WITH_INV:
+	case IBV_WR_LOCAL_INV:
+		return true;
+	case IBV_WR_BIND_MW:
+		return qp->ibqp.qp_base.qp_type != IBV_QPT_UD;
+	default:
+		return false;
+	}
 }
 
 /* The WQE of a local operation: no payload, no PSN; what it needs is kept
@@ -854,12 +888,11 @@ static int post_one_send(struct sr_qp *qp, const struct ibv_send_wr *wr)
 		if (len < 8 || (wr->wr.atomic.remote_addr & 7))
 			return EINVAL;
 	}
-	if (qp->ibqp.qp_base.qp_type == IBV_QPT_UD) {
-		if (!wr->wr.ud.ah)
-			return EINVAL;
-		if (len > (uint64_t)sr_mtu_enum_to_bytes(qp->ctx->active_mtu))
-			return EINVAL;
-	}
+	/* a UD send names its destination; one longer than the MTU fails
+	 * when it is sent, with LOC_LEN_ERR (roce/req.c) */
+	bool ud_send = qp->ibqp.qp_base.qp_type == IBV_QPT_UD && sr_qp_opcode_carried(qp, wr->opcode);
+	if (ud_send && !wr->wr.ud.ah)
+		return EINVAL;
 
 	w = sr_sq_wqe(sq, sq->head);
 	memset(w, 0, sizeof(*w));
@@ -889,7 +922,7 @@ static int post_one_send(struct sr_qp *qp, const struct ibv_send_wr *wr)
 	default:
 		break;
 	}
-	if (qp->ibqp.qp_base.qp_type == IBV_QPT_UD) {
+	if (ud_send) {
 		*sr_sq_av(sq, w) = to_sah(wr->wr.ud.ah)->av;
 		w->remote_qpn = wr->wr.ud.remote_qpn & 0xffffff;
 		w->remote_qkey = wr->wr.ud.remote_qkey;
@@ -993,11 +1026,12 @@ int sr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 	return err;
 }
 
-bool sr_rq_take(struct sr_qp *qp, struct sr_recv_wqe *out)
+enum sr_rq_take sr_rq_take_fit(struct sr_qp *qp, struct sr_recv_wqe *out, uint64_t need)
 {
 	struct sr_rq *rq;
 	struct sr_srq *srq = qp->srq;
 	bool limit_event = false;
+	enum sr_rq_take got = SR_RQ_TAKEN;
 
 	if (srq) {
 		pthread_mutex_lock(&srq->lock);
@@ -1005,12 +1039,16 @@ bool sr_rq_take(struct sr_qp *qp, struct sr_recv_wqe *out)
 	} else {
 		rq = &qp->rq;
 	}
-	if (rq->head == rq->tail) {
+	struct sr_recv_wqe *w = sr_rq_wqe(rq, rq->tail);
+	if (rq->head == rq->tail)
+		got = SR_RQ_EMPTY;
+	else if (w->length < need)
+		got = SR_RQ_SHORT;
+	if (got != SR_RQ_TAKEN) {
 		if (srq)
 			pthread_mutex_unlock(&srq->lock);
-		return false;
+		return got;
 	}
-	struct sr_recv_wqe *w = sr_rq_wqe(rq, rq->tail);
 	memcpy(out, w, sizeof(*w) + w->num_sge * sizeof(struct ibv_sge));
 	rq->tail++;
 	if (srq) {
@@ -1022,5 +1060,10 @@ bool sr_rq_take(struct sr_qp *qp, struct sr_recv_wqe *out)
 		if (limit_event)
 			sr_post_async_event(qp->ctx, IBV_EVENT_SRQ_LIMIT_REACHED, &srq->ibsrq);
 	}
-	return true;
+	return SR_RQ_TAKEN;
+}
+
+bool sr_rq_take(struct sr_qp *qp, struct sr_recv_wqe *out)
+{
+	return sr_rq_take_fit(qp, out, 0) == SR_RQ_TAKEN;
 }

@@ -202,22 +202,13 @@ static int x_complete(struct ibv_qp_ex *x)
 		qp->sq.head = qp->wr_start_head;
 		err = qp->wr_error ? qp->wr_error : EINVAL;
 	} else {
-		for (uint32_t i = qp->wr_start_head; i != qp->sq.head; i++) {
-			struct sr_send_wqe *w = sr_sq_wqe(&qp->sq, i);
-			w->status = IBV_WC_SUCCESS;
-			if (x->qp_base.qp_type == IBV_QPT_UD &&
-			    w->length > (uint64_t)sr_mtu_enum_to_bytes(qp->ctx->active_mtu)) {
-				qp->sq.head = qp->wr_start_head;
-				err = EINVAL;
-				break;
-			}
-		}
-		if (!err) {
-			if (st == IBV_QPS_ERR)
-				sr_flush_sq(qp);
-			else
-				qp->ctx->dev->tops->sq_kick(qp);
-		}
+		/* a UD send longer than the MTU fails when sent (roce/req.c) */
+		for (uint32_t i = qp->wr_start_head; i != qp->sq.head; i++)
+			sr_sq_wqe(&qp->sq, i)->status = IBV_WC_SUCCESS;
+		if (st == IBV_QPS_ERR)
+			sr_flush_sq(qp);
+		else
+			qp->ctx->dev->tops->sq_kick(qp);
 	}
 	qp->wr_error = 0;
 	pthread_mutex_unlock(&qp->lock);

@@ -643,8 +643,10 @@ int sr_rq_init(struct sr_rq *rq, uint32_t max_wr, uint32_t max_sge);
 int sr_rq_post(struct sr_rq *rq, const struct ibv_recv_wr *wr);
 /* Flush the SQ's WQEs with IBV_WC_WR_FLUSH_ERR (qp->lock held). */
 void sr_flush_sq(struct sr_qp *qp);
-/* May a QP of this type post this opcode (on this transport)? */
+/* May a QP post this opcode (on this transport)?  And does its type carry
+ * it (else it completes with LOC_QP_OP_ERR)? */
 bool sr_qp_opcode_ok(struct sr_qp *qp, enum ibv_wr_opcode op);
+bool sr_qp_opcode_carried(struct sr_qp *qp, enum ibv_wr_opcode op);
 /* Fill a BIND_MW or LOCAL_INV WQE, served locally in SQ order. */
 void sr_local_wqe_fill(struct sr_send_wqe *w, enum ibv_wr_opcode op, uint32_t inv_rkey, const struct ibv_mw *mw,
 		       uint32_t rkey, const struct ibv_mw_bind_info *bi);
@@ -670,6 +672,14 @@ void sr_sq_check_drained(struct sr_qp *qp);
 /* Take the next receive WQE (from SRQ or RQ) into out (max_sge entries).
  * Returns false when none is posted. qp->lock held. */
 bool sr_rq_take(struct sr_qp *qp, struct sr_recv_wqe *out);
+/* The same, only if the next WQE holds need bytes: one too short stays
+ * posted (a UD datagram that does not fit is dropped, IBTA's class D). */
+enum sr_rq_take {
+	SR_RQ_TAKEN,
+	SR_RQ_EMPTY,
+	SR_RQ_SHORT
+};
+enum sr_rq_take sr_rq_take_fit(struct sr_qp *qp, struct sr_recv_wqe *out, uint64_t need);
 void sr_flush_qp(struct sr_qp *qp);
 
 /* progress.c */

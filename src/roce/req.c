@@ -24,12 +24,6 @@ static uint32_t wqe_npkts(const struct sr_send_wqe *w, uint32_t mtu, enum ibv_qp
 	return (uint32_t)((w->length + mtu - 1) / mtu);
 }
 
-static bool is_rd_atomic(const struct sr_send_wqe *w)
-{
-	return w->opcode == IBV_WR_RDMA_READ || w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-	       w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
-}
-
 struct sr_send_wqe *sr_req_wqe_for_psn(struct sr_qp *qp, uint32_t psn, uint32_t *idx)
 {
 	struct sr_sq *sq = &qp->sq;
@@ -352,6 +346,15 @@ bool sr_req_progress_kick(struct sr_qp *qp, bool kick)
 			/* a fenced WQE waits for every earlier read/atomic to finish */
 			if ((w->send_flags & IBV_SEND_FENCE) && r->rd_outstanding)
 				break;
+			/* as rxe's requester: an operation the QP's type does not
+			 * carry (posted, as librxe takes it) fails here; a UD
+			 * message longer than the MTU fails as NICs fail it (rxe
+			 * reports success and sends nothing) */
+			bool carried = sr_qp_opcode_carried(qp, w->opcode);
+			if (!carried || (t == IBV_QPT_UD && w->length > r->mtu)) {
+				req_local_error(qp, w, carried ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_QP_OP_ERR);
+				break;
+			}
 			if (sr_wr_is_local(w->opcode)) {
 				/* BIND_MW, LOCAL_INV: done here, in order, no packet.
 				 * They change the key table, so the batch (which
@@ -385,10 +388,6 @@ bool sr_req_progress_kick(struct sr_qp *qp, bool kick)
 			w->sent_pkts = 0;
 			r->next_psn = psn_add(r->next_psn, w->npkts);
 			w->state = SR_WQE_PENDING;
-		}
-		if (is_rd_atomic(w) && t != IBV_QPT_RC) {
-			req_local_error(qp, w, IBV_WC_LOC_QP_OP_ERR);
-			break;
 		}
 		bool done = req_send_wqe(qp, w, b);
 		sent = true;

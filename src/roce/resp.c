@@ -309,18 +309,17 @@ static void resp_ud(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_env
 		r->stat_drop++; /* Q_Key violation */
 		return;
 	}
-	if (!sr_rq_take(qp, r->rwqe)) {
-		r->stat_drop++; /* UD has no RNR: the datagram is dropped */
+	/* UD has no RNR, and a datagram longer than the receive (GRH area
+	 * included) is dropped with the receive left posted: both class D, as
+	 * rxe's responder classes them (IBTA 9.9.3) */
+	if (sr_rq_take_fit(qp, r->rwqe, 40 + (uint64_t)pkt->paylen) != SR_RQ_TAKEN) {
+		r->stat_drop++;
 		return;
 	}
 	r->rwqe_valid = true;
 	r->rwqe_off = 0;
 	int l3 = ud_network_hdr(grh, pkt, env);
 	enum ibv_wc_opcode op = IBV_WC_RECV;
-	if (r->rwqe->length < 40 + (uint64_t)pkt->paylen) {
-		recv_complete(qp, IBV_WC_LOC_LEN_ERR, op, 0, pkt, pkt->deth_sqpn, SR_WC_NOGRH);
-		return;
-	}
 	int e = place_recv(qp, grh, 40);
 	if (!e)
 		e = place_recv(qp, pkt->payload, pkt->paylen);

@@ -770,11 +770,6 @@ static void qp_ex_and_uc(void)
 	/* UC: a type 2 bind and a Write through it; a Write out of the window
 	 * is dropped quietly (no error on UC), the QP stays up */
 	if (env_up(&e, IBV_QPT_UC, ACC_MR, 0)) {
-		struct ibv_send_wr wr, *bad = NULL;
-
-		memset(&wr, 0, sizeof(wr));
-		wr.opcode = IBV_WR_LOCAL_INV;
-		CHECK_RC(ibv_post_send(e.p.qp[1], &wr, &bad), EINVAL, "UC: LOCAL_INV is RC only, as rxe");
 		key = bind2(&e, mw, 2048, 4096, ACC_MW, 0x21, "UC bind");
 		write_lands(&e, key, (uintptr_t)e.tgt.p + 2048 + 96, 2048 + 96, 4000, 8, "UC WRITE through the window");
 		write_st(&e, key, (uintptr_t)e.tgt.p + 2048 + 4000, 200, 9, IBV_WC_SUCCESS, "UC WRITE past the window");
@@ -783,6 +778,11 @@ static void qp_ex_and_uc(void)
 		write_lands(&e, key, (uintptr_t)e.tgt.p + 2048, 2048, 64, 10, "UC: the next WRITE lands");
 		CHECK(vt_qp_state(e.p.qp[1]) == IBV_QPS_RTS, "UC: the responder is still in RTS");
 		CHECK_RC(post_inv(e.p.qp[1], 72, IBV_WR_BIND_MW, 0, NULL, 0, 0), EINVAL, "UC: BIND_MW without a window");
+		/* LOCAL_INV is RC only: librxe posts it, rxe's requester fails it */
+		CHECK_RC(post_inv(e.p.qp[1], 73, IBV_WR_LOCAL_INV, key, NULL, 0, 0), 0, "UC: LOCAL_INV posted");
+		EXPECT_WC(e.p.scq[1], 73, IBV_WC_LOC_QP_OP_ERR, VT_ANY_OPCODE, NULL,
+			  "UC: LOCAL_INV fails with LOC_QP_OP_ERR (RC only, as rxe)");
+		CHECK(vt_qp_state(e.p.qp[1]) == IBV_QPS_ERR, "UC: the QP is in ERR after it");
 		ibv_dealloc_mw(mw);
 		mw = ibv_alloc_mw(D.pd, IBV_MW_TYPE_2);
 		env_down(&e);
