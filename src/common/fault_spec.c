@@ -74,6 +74,46 @@ static int parse_u64(const char *v, uint64_t *out)
 	return errno || *end ? -EINVAL : 0;
 }
 
+/* "2ms", "0.5ms", "100us", "1s", "3" (milliseconds): nanoseconds, a
+ * whole number of microseconds, at most SR_FAULT_DELAY_MAX_NS. */
+static int parse_time(const char *v, uint64_t *out)
+{
+	uint64_t whole = 0, frac = 0, scale = 1, mult = 1000000;
+	int ndig = 0, nfrac = 0;
+	const char *p = v;
+
+	for (; isdigit((unsigned char)*p); p++, ndig++) {
+		whole = whole * 10 + (uint64_t)(*p - '0');
+		if (whole > SR_FAULT_DELAY_MAX_NS)
+			return -ERANGE;
+	}
+	if (*p == '.') {
+		for (p++; isdigit((unsigned char)*p); p++, nfrac++) {
+			if (nfrac >= 9)
+				return -EINVAL;
+			frac = frac * 10 + (uint64_t)(*p - '0');
+			scale *= 10;
+		}
+	}
+	if (!ndig && !nfrac)
+		return -EINVAL;
+	if (!strcmp(p, "us"))
+		mult = 1000;
+	else if (!strcmp(p, "s"))
+		mult = 1000000000;
+	else if (*p && strcmp(p, "ms"))
+		return -EINVAL;
+	if (whole > SR_FAULT_DELAY_MAX_NS / mult)
+		return -ERANGE;
+	whole = whole * mult + frac * mult / scale;
+	if ((frac * mult) % scale || whole % 1000)
+		return -EDOM; /* finer than a microsecond */
+	if (whole > SR_FAULT_DELAY_MAX_NS)
+		return -ERANGE;
+	*out = whole;
+	return 0;
+}
+
 static int parse_item(char *item, struct sr_fault_spec *s, unsigned *seen, char *err, size_t errlen)
 {
 	char *eq = strchr(item, '=');
@@ -119,14 +159,36 @@ static int parse_item(char *item, struct sr_fault_spec *s, unsigned *seen, char 
 		if (parse_u64(num, &ms) || ms < 1 || ms > 60000)
 			return bad(err, errlen, "rto=%s: expected milliseconds from 1 to 60000 (e.g. rto=200ms)", val);
 		s->rto_ms = (uint32_t)ms;
+	} else if (!strcmp(key, "delay") || !strcmp(key, "jitter")) {
+		bool delay = key[0] == 'd';
+		int r = parse_time(val, delay ? &s->delay_ns : &s->jitter_ns);
+
+		k = SR_FAULT_NKINDS + (delay ? 2 : 3);
+		if (r == -ERANGE)
+			return bad(err, errlen, "%s=%s: more than 10 s", key, val);
+		if (r == -EDOM)
+			return bad(err, errlen, "%s=%s: finer than a microsecond", key, val);
+		if (r)
+			return bad(err, errlen, "%s=%s: expected a time (e.g. 2ms, 0.5ms, 100us; a bare number is ms)",
+				   key, val);
 	} else {
 		return bad(err, errlen,
-			   "unknown key '%s' (drop, dup, reorder, corrupt, reset, truncate, seed, rto)", key);
+			   "unknown key '%s' (drop, dup, reorder, corrupt, reset, truncate, seed, rto, delay, jitter)",
+			   key);
 	}
 	if (*seen & (1u << k))
 		return bad(err, errlen, "'%s' given twice", key);
 	*seen |= 1u << k;
 	return 0;
+}
+
+/* A time as parse_time reads it back: whole milliseconds, else microseconds. */
+static void put_time(char *buf, size_t len, uint64_t ns)
+{
+	if (ns % 1000000 == 0)
+		snprintf(buf, len, "%" PRIu64 "ms", ns / 1000000);
+	else
+		snprintf(buf, len, "%" PRIu64 "us", ns / 1000);
 }
 
 static void put_percent(char *buf, size_t len, uint64_t r)
@@ -184,7 +246,15 @@ int sr_fault_spec_parse(const char *text, struct sr_fault_spec *out, char *err, 
 		put_percent(pct, sizeof(pct), sum);
 		return bad(err, errlen, "the rates add up to %s: at most 100%% of the traffic can be faulted", pct);
 	}
-	out->any = sum > 0;
+	if (out->jitter_ns > out->delay_ns) {
+		char j[24], d[24];
+
+		put_time(j, sizeof(j), out->jitter_ns);
+		put_time(d, sizeof(d), out->delay_ns);
+		memset(out, 0, sizeof(*out));
+		return bad(err, errlen, "jitter=%s is more than delay=%s: a unit cannot leave before it is sent", j, d);
+	}
+	out->any = sum > 0 || out->delay_ns > 0;
 	return 0;
 }
 
@@ -208,9 +278,19 @@ void sr_fault_spec_format(const struct sr_fault_spec *s, char *buf, size_t len)
 					sr_fault_kind_names[k], pct);
 	}
 	if (s->seed_random)
-		off += (size_t)snprintf(buf + off, off < len ? len - off : 0, ",seed=random");
+		off += (size_t)snprintf(buf + off, off < len ? len - off : 0, "%sseed=random", off ? "," : "");
 	else
-		off += (size_t)snprintf(buf + off, off < len ? len - off : 0, ",seed=%" PRIu64, s->seed);
+		off += (size_t)snprintf(buf + off, off < len ? len - off : 0, "%sseed=%" PRIu64, off ? "," : "", s->seed);
 	if (s->rto_ms != SR_FAULT_RTO_DEFAULT_MS)
-		snprintf(buf + off, off < len ? len - off : 0, ",rto=%ums", s->rto_ms);
+		off += (size_t)snprintf(buf + off, off < len ? len - off : 0, ",rto=%ums", s->rto_ms);
+	if (s->delay_ns) {
+		char t[24];
+
+		put_time(t, sizeof(t), s->delay_ns);
+		off += (size_t)snprintf(buf + off, off < len ? len - off : 0, ",delay=%s", t);
+		if (s->jitter_ns) {
+			put_time(t, sizeof(t), s->jitter_ns);
+			snprintf(buf + off, off < len ? len - off : 0, ",jitter=%s", t);
+		}
+	}
 }

@@ -36,6 +36,7 @@ enum sr_fault_kind {
 #define SR_FAULT_SCALE 1000000u
 #define SR_FAULT_RTO_DEFAULT_MS 200u /* Linux's TCP_RTO_MIN */
 #define SR_FAULT_SPEC_MAX 256        /* longest text kept (configuration) */
+#define SR_FAULT_DELAY_MAX_NS 10000000000ull /* 10 s */
 
 struct sr_fault_spec {
 	uint32_t rate[SR_FAULT_NKINDS];
@@ -43,6 +44,9 @@ struct sr_fault_spec {
 	uint64_t seed;
 	bool seed_random;                /* "seed=random": the library draws one */
 	uint32_t rto_ms;                 /* iWARP: how long a dropped FPDU stalls the stream */
+	/* Every unit that is sent waits delay_ns +- up to jitter_ns (uniform,
+	 * jitter_ns <= delay_ns), never overtaking one sent before it. */
+	uint64_t delay_ns, jitter_ns;
 };
 
 extern const char *const sr_fault_kind_names[SR_FAULT_NKINDS];
@@ -51,6 +55,8 @@ extern const char *const sr_fault_kind_names[SR_FAULT_NKINDS];
  *   drop|dup|reorder|corrupt|reset|truncate = PERCENT   ("5%", "0.5%", "5")
  *   seed = N | 0xN | random                              (default 0)
  *   rto = MS[ms]                                         (1..60000, default 200)
+ *   delay = TIME, jitter = TIME   (TIME: 2ms, 0.5ms, 100us, 3 = 3 ms; 0..10 s;
+ *                                  jitter at most delay)
  * "", "off", "none" and "0" mean no faults.  The rates together may not
  * exceed 100%.  Returns 0, or -EINVAL with a one-line reason in err. */
 int sr_fault_spec_parse(const char *text, struct sr_fault_spec *out, char *err, size_t errlen);

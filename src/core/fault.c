@@ -118,8 +118,14 @@ static void announce(struct sr_device *d)
 	if (iw && s->rate[SR_FAULT_DROP])
 		snprintf(stall, sizeof(stall), "; a dropped FPDU stalls the stream %u ms, as TCP's retransmission would",
 			 s->rto_ms);
-	sr_log("fault injection on %s (%s): %s (from %s)%s%s", d->conf.name, iw ? "iWARP" : "RoCE",
-	       d->faults->text, d->faults->origin, stall, ignored);
+	char delay[96] = "";
+	if (s->delay_ns && s->jitter_ns)
+		snprintf(delay, sizeof(delay), "; what is sent waits %.3f +- %.3f ms, in order", s->delay_ns / 1e6,
+			 s->jitter_ns / 1e6);
+	else if (s->delay_ns)
+		snprintf(delay, sizeof(delay), "; what is sent waits %.3f ms, in order", s->delay_ns / 1e6);
+	sr_log("fault injection on %s (%s): %s (from %s)%s%s%s", d->conf.name, iw ? "iWARP" : "RoCE",
+	       d->faults->text, d->faults->origin, stall, delay, ignored);
 }
 
 int sr_fault_qp_init(struct sr_qp *qp)
@@ -152,6 +158,7 @@ void sr_fault_qp_fini(struct sr_qp *qp)
 	       qp->ibqp.qp_base.qp_num, fq->stream, fq->k, fq->dev->unit, fq->n[SR_FAULT_DROP], fq->n[SR_FAULT_DUP],
 	       fq->n[SR_FAULT_REORDER], fq->n[SR_FAULT_CORRUPT], fq->n[SR_FAULT_RESET], fq->n[SR_FAULT_TRUNCATE]);
 	qp->faults = NULL;
+	sr_delay_clear(&fq->delay);
 	free(fq->buf);
 	free(fq);
 }
@@ -181,6 +188,22 @@ enum sr_fault_kind sr_fault_decide(struct sr_qp *qp, unsigned mask, uint64_t *au
 	atomic_fetch_add_explicit(&fq->dev->n[k], 1, memory_order_relaxed);
 	sr_stat_add(qp->stats, (enum sr_stat)(SR_STAT_FAULT_DROP + k), 1);
 	return (enum sr_fault_kind)k;
+}
+
+uint64_t sr_fault_delay_due(struct sr_qp *qp, uint64_t now)
+{
+	struct sr_fault_qp *fq = qp->faults;
+	const struct sr_fault_spec *s = &fq->dev->spec;
+	uint64_t d = s->delay_ns;
+
+	if (s->jitter_ns) {
+		/* a draw of its own: the fates' sequence stays what it was without delay */
+		uint64_t h = mix64(~s->seed ^ mix64(fq->stream * 0x9e6c63d0676a9a99ull + fq->n_delayed));
+
+		d = d - s->jitter_ns + h % (2 * s->jitter_ns + 1);
+	}
+	fq->n_delayed++;
+	return now + d;
 }
 
 void sr_fault_arm(struct sr_qp *qp, uint64_t when)

@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 
 #include "core/sr.h"
+#include "core/delay_line.h"
 #include "common/fault_spec.h"
 
 /* A device's faults in this process. */
@@ -53,9 +54,12 @@ struct sr_fault_qp {
 			uint64_t aux;        /* ... and its random bits */
 			size_t off;          /* batch offset where the marked FPDU starts */
 			size_t cut;          /* truncate: bytes of it that go */
+			bool delay_full;     /* delay: the line is full, the batch waits for room */
 		} iw;
 	};
 	uint64_t sent_seq;               /* roce: datagrams sent */
+	struct sr_delay_line delay;      /* the delay fault's queue (delay_line.h) */
+	uint64_t n_delayed;              /* units that went into it: the jitter draw's counter */
 };
 
 #define SR_FAULT_BUF 65536u
@@ -85,6 +89,20 @@ enum sr_fault_kind sr_fault_decide(struct sr_qp *qp, unsigned mask, uint64_t *au
 static inline uint64_t sr_fault_earlier(uint64_t a, uint64_t b)
 {
 	return !a ? b : !b ? a : a < b ? a : b;
+}
+
+/* Does the plan delay what this QP sends (delay=)? */
+static inline bool sr_fault_delays(const struct sr_qp *qp)
+{
+	return qp->faults->dev->spec.delay_ns != 0;
+}
+/* When a unit sent now is due: now + delay +- jitter (replayable from the
+ * seed like the fates).  Counts the unit. */
+uint64_t sr_fault_delay_due(struct sr_qp *qp, uint64_t now);
+/* The transport's fault deadline: its own timer or the delay line's head. */
+static inline uint64_t sr_fault_deadline(const struct sr_qp *qp)
+{
+	return sr_fault_earlier(qp->faults->deadline, sr_delay_next(&qp->faults->delay));
 }
 
 /* Have the progress thread's timer pass call the transport's on_timer at

@@ -16,11 +16,18 @@
  *   reset     the connection is reset (RST) where the FPDU would start.
  *   truncate  part of the FPDU goes, then the stream ends (FIN).
  *   dup, reorder: TCP hides them; not applied.
+ *   delay     (every byte) the stream's bytes wait in the QP's delay line
+ *             (core/delay_line.h) for delay +- jitter before they go into
+ *             the socket, in order: a long link's latency, not TCP's view
+ *             of it (its round trip stays the real one).  What waits goes
+ *             at once before a FIN or a Terminate; a reset discards it,
+ *             as TCP's discards its send queue.
  *
  * The fates of a batch's FPDUs are drawn as they are cut (add_fpdu); a
  * stall, reset or truncation marks its FPDU, the batch ends there, and
  * txb_send stops at the mark until the fault is carried out. */
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -129,6 +136,7 @@ int sr_iw_fault_send(struct sr_qp *qp, size_t *left)
 	}
 	case SR_FAULT_TRUNCATE:
 		fq->iw.mark = false;
+		sr_iw_fault_drain(qp, true);
 		shutdown(w->fd, SHUT_WR);
 		SR_DBG("iwarp QP %u: fault: stream ended %zu bytes into an FPDU", iw_qpn(qp), fq->iw.cut);
 		return -EPIPE;
@@ -145,20 +153,98 @@ void sr_iw_fault_reset(struct sr_qp *qp)
 {
 	struct sr_fault_qp *fq = qp->faults;
 
-	fq->iw.mark = fq->iw.stalling = false;
+	fq->iw.mark = fq->iw.stalling = fq->iw.delay_full = false;
 	fq->iw.cur = SR_FAULT_PASS;
 	fq->deadline = 0;
+	sr_delay_clear(&fq->delay);
+}
+
+int sr_iw_fault_delay(struct sr_qp *qp, const struct iovec *iov, int n, size_t len)
+{
+	struct sr_fault_qp *fq = qp->faults;
+	struct sr_delay_unit *u;
+	uint32_t off = 0;
+	bool first;
+
+	u = sr_delay_push(&fq->delay, sr_fault_delay_due(qp, sr_now_ns()), (uint32_t)len, &first);
+	if (!u) {
+		/* a full line holds the stream back, as a full socket would */
+		fq->iw.delay_full = true;
+		return -ETIME;
+	}
+	sr_dma_begin(); /* the payload is read from registered memory */
+	for (int i = 0; i < n; i++) {
+		memcpy(u->data + off, iov[i].iov_base, iov[i].iov_len);
+		off += (uint32_t)iov[i].iov_len;
+	}
+	sr_dma_end();
+	if (first)
+		sr_qp_timer_arm(qp, u->due);
+	return 0;
+}
+
+/* Wait until fd takes more, or deadline; false at the deadline. */
+static bool wait_writable(int fd, uint64_t deadline)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	uint64_t now = sr_now_ns();
+
+	return now < deadline && poll(&p, 1, (int)((deadline - now) / 1000000 + 1)) > 0;
+}
+
+bool sr_iw_fault_drain(struct sr_qp *qp, bool block)
+{
+	struct sr_fault_qp *fq = qp->faults;
+	struct sr_iw_qp *w = iqp(qp);
+	uint64_t now = sr_now_ns(), deadline = now + 200000000ull;
+	struct sr_delay_unit *u;
+
+	if (w->fd < 0 || w->wr_shut) {
+		sr_delay_clear(&fq->delay);
+		return true;
+	}
+	while ((u = sr_delay_due(&fq->delay, block ? 0 : now))) {
+		ssize_t s = send(w->fd, u->data + u->off, u->len - u->off, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (s < 0 && errno == EINTR)
+			continue;
+		if (s < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if (block && wait_writable(w->fd, deadline))
+				continue;
+			if (!block)
+				sr_iw_want_out(qp, true);
+			return false;
+		}
+		if (s < 0) {
+			/* the stream broke: the send path finds out */
+			sr_delay_clear(&fq->delay);
+			return true;
+		}
+		sr_stat_add(qp->stats, SR_STAT_SENT_BYTES, (uint64_t)s);
+		u->off += (uint32_t)s;
+		if (u->off == u->len)
+			sr_delay_pop(&fq->delay);
+	}
+	return !fq->delay.head;
 }
 
 void sr_iw_fault_timer(struct sr_qp *qp, uint64_t now)
 {
 	struct sr_fault_qp *fq = qp->faults;
+	bool resume = false;
 
-	if (!fq->deadline || now < fq->deadline)
-		return;
-	fq->deadline = 0;
-	if (fq->iw.stalling) {
-		fq->iw.stalling = fq->iw.mark = false;
-		sr_iw_tx_progress(qp);
+	if (fq->deadline && now >= fq->deadline) {
+		fq->deadline = 0;
+		if (fq->iw.stalling) {
+			fq->iw.stalling = fq->iw.mark = false;
+			resume = true;
+		}
 	}
+	if (sr_delay_next(&fq->delay) && sr_delay_next(&fq->delay) <= now) {
+		sr_iw_fault_drain(qp, false);
+		resume |= fq->iw.delay_full;
+		fq->iw.delay_full = false;
+	}
+	if (resume)
+		sr_iw_tx_progress(qp);
 }

@@ -203,6 +203,8 @@ static void linger_start(struct sr_qp *qp)
 	struct sr_iw_qp *w = iqp(qp);
 
 	if (!w->wr_shut) {
+		if (sr_faults_on(qp))
+			sr_iw_fault_drain(qp, true); /* the delay fault's bytes go before the FIN */
 		shutdown(w->fd, SHUT_WR);
 		w->wr_shut = true;
 	}
@@ -235,6 +237,8 @@ static void sock_close_gently(struct sr_qp *qp)
 
 	if (w->fd >= 0 && (w->connected || w->lingering)) {
 		if (!w->wr_shut) {
+			if (sr_faults_on(qp))
+				sr_iw_fault_drain(qp, true);
 			shutdown(w->fd, SHUT_WR);
 			w->wr_shut = true;
 		}
@@ -456,10 +460,12 @@ static int iw_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask, en
 
 /* Closing (SQD) and nothing left to finish: the message on the wire,
  * the Reads we wait for, the Reads we owe. */
-static bool iw_drained(struct sr_iw_qp *w)
+static bool iw_drained(struct sr_qp *qp)
 {
+	struct sr_iw_qp *w = iqp(qp);
+
 	return w->msg.src == SR_IW_SRC_NONE && w->txb.sent == w->txb.total && w->orq_head == w->orq_tail &&
-	       w->irq_head == w->irq_tail && !w->rtr_to_send;
+	       w->irq_head == w->irq_tail && !w->rtr_to_send && (!sr_faults_on(qp) || !qp->faults->delay.head);
 }
 
 /* A burst of small messages from an application that polls its CQs
@@ -541,7 +547,7 @@ static void iw_on_readable(struct sr_qp *qp, int fd_unused)
 	sr_iw_rx_progress(qp);
 	if (w->connected)
 		sr_iw_tx_progress(qp);
-	if (w->closing && w->connected && iw_drained(w))
+	if (w->closing && w->connected && iw_drained(qp))
 		sr_progress_wake(qp->ctx); /* the progress thread's timer pass closes it */
 }
 
@@ -553,7 +559,7 @@ static uint64_t iw_deadline(struct sr_qp *qp)
 		return w->linger_deadline;
 	if (!w || !w->closing || !w->connected)
 		return 0;
-	return iw_drained(w) ? 1 : w->close_deadline;
+	return iw_drained(qp) ? 1 : w->close_deadline;
 }
 
 static uint64_t iw_next_deadline(struct sr_qp *qp)
@@ -564,7 +570,7 @@ static uint64_t iw_next_deadline(struct sr_qp *qp)
 	if (w && w->rx_held)
 		d = sr_fault_earlier(d, w->nobuf_recheck ? w->nobuf_recheck : w->nobuf_deadline);
 	if (sr_faults_on(qp) && w)
-		return sr_fault_earlier(d, qp->faults->deadline);
+		return sr_fault_earlier(d, sr_fault_deadline(qp));
 	return d;
 }
 
@@ -595,7 +601,7 @@ static void iw_on_timer(struct sr_qp *qp, uint64_t now)
 	}
 	if (!w || !w->closing || !w->connected)
 		return;
-	if (!iw_drained(w) && now < w->close_deadline)
+	if (!iw_drained(qp) && now < w->close_deadline)
 		return;
 	/* the drain is over: FIN, then the QP is done (as siw goes from
 	 * CLOSING to ERROR) and whatever is left flushes */

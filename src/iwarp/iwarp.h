@@ -277,6 +277,12 @@ void sr_iw_fault_built(struct sr_qp *qp, struct sr_iw_txb *b, struct sr_iw_fpdu_
 int sr_iw_fault_send(struct sr_qp *qp, size_t *left);
 void sr_iw_fault_reset(struct sr_qp *qp);
 void sr_iw_fault_timer(struct sr_qp *qp, uint64_t now);
+/* delay: txb_send's iovecs (len bytes) go into the delay line instead of
+ * the socket; 0, or -ETIME while the line is full (its timer resumes). */
+int sr_iw_fault_delay(struct sr_qp *qp, const struct iovec *iov, int n, size_t len);
+/* What the delay line holds that is due (all of it: block, waiting up
+ * to 200 ms for the socket) goes into the socket; true when it is empty. */
+bool sr_iw_fault_drain(struct sr_qp *qp, bool block);
 
 /* qp_rx.c */
 void sr_iw_rx_progress(struct sr_qp *qp);

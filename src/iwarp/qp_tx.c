@@ -396,7 +396,7 @@ static int txb_send(struct sr_qp *qp)
 	struct sr_iw_txb *b = &w->txb;
 	struct iovec iov[SR_IW_TXB_IOV];
 	struct msghdr msg;
-	size_t skip = b->sent, left = b->total - b->sent;
+	size_t skip = b->sent, left = b->total - b->sent, want;
 	int i = 0, n = 0;
 
 	if (sr_faults_on(qp)) {
@@ -405,6 +405,7 @@ static int txb_send(struct sr_qp *qp)
 		if (r)
 			return r;
 	}
+	want = left;
 	while (i < b->niov && skip >= b->iov[i].iov_len) {
 		skip -= b->iov[i].iov_len;
 		i++;
@@ -420,6 +421,14 @@ static int txb_send(struct sr_qp *qp)
 			iov[n].iov_len = left;
 		left -= iov[n].iov_len;
 		n++;
+	}
+	if (sr_faults_on(qp) && sr_fault_delays(qp)) {
+		int r = sr_iw_fault_delay(qp, iov, n, want);
+
+		if (r)
+			return r;
+		b->sent += want;
+		return b->sent == b->total ? 0 : -EAGAIN;
 	}
 	memset(&msg, 0, sizeof(msg));
 	msg.msg_iov = iov;
@@ -501,6 +510,8 @@ void sr_iw_tx_progress(struct sr_qp *qp)
 
 	if (!w || w->fd < 0 || !w->connected || w->wr_shut || (st != IBV_QPS_RTS && st != IBV_QPS_SQD))
 		return;
+	if (sr_faults_on(qp))
+		sr_iw_fault_drain(qp, false); /* what the delay fault holds that is due */
 	b = &w->txb;
 	/* nothing to send (the common case of a poller spinning on its CQ):
 	 * no lock, no system call */
@@ -586,6 +597,8 @@ void sr_iw_tx_flush_term(struct sr_qp *qp)
 			return; /* an FPDU stays cut short: no Terminate can follow it */
 		txb_done(qp);
 	}
+	if (sr_faults_on(qp))
+		sr_iw_fault_drain(qp, true); /* what the delay fault holds goes first */
 	hlen = sr_iw_hdr_build(buf + SR_MPA_LEN_BYTES, &w->term);
 	put16(buf, hlen);
 	pad = sr_mpa_pad(hlen);

@@ -11,6 +11,11 @@
  *            (headers, payload, ICRC), is sent instead: the receiver's
  *            ICRC check must catch it (with CRC off, nothing does).
  *
+ *   delay    (every datagram, after the fates above) it waits in the QP's
+ *            delay line (core/delay_line.h) for delay +- jitter, and
+ *            leaves in order: the run of datagrams one sendmsg took
+ *            leaves as one again, from the progress thread's timer.
+ *
  * All of this happens above UDP: the kernel's UDP checksum covers the
  * damaged datagram, as it would a datagram damaged by a faulty NIC. */
 #include <string.h>
@@ -41,6 +46,70 @@ static uint32_t copy_pkt(struct sr_tx_batch *b, int i, uint8_t *buf)
 	return len;
 }
 
+/* Packets [a, z) of the batch, as it would send them (a run, or the part
+ * of one that [a, z) cuts, is one message), into the delay line. */
+static int delay_runs(struct sr_tx_batch *b, int a, int z)
+{
+	struct sr_qp *qp = b->qp;
+	struct sr_fault_qp *fq = qp->faults;
+	uint64_t now = sr_now_ns();
+
+	for (int g = 0; g < b->ngroups; g++) {
+		int x = b->group_first[g] > a ? b->group_first[g] : a;
+		int y = b->group_first[g + 1] < z ? b->group_first[g + 1] : z;
+		uint32_t len = 0;
+		bool first;
+
+		if (x >= y)
+			continue;
+		for (int v = b->first_iov[x]; v < b->first_iov[y]; v++)
+			len += (uint32_t)b->iov[v].iov_len;
+		struct sr_delay_unit *u = sr_delay_push(&fq->delay, sr_fault_delay_due(qp, now), len, &first);
+		if (!u) {
+			/* the line is full: lost, as beyond netem's limit */
+			sr_stat_add(qp->stats, SR_STAT_FAULT_DROP, (uint64_t)(y - x));
+			continue;
+		}
+		/* the part's segment k is packet x + k: IPv4 ID k */
+		if (x != b->group_first[g])
+			for (int i = x; i < y; i++)
+				sr_tx_batch_icrc(b, i, (uint16_t)(i - x));
+		len = 0;
+		sr_dma_begin(); /* the payload is read from registered memory */
+		for (int v = b->first_iov[x]; v < b->first_iov[y]; v++) {
+			memcpy(u->data + len, b->iov[v].iov_base, b->iov[v].iov_len);
+			len += (uint32_t)b->iov[v].iov_len;
+		}
+		sr_dma_end();
+		u->seg = y - x > 1 ? (uint16_t)b->group_seg[g] : 0;
+		u->av = *b->av;
+		if (first)
+			sr_qp_timer_arm(qp, u->due);
+	}
+	return 0;
+}
+
+/* One datagram in a buffer of ours: now, or after the delay. */
+static int tx_one(struct sr_qp *qp, const struct sr_av *av, uint8_t *buf, uint32_t len)
+{
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct sr_delay_unit *u;
+	bool first;
+
+	if (!sr_fault_delays(qp))
+		return sr_roce_tx_one(qp, av, &iov, 1);
+	u = sr_delay_push(&qp->faults->delay, sr_fault_delay_due(qp, sr_now_ns()), len, &first);
+	if (!u) {
+		sr_stat_add(qp->stats, SR_STAT_FAULT_DROP, 1);
+		return 0;
+	}
+	memcpy(u->data, buf, len);
+	u->av = *av;
+	if (first)
+		sr_qp_timer_arm(qp, u->due);
+	return 0;
+}
+
 static bool state_sends(struct sr_qp *qp)
 {
 	enum ibv_qp_state st = qp->attr.qp_state;
@@ -53,7 +122,6 @@ static bool state_sends(struct sr_qp *qp)
 static int release(struct sr_qp *qp)
 {
 	struct sr_fault_qp *fq = qp->faults;
-	struct iovec iov = { .iov_base = fq->buf, .iov_len = fq->roce.len };
 	int err = 0;
 
 	if (!fq->roce.held)
@@ -61,7 +129,7 @@ static int release(struct sr_qp *qp)
 	fq->roce.held = false;
 	fq->deadline = 0;
 	if (state_sends(qp)) {
-		err = sr_roce_tx_one(qp, &fq->roce.av, &iov, 1);
+		err = tx_one(qp, &fq->roce.av, fq->buf, fq->roce.len);
 		fq->sent_seq++;
 	}
 	return err;
@@ -92,14 +160,13 @@ static int send_corrupt(struct sr_tx_batch *b, int i, uint64_t aux)
 	int err = release(b->qp); /* a held datagram shares the buffer: it goes first */
 	uint8_t *buf = sr_fault_buf(fq);
 	uint32_t len = buf ? copy_pkt(b, i, buf) : 0;
-	struct iovec iov = { .iov_base = buf, .iov_len = len };
 	int e;
 
 	if (!len)
 		return err;
 	buf[(aux >> 3) % len] ^= (uint8_t)(1u << (aux & 7));
 	fq->sent_seq++;
-	e = sr_roce_tx_one(b->qp, b->av, &iov, 1);
+	e = tx_one(b->qp, b->av, buf, len);
 	return e ? e : err;
 }
 
@@ -108,6 +175,8 @@ static int send_run(struct sr_tx_batch *b, int a, int z)
 	if (z <= a)
 		return 0;
 	b->qp->faults->sent_seq += (uint64_t)(z - a);
+	if (sr_fault_delays(b->qp))
+		return delay_runs(b, a, z);
 	return sr_tx_batch_send(b, a, z);
 }
 
@@ -154,10 +223,30 @@ int sr_roce_fault_flush(struct sr_tx_batch *b)
 	return err;
 }
 
+/* What the delay line holds that is due at now (0: all of it) leaves. */
+static void delay_release(struct sr_qp *qp, uint64_t now)
+{
+	struct sr_fault_qp *fq = qp->faults;
+	struct sr_delay_unit *u;
+
+	while ((u = sr_delay_due(&fq->delay, now))) {
+		if (qp->attr.qp_state != IBV_QPS_RESET)
+			sr_roce_tx_run(qp, &u->av, u->data, u->len, u->seg);
+		sr_delay_pop(&fq->delay);
+	}
+}
+
 void sr_roce_fault_timer(struct sr_qp *qp, uint64_t now)
 {
 	struct sr_fault_qp *fq = qp->faults;
 
 	if (fq->deadline && now >= fq->deadline)
 		release(qp);
+	delay_release(qp, now);
+}
+
+void sr_roce_fault_drain(struct sr_qp *qp)
+{
+	release(qp);
+	delay_release(qp, 0);
 }

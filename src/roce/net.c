@@ -659,6 +659,34 @@ int sr_roce_tx_one(struct sr_qp *qp, const struct sr_av *av, struct iovec *iov, 
 	return tx_sendmsg(qp, av, iov, niov, 0);
 }
 
+int sr_roce_tx_run(struct sr_qp *qp, const struct sr_av *av, uint8_t *data, uint32_t len, uint16_t seg)
+{
+	struct iovec iov = { .iov_base = data, .iov_len = len };
+	int err = tx_sendmsg(qp, av, &iov, 1, seg);
+
+	if (!seg || (err != -EINVAL && err != -EOPNOTSUPP && err != -EIO))
+		return err;
+	/* no GSO here: a datagram per send, each ICRC that of IPv4 ID 0 */
+	rqp(qp)->no_gso = true;
+	err = 0;
+	for (uint32_t off = 0; off < len; off += seg) {
+		uint32_t n = len - off < seg ? len - off : seg;
+		struct iovec one = { .iov_base = data + off, .iov_len = n - SR_ICRC_BYTES };
+
+		if (n <= SR_ICRC_BYTES)
+			break;
+		if (qp->ctx->dev->crc) {
+			struct sr_icrc_env env = tx_env(qp, av, 0);
+			sr_icrc_store(data + off + n - SR_ICRC_BYTES, sr_icrc_compute_iov(&env, &one, 1));
+		}
+		one.iov_len = n;
+		int e = tx_sendmsg(qp, av, &one, 1, 0);
+		if (e)
+			err = e;
+	}
+	return err;
+}
+
 int sr_tx_batch_flush(struct sr_tx_batch *b)
 {
 	int err;
@@ -938,6 +966,8 @@ static void roce_qp_destroy(struct sr_qp *qp)
 	if (!r)
 		return;
 	sr_resp_flush_ack(qp); /* one held for a request that will not come */
+	if (sr_faults_on(qp))
+		sr_roce_fault_drain(qp); /* what the delay fault holds was on its way */
 	rx_socket_close(qp);
 	/* off the list first: an eviction in progress finishes before */
 	pthread_mutex_lock(&qp->ctx->txs_lock);
@@ -1002,6 +1032,8 @@ static int roce_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask, 
 			return -err;
 	}
 	if (next == IBV_QPS_RESET) {
+		if (sr_faults_on(qp))
+			sr_delay_clear(&qp->faults->delay);
 		rx_socket_close(qp);
 		sr_resp_reset(qp);
 		r->retrans_deadline = r->rnr_deadline = 0;
@@ -1037,7 +1069,7 @@ static uint64_t roce_next_deadline(struct sr_qp *qp)
 	if (!qp->tp)
 		return 0;
 	if (sr_faults_on(qp))
-		return sr_fault_earlier(sr_comp_deadline(qp), qp->faults->deadline);
+		return sr_fault_earlier(sr_comp_deadline(qp), sr_fault_deadline(qp));
 	return sr_comp_deadline(qp);
 }
 

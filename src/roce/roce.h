@@ -151,12 +151,20 @@ int sr_tx_batch_send(struct sr_tx_batch *b, int a, int z);
 void sr_tx_batch_icrc(struct sr_tx_batch *b, int i, uint16_t id);
 /* One datagram, gathered from iov, to av->dst. */
 int sr_roce_tx_one(struct sr_qp *qp, const struct sr_av *av, struct iovec *iov, int niov);
+/* A run of datagrams laid out back to back in data, each with the ICRC
+ * of its place k in the run (IPv4 ID k), as one GSO message of seg-byte
+ * datagrams (0: data is one datagram).  Without GSO, a sendmsg each, the
+ * ICRCs redone for ID 0 (data is changed). */
+int sr_roce_tx_run(struct sr_qp *qp, const struct sr_av *av, uint8_t *data, uint32_t len, uint16_t seg);
 
 /* fault.c: fault injection on the send path (core/fault.h) */
 /* Flush a batch applying the QP's faults. */
 int sr_roce_fault_flush(struct sr_tx_batch *b);
-/* The QP's fault timer is due: a held datagram goes out. */
+/* The QP's fault timer is due: a held datagram goes out, and what the
+ * delay fault holds that is due. */
 void sr_roce_fault_timer(struct sr_qp *qp, uint64_t now);
+/* The QP is going away: everything held goes now. */
+void sr_roce_fault_drain(struct sr_qp *qp);
 
 /* req.c */
 void sr_req_progress(struct sr_qp *qp);

@@ -10,12 +10,14 @@
 #  - ib_write_bw, 64 KiB writes, at 0, 1, 5, 10 and 20% loss: every run
 #    completes, goodput in a table beside the fault-free run, fault_drop
 #    counted (softrdma-cfg statistic);
-#  - rping -V (each ping's data validated) under dup, reorder, corrupt and
-#    drop: the data the two ends print match, the fault counted;
+#  - rping -V (each ping's data validated) under dup, reorder, corrupt,
+#    drop and delay: the data the two ends print match, the fault counted,
+#    the delay's time taken;
 #  - a corrupt=100% client whose ICRC the server checks: nothing gets
 #    through, crc_err counts every one.
 #  iWARP (siw0 on lo), where TCP loses nothing and drop is a stall:
 #  - rping -V under drop=5% (rto=50ms): intact, the stalls counted;
+#  - rping -V under delay=20ms,jitter=5ms: intact, and no quicker than the delay;
 #  - ib_write_bw -R at 0 and 2% drop: goodput;
 #  - corrupt, reset and truncate at 100%: the first FPDU is damaged, the
 #    peer's MPA CRC check (or framing) sends a Terminate or sees the reset,
@@ -90,12 +92,14 @@ printf '%s\n' "${rows[@]}"
 
 # ---- RoCE: each fault kind under rping -V -----------------------------------
 
-# rping_faults DESC FAULTS COUNTER SIZE COUNT: rping with validation, the
-# client under FAULTS
+# rping_faults DESC FAULTS COUNTER SIZE COUNT LISTEN [MIN_MS]: rping with
+# validation, the client under FAULTS; COUNTER "-" for none; with MIN_MS,
+# the client took at least that long (what delay= must cost)
 rping_faults() {
-	local desc=$1 faults=$2 ctr=$3 size=$4 count=$5 listen=$6 before
+	local desc=$1 faults=$2 ctr=$3 size=$4 count=$5 listen=$6 min_ms=${7:-} before t0 ms
 	P=$(sr_free_port)
 	before=$(counter "$ctr")
+	t0=$EPOCHREALTIME
 	[ "$listen" = cm ] && listen=cm:$P || listen=$P
 	echo "--- $desc"
 	# sr_pair waits for LISTEN: the TCP port, or cm:PORT (softrdmad's table)
@@ -106,7 +110,12 @@ rping_faults() {
 		sr_rping_data_match "$count"
 		sr_reject "$SR_TMP/rc.err" 'mismatch|error|fail' "  client: no data mismatch, no error"
 		sr_reject "$SR_TMP/rs.err" 'mismatch|error|fail' "  server: no data mismatch, no error"
-		injected "$ctr" "$before" "$faults"
+		[ "$ctr" = - ] || injected "$ctr" "$before" "$faults"
+		if [ -n "$min_ms" ]; then
+			ms=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", (b - a) * 1000 }')
+			[ "$ms" -ge "$min_ms" ] && sr_pass "  $count pings took $ms ms (at least $min_ms: the delay)" ||
+				sr_fail "  $count pings took $ms ms, less than the delay allows ($min_ms)"
+		fi
 	fi
 }
 
@@ -114,6 +123,9 @@ rping_faults "RoCE rping -V, client at dup=10%" "dup=10%" fault_dup 4000 40 cm
 rping_faults "RoCE rping -V, client at reorder=10%" "reorder=10%" fault_reorder 4000 40 cm
 rping_faults "RoCE rping -V, client at corrupt=3%" "corrupt=3%,seed=5" fault_corrupt 4000 40 cm
 rping_faults "RoCE rping -V, client at drop=3%" "drop=3%,seed=5" fault_drop 4000 40 cm
+# a ping waits in turn for three of the client's messages (its two Sends and
+# its Read Response), each delayed 15 ms at least: 20 take 900 ms or more
+rping_faults "RoCE rping -V, client at delay=20ms,jitter=5ms,drop=1%" "delay=20ms,jitter=5ms,drop=1%" - 4000 20 cm 900
 
 echo "--- RoCE: every datagram corrupted: none gets through, the ICRC check counts them"
 before=$(counter crc_err)
@@ -144,6 +156,7 @@ sr_write_conf "$IW_CONF" lo iwarp
 export SOFTRDMA_CONF=$IW_CONF
 
 rping_faults "iWARP rping -V, client at drop=5% (a 50 ms stall each)" "drop=5%,rto=50ms" fault_drop 4000 40 tcp
+rping_faults "iWARP rping -V, client at delay=20ms,jitter=5ms" "delay=20ms,jitter=5ms" - 4000 20 tcp 900
 
 echo "--- iWARP: ib_write_bw -R, 64 KiB, client at 0% and drop=2% (200 ms stalls)"
 write_r_once() {

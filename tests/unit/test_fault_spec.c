@@ -58,6 +58,22 @@ int main(void)
 	good("off", "off");
 	good("none", "off");
 	good("drop=0%,seed=9", "off");
+	/* delay and jitter: ms by default, us, s; whole microseconds */
+	good("delay=10", "seed=0,delay=10ms");
+	good("delay=0.5ms,jitter=100us", "seed=0,delay=500us,jitter=100us");
+	good("delay=2ms jitter=2ms drop=1% seed=3", "drop=1%,seed=3,delay=2ms,jitter=2ms");
+	good("delay=1s", "seed=0,delay=1000ms");
+	good("delay=0.000001s", "seed=0,delay=1us");
+	good("delay=10000ms", "seed=0,delay=10000ms");
+	good("delay=0,jitter=0", "off");
+	good("delay=7us,rto=50", "seed=0,rto=50ms,delay=7us");
+	{
+		struct sr_fault_spec d;
+
+		CHECK(sr_fault_spec_parse("delay=1.5ms,jitter=250us", &d, NULL, 0) == 0 && d.delay_ns == 1500000 &&
+			      d.jitter_ns == 250000 && d.any,
+		      "delay=1.5ms,jitter=250us: 1500000 and 250000 ns, faults on");
+	}
 
 	bad("drop", "expected KEY=VALUE");
 	bad("drop=5x", "expected a percentage");
@@ -75,6 +91,17 @@ int main(void)
 	bad("rto=60001ms", "from 1 to 60000");
 	bad("drop=60%,corrupt=50%", "add up to 110%");
 	bad("drop=33.3333%,dup=33.3333%,reorder=33.3335%", "add up to 100.0001%");
+	bad("delay=fast", "expected a time");
+	bad("delay=5h", "expected a time");
+	bad("delay=-1ms", "expected a time");
+	bad("delay=10001ms", "more than 10 s");
+	bad("delay=11s", "more than 10 s");
+	bad("delay=99999999999999999999", "more than 10 s");
+	bad("delay=0.5us", "finer than a microsecond");
+	bad("delay=1.0000001ms", "finer than a microsecond");
+	bad("jitter=1ms", "jitter=1ms is more than delay=0ms");
+	bad("delay=1ms,jitter=1.5ms", "jitter=1500us is more than delay=1ms");
+	bad("delay=1ms,delay=2ms", "'delay' given twice");
 
 	/* a short error buffer is cut, never overrun */
 	CHECK(sr_fault_spec_parse("unknownkey=1", &s, err, sizeof(err)) == -EINVAL && strlen(err) < sizeof(err),

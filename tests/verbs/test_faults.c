@@ -18,6 +18,9 @@
  *    RDMA READs and FETCH_ADDs of 1 byte to 200 KB, every byte checked;
  *    goodput printed beside the fault-free run's; the injected faults
  *    counted by `softrdma-cfg statistic qp show pid PID`;
+ *  - delay: no RC round trip quicker than the delay less its jitter, UD
+ *    datagrams in the order sent however the jitter falls, RC data intact
+ *    under delay, jitter and loss;
  *  - a bad SOFTRDMA_FAULTS: no devices and a message naming it.
  */
 #include "vt.h"
@@ -358,6 +361,58 @@ out:
 	return vt_end();
 }
 
+/* RC SEND ping-pong A -> B -> A, RTT_N round trips of 64 bytes, data
+ * checked; prints "RESULT rtt_min_ms=... rtt_med_ms=...". */
+#define RTT_N 9
+static int child_rtt(void)
+{
+	struct side s[2];
+	struct vt_qp_cfg c;
+	struct vt_buf a, b;
+	uint64_t rtt[RTT_N];
+	int bad = 0;
+
+	vt_cfg_default(&c, IBV_QPT_RC);
+	c.timeout = 18; /* 1 s: what is delayed is late, not lost */
+	memset(s, 0, sizeof(s));
+	if (!sides_setup(s, &c))
+		goto out;
+	if (vt_buf_alloc(&a, s[0].d.pd, 128, 0, IBV_ACCESS_LOCAL_WRITE) ||
+	    vt_buf_alloc(&b, s[1].d.pd, 128, 0, IBV_ACCESS_LOCAL_WRITE)) {
+		CHECK(0, "buffers");
+		goto out;
+	}
+	for (int i = 0; i < RTT_N; i++) {
+		uint64_t t0 = vt_now_ms();
+
+		vt_fill(a.p, 64, (uint32_t)i);
+		vt_post_recv(s[1].qp, 1, b.p, 64, b.mr->lkey);
+		vt_post_recv(s[0].qp, 1, a.p + 64, 64, a.mr->lkey);
+		vt_post_send(s[0].qp, 2, IBV_WR_SEND, a.p, 64, a.mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0);
+		if (!done(s, 0, 64, true, i, "SEND A->B"))
+			goto out;
+		vt_post_send(s[1].qp, 3, IBV_WR_SEND, b.p, 64, b.mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0);
+		if (!done(s, 1, 64, true, i, "SEND B->A"))
+			goto out;
+		rtt[i] = vt_now_ms() - t0;
+		bad += vt_verify(a.p + 64, 64, (uint32_t)i) >= 0;
+	}
+	CHECK(bad == 0, "%d round trips: the data came back intact\t(%d corrupted)", RTT_N, bad);
+	for (int i = 1; i < RTT_N; i++)
+		for (int k = i; k > 0 && rtt[k] < rtt[k - 1]; k--) {
+			uint64_t t = rtt[k];
+			rtt[k] = rtt[k - 1];
+			rtt[k - 1] = t;
+		}
+	printf("RESULT rtt_min_ms=%llu rtt_med_ms=%llu\n", (unsigned long long)rtt[0],
+	       (unsigned long long)rtt[RTT_N / 2]);
+	vt_buf_free(&a);
+	vt_buf_free(&b);
+out:
+	sides_teardown(s);
+	return vt_end();
+}
+
 /* ---------------------------------------------------------------- */
 /* parent side                                                        */
 /* ---------------------------------------------------------------- */
@@ -544,8 +599,39 @@ static void test_ud(void)
 		      "corrupt=30%%: B's ICRC check caught them (crc_err %.0f of %.0f)", result(r, "crc_err"),
 		      result(r, "fault_corrupt"));
 	}
+	/* jitter never reorders: each datagram waits 0 to 4 ms, in order */
+	run_child("ud", "delay=2ms,jitter=2ms,seed=3", NULL, r);
+	if (child_ok(r, "delay=2ms,jitter=2ms")) {
+		n = ud_order(r, seq, 3 * UD_N);
+		inv = 0;
+		for (int i = 1; i < n; i++)
+			inv += seq[i] < seq[i - 1];
+		CHECK(n == UD_N && inv == 0, "delay=2ms,jitter=2ms: all arrive, in the order sent\t(%d, %d out of order)",
+		      n, inv);
+	}
 	free(r);
 	free(r2);
+}
+
+/* The delay fault: what A sends waits delay +- jitter, so that no round
+ * trip can be quicker than delay - jitter (however busy the machine). */
+static void test_delay(void)
+{
+	struct run *r = calloc(1, sizeof(*r));
+
+	SECTION("delay: A's sends wait 40 ms +- 10 ms (RC SEND ping-pong, data checked)");
+	run_child("rtt", NULL, NULL, r);
+	if (child_ok(r, "no faults"))
+		NOTE("no faults: round trip min %.0f ms, median %.0f ms", result(r, "rtt_min_ms"), result(r, "rtt_med_ms"));
+	run_child("rtt", "delay=40ms,jitter=10ms", NULL, r);
+	if (child_ok(r, "delay=40ms,jitter=10ms")) {
+		NOTE("delay=40ms,jitter=10ms: round trip min %.0f ms, median %.0f ms", result(r, "rtt_min_ms"),
+		     result(r, "rtt_med_ms"));
+		CHECK(result(r, "rtt_min_ms") >= 30, "no round trip under 30 ms\t(min %.0f ms)", result(r, "rtt_min_ms"));
+		CHECK(strstr(r->out, "what is sent waits 40.000 +- 10.000 ms, in order"),
+		      "the process says what it delays");
+	}
+	free(r);
 }
 
 static void test_rc(void)
@@ -562,6 +648,7 @@ static void test_rc(void)
 		{ "reorder=5%", "fault_reorder" },
 		{ "corrupt=5%", "fault_corrupt" },
 		{ "drop=2%,dup=2%,reorder=2%,corrupt=2%,seed=99", "fault_corrupt" },
+		{ "delay=1ms,jitter=1ms,drop=2%", "fault_drop" },
 	};
 	struct run *r = calloc(1, sizeof(*r));
 	double base = 0;
@@ -611,14 +698,15 @@ int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "--child")) {
 		vt_begin(argv[2], 240);
-		return !strcmp(argv[2], "ud") ? child_ud() : child_rc();
+		return !strcmp(argv[2], "ud") ? child_ud() : !strcmp(argv[2], "rtt") ? child_rtt() : child_rc();
 	}
-	vt_begin_args("test_faults", 280, argc, argv);
+	vt_begin_args("test_faults", 300, argc, argv);
 	snprintf(tmpdir, sizeof(tmpdir), "%s/sr-faults.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	if (!CHECK(mkdtemp(tmpdir), "temporary directory"))
 		return vt_end();
 	VT_RUN(test_bad_spec());
 	VT_RUN(test_ud());
+	VT_RUN(test_delay());
 	VT_RUN(test_rc());
 	{
 		char p[600];
