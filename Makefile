@@ -10,7 +10,8 @@
 # test-stress (scripts/stress.sh: hogs on every core, two copies at once),
 # test-streak (scripts/streak.sh: CI on a fresh clone 20 times in a row;
 # STREAK_ARGS=-f follows the branch),
-# uninstall, bench (bench/run.sh), bench-storage (bench/storage.sh: iSER
+# uninstall, bench (bench/run.sh), bench-network (bench/network.sh: loss,
+# RTT and a shared bottleneck, beside TCP; root), bench-storage (bench/storage.sh: iSER
 # beside iSCSI/TCP; root for the two-namespace half), clean.
 
 BUILD      ?= build
@@ -21,7 +22,7 @@ CTEST_ARGS ?=
 PREFIX     ?= /usr/local
 DESTDIR    ?=
 
-.PHONY: all deps build demo test test-fast test-asan test-tsan test-installed test-stress test-streak install uninstall deb bench bench-storage clean
+.PHONY: all deps build demo test test-fast test-asan test-tsan test-installed test-stress test-streak install uninstall deb bench bench-storage bench-network clean
 
 all: deps build demo
 
@@ -94,6 +95,9 @@ bench: build
 
 bench-storage: build
 	bash bench/storage.sh
+
+bench-network: build
+	bash bench/network.sh
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) build-deb
