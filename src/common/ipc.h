@@ -68,8 +68,9 @@ enum sr_ipc_type {
  *    hdr.len not matching the message -EINVAL; unknown type -EOPNOTSUPP;
  *    -EDQUOT beyond the client's user's quota (below, "Users").
  *    ALLOC_QPN: -ENOSPC when the QPN space (or the daemon's limit of 2^20
- *    live QPNs) is exhausted.  FREE_QPN: -ENOENT not allocated, -EPERM
- *    owned by another client; qpn 1 gives up the QP1 claim.  CLAIM_QP1:
+ *    live QPNs) is exhausted.  FREE_QPN: -ENOENT not allocated by this
+ *    client (another client's QPN looks the same: no answer tells which
+ *    QPNs are live); qpn 1 gives up the QP1 claim.  CLAIM_QP1:
  *    -EPERM for a client that is not trusted ("Users"); by the current
  *    owner again: 0.
  *  - QPNs are drawn at random from 0x11 .. 0xffffff (never 0 or 1; hard to
@@ -83,11 +84,17 @@ enum sr_ipc_type {
  *    cm wills queued, "cm name=N ...", mcast groups), then lists: one
  *    "user uid U connections N qpns N ..." line per user, the multicast
  *    groups, the listens and one line per client; for humans and test
- *    scripts.  A text longer than a message is cut at the end.
+ *    scripts.  A text longer than a message is cut at the end.  A client
+ *    that is not trusted ("Users") gets its own user's view: a "view uid
+ *    U" line, its user's counts and counters (datagrams to and from its
+ *    clients; one it handed over for a QPN not its user's counts as
+ *    foreign_forward whether that QPN is live or not), its own user,
+ *    clients, listens and multicast memberships, and the count of its
+ *    connections as the reply value (else all clients).
  *  - ALLOC_COMM_ID: drawn at random (hard to guess, and a restarted daemon
  *    does not hand out its predecessor's IDs again), never 0, never one in
  *    use; -ENOSPC beyond 2^20 live IDs.  FREE_COMM_ID: -ENOENT not
- *    allocated, -EPERM owned by another client.
+ *    allocated by this client.
  *  - LISTEN: -EADDRINUSE when another client listens on the same service
  *    ID at an address that overlaps (the same one, or either is a
  *    wildcard covering the other: :: covers everything, ::ffff:0.0.0.0

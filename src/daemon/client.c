@@ -221,11 +221,11 @@ static bool client_request(struct client *c, const struct sr_ipc_hdr *h, const u
 			d.qp1_owner = NULL;
 			return client_send_reply(c, 0, NULL, 0);
 		}
+		/* another client's QPN is as absent as a free one: the answer
+		 * must not tell which QPNs are live */
 		e = it_find(&d.qpns, q.qpn);
-		if (!e)
+		if (!e || e->owner != c)
 			return client_send_reply(c, -ENOENT, NULL, 0);
-		if (e->owner != c)
-			return client_send_reply(c, -EPERM, NULL, 0);
 		qpn_release(e);
 		return client_send_reply(c, 0, NULL, 0);
 	}
@@ -247,10 +247,8 @@ static bool client_request(struct client *c, const struct sr_ipc_hdr *h, const u
 			return client_send_reply(c, -EINVAL, NULL, 0);
 		memcpy(&b, body, sizeof(b));
 		e = it_find(&d.comm_ids, b.comm_id);
-		if (!e)
+		if (!e || e->owner != c)
 			return client_send_reply(c, -ENOENT, NULL, 0);
-		if (e->owner != c)
-			return client_send_reply(c, -EPERM, NULL, 0);
 		will_drop(c, b.comm_id);
 		comm_id_release(e);
 		return client_send_reply(c, 0, NULL, 0);
@@ -285,9 +283,9 @@ static bool client_request(struct client *c, const struct sr_ipc_hdr *h, const u
 	}
 	case SR_IPC_STATUS: {
 		char text[SR_IPC_MAX_MSG - sizeof(struct sr_ipc_hdr) - sizeof(struct sr_ipc_reply)];
-		size_t n = status_text(text, sizeof(text));
+		size_t n = status_text(c, text, sizeof(text));
 
-		return client_send_reply(c, d.nclients, text, n);
+		return client_send_reply(c, status_clients(c), text, n);
 	}
 	case SR_IPC_REPLY:
 		return client_send_reply(c, -EINVAL, NULL, 0);
@@ -309,8 +307,8 @@ bool client_msg(struct client *c, uint8_t *buf, size_t n, int msg_flags)
 	memcpy(&h, buf, sizeof(h));
 	if (h.type == SR_IPC_PKT) {
 		if (h.version != SR_IPC_VERSION || (msg_flags & MSG_TRUNC) || h.len != n - sizeof(h)) {
-			d.rx_client++;
-			drop(DROP_BAD_IPC);
+			TALLY(c->user, rx_client);
+			drop(c, DROP_BAD_IPC);
 			return true;
 		}
 		client_pkt(c, buf, n);

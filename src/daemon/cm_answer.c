@@ -130,11 +130,11 @@ bool cm_answer(const uint8_t *req, const struct sr_ipc_pkt *meta, uint16_t attr)
 	if (meta->src.sin6_family != AF_INET6 || meta->dst.sin6_family != AF_INET6 ||
 	    !addr_unicast(&meta->src.sin6_addr) || !addr_unicast(&meta->dst.sin6_addr) ||
 	    v4 != IN6_IS_ADDR_V4MAPPED(&meta->dst.sin6_addr) || fd < 0) {
-		d.cm[CM_ANSWER_ERR]++;
+		d.all.cm[CM_ANSWER_ERR]++;
 		return false;
 	}
 	if (!answer_allowed(&meta->src.sin6_addr)) {
-		d.cm[CM_ANSWER_LIMITED]++;
+		d.all.cm[CM_ANSWER_LIMITED]++;
 		return false;
 	}
 
@@ -147,7 +147,7 @@ bool cm_answer(const uint8_t *req, const struct sr_ipc_pkt *meta, uint16_t attr)
 	h.deth_qkey = SR_GSI_QKEY;
 	h.deth_sqpn = 1;
 	if (sr_pkt_build_hdr(pkt, &h) != SR_BTH_BYTES + SR_DETH_BYTES) {
-		d.cm[CM_ANSWER_ERR]++;
+		d.all.cm[CM_ANSWER_ERR]++;
 		return false;
 	}
 	mad[0] = MAD_BASE_VERSION;
@@ -162,27 +162,27 @@ bool cm_answer(const uint8_t *req, const struct sr_ipc_pkt *meta, uint16_t attr)
 		 * Message REJected 0 = REQ, no ARI. */
 		memcpy(mad + CM_OFF_REMOTE_COMM_ID, rmad + CM_OFF_LOCAL_COMM_ID, 4);
 		wr16(mad + CM_OFF_REJ_REASON, CM_REJ_INVALID_SERVICE_ID);
-		d.cm[CM_REJ_SENT]++;
+		d.all.cm[CM_REJ_SENT]++;
 		break;
 	case CM_ATTR_SIDR_REQ:
 		wr16(mad + MAD_OFF_ATTR_ID, CM_ATTR_SIDR_REP);
 		memcpy(mad + CM_OFF_SIDR_REQUEST_ID, rmad + CM_OFF_SIDR_REQUEST_ID, 4);
 		mad[CM_OFF_SIDR_REP_STATUS] = CM_SIDR_UNSUPPORTED;
 		memcpy(mad + CM_OFF_SIDR_REP_SERVICE_ID, rmad + CM_OFF_SIDR_REQ_SERVICE_ID, 8);
-		d.cm[CM_SIDR_REP_SENT]++;
+		d.all.cm[CM_SIDR_REP_SENT]++;
 		break;
 	case CM_ATTR_DREQ:
 		wr16(mad + MAD_OFF_ATTR_ID, CM_ATTR_DREP);
 		memcpy(mad + CM_OFF_LOCAL_COMM_ID, rmad + CM_OFF_REMOTE_COMM_ID, 4);
 		memcpy(mad + CM_OFF_REMOTE_COMM_ID, rmad + CM_OFF_LOCAL_COMM_ID, 4);
-		d.cm[CM_DREP_SENT]++;
+		d.all.cm[CM_DREP_SENT]++;
 		break;
 	default:
 		return false;
 	}
 
 	if (!gsi_send(pkt, &meta->dst, &meta->src)) {
-		d.cm[CM_ANSWER_ERR]++;
+		d.all.cm[CM_ANSWER_ERR]++;
 		return false;
 	}
 	return true;

@@ -133,14 +133,26 @@ static enum cm_counter cm_check(const uint8_t *p, uint32_t len)
 	return CM_NCOUNTERS;
 }
 
+/* Counts a QP1 datagram and where it went (k; CM_NCOUNTERS: no such
+ * count) for the user it went to, else for the client that handed it
+ * over. */
+static struct route cm_counted(struct route r, enum cm_counter k, const struct client *from)
+{
+	struct user *u = r.to ? r.to->user : from ? from->user : NULL;
+
+	TALLY(u, cm_rx);
+	if (k < CM_NCOUNTERS)
+		TALLY(u, cm[k]);
+	return r;
+}
+
 struct route cm_route(const uint8_t *p, uint32_t len, const struct sr_ipc_pkt *meta, const struct client *from)
 {
 	const uint8_t *mad = p + SR_BTH_BYTES + SR_DETH_BYTES;
 	struct route r = { .why = DROP_NO_QP1_OWNER };
-	enum cm_counter cause = cm_check(p, len);
+	enum cm_counter cause = cm_check(p, len), k = CM_NCOUNTERS;
 	uint16_t attr = 0;
 
-	d.cm_rx++;
 	if (cause == CM_NCOUNTERS) {
 		attr = rd16(mad + MAD_OFF_ATTR_ID);
 		switch (attr) {
@@ -154,7 +166,7 @@ struct route cm_route(const uint8_t *p, uint32_t len, const struct sr_ipc_pkt *m
 				/* Still connecting: keep it as long as the peer retries. */
 				rs_age_unlink(e);
 				rs_append(e, now_ms());
-				d.cm[CM_TO_REQ_OWNER]++;
+				k = CM_TO_REQ_OWNER;
 				break;
 			}
 			r.to = listen_match(rd64(mad + CM_OFF_REQ_SERVICE_ID), &meta->dst.sin6_addr);
@@ -162,11 +174,11 @@ struct route cm_route(const uint8_t *p, uint32_t len, const struct sr_ipc_pkt *m
 				/* not remembered: it did not go there */
 				r.to = NULL;
 				r.why = DROP_FOREIGN;
-				return r;
+				return cm_counted(r, CM_NCOUNTERS, from);
 			}
 			if (r.to) {
 				rs_add(peer_id, guid, r.to);
-				d.cm[CM_TO_LISTENER]++;
+				k = CM_TO_LISTENER;
 			} else {
 				cause = CM_NO_LISTENER;
 			}
@@ -175,7 +187,7 @@ struct route cm_route(const uint8_t *p, uint32_t len, const struct sr_ipc_pkt *m
 		case CM_ATTR_SIDR_REQ:
 			r.to = listen_match(rd64(mad + CM_OFF_SIDR_REQ_SERVICE_ID), &meta->dst.sin6_addr);
 			if (r.to)
-				d.cm[CM_TO_LISTENER]++;
+				k = CM_TO_LISTENER;
 			else
 				cause = CM_NO_LISTENER;
 			break;
@@ -185,7 +197,7 @@ struct route cm_route(const uint8_t *p, uint32_t len, const struct sr_ipc_pkt *m
 
 				if (e) {
 					r.to = e->owner;
-					d.cm[CM_TO_REQ_OWNER]++;
+					k = CM_TO_REQ_OWNER;
 				} else {
 					cause = CM_UNKNOWN_ID;
 				}
@@ -201,14 +213,14 @@ struct route cm_route(const uint8_t *p, uint32_t len, const struct sr_ipc_pkt *m
 		case CM_ATTR_APR:
 			r.to = comm_id_owner(rd32(mad + CM_OFF_REMOTE_COMM_ID));
 			if (r.to)
-				d.cm[CM_TO_ID_OWNER]++;
+				k = CM_TO_ID_OWNER;
 			else
 				cause = CM_UNKNOWN_ID;
 			break;
 		case CM_ATTR_SIDR_REP:
 			r.to = comm_id_owner(rd32(mad + CM_OFF_SIDR_REQUEST_ID));
 			if (r.to)
-				d.cm[CM_TO_ID_OWNER]++;
+				k = CM_TO_ID_OWNER;
 			else
 				cause = CM_UNKNOWN_ID;
 			break;
@@ -218,13 +230,12 @@ struct route cm_route(const uint8_t *p, uint32_t len, const struct sr_ipc_pkt *m
 		}
 	}
 	if (r.to)
-		return r;
+		return cm_counted(r, k, from);
 	if (cause < CM_NCOUNTERS)
-		d.cm[cause]++;
+		TALLY(from ? from->user : NULL, cm[cause]);
 	if (d.qp1_owner) {
-		d.cm[CM_TO_QP1_OWNER]++;
 		r.to = d.qp1_owner;
-		return r;
+		return cm_counted(r, CM_TO_QP1_OWNER, from);
 	}
 	if ((cause == CM_NO_LISTENER && (attr == CM_ATTR_REQ || attr == CM_ATTR_SIDR_REQ)) ||
 	    (cause == CM_UNKNOWN_ID && attr == CM_ATTR_DREQ)) {
@@ -235,5 +246,5 @@ struct route cm_route(const uint8_t *p, uint32_t len, const struct sr_ipc_pkt *m
 		else
 			r.answered = cm_answer(p, meta, attr);
 	}
-	return r;
+	return cm_counted(r, CM_NCOUNTERS, from);
 }

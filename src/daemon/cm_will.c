@@ -33,7 +33,7 @@ static void will_send(const struct will *w)
 	if (sr_pkt_build_hdr(pkt, &h) == SR_BTH_BYTES + SR_DETH_BYTES) {
 		memcpy(pkt + SR_BTH_BYTES + SR_DETH_BYTES, w->w.mad, sizeof(w->w.mad));
 		if (gsi_send(pkt, &w->w.local, &w->w.peer))
-			d.wills_sent++;
+			TALLY(w->user, wills_sent);
 	}
 }
 
@@ -50,6 +50,7 @@ void wills_release(struct client *c)
 			d.will_head = w;
 		d.will_tail = w;
 		d.nwills_queued++;
+		w->user->wills_queued++;
 	}
 	wills_pump();
 }
@@ -67,6 +68,7 @@ int wills_pump(void)
 		if (!d.will_head)
 			d.will_tail = NULL;
 		d.nwills_queued--;
+		w->user->wills_queued--;
 		will_send(w);
 		will_free(w);
 	}

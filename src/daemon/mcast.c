@@ -200,11 +200,12 @@ bool mc_fanout(const struct in6_addr *group, int ifindex, const uint8_t *msg, si
 				continue;
 			any = true;
 			if (from && !may_forward(from, m->c)) {
-				drop(DROP_FOREIGN);
+				drop(from, DROP_FOREIGN);
 				continue;
 			}
 			g->delivered++;
-			deliver(m->c, msg, len);
+			m->delivered++;
+			deliver(m->c, from, msg, len);
 		}
 	}
 	return any;

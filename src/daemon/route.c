@@ -9,31 +9,34 @@
 
 /* ---- routing ---- */
 
-void drop(enum drop_reason r)
+void drop(const struct client *c, enum drop_reason r)
 {
-	d.drops[r]++;
+	TALLY(c ? c->user : NULL, drops[r]);
 }
 
-/* msg holds hdr + sr_ipc_pkt + datagram, all filled in. */
-void deliver(struct client *c, const uint8_t *msg, size_t len)
+void deliver(struct client *c, const struct client *from, const uint8_t *msg, size_t len)
 {
+	/* from UDP: received for c's user (one a client hands over counts for
+	 * the client's, client_pkt) */
+	if (!from)
+		c->user->t.rx_udp++;
 	if (c->pending) {
 		c->dropped_full++;
-		drop(DROP_CLIENT_FULL);
+		drop(c, DROP_CLIENT_FULL);
 		return;
 	}
 	if (send(c->fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
 			c->dropped_full++;
-			drop(DROP_CLIENT_FULL);
+			drop(c, DROP_CLIENT_FULL);
 		} else {
 			/* Its EPOLLHUP will reap it. */
-			drop(DROP_CLIENT_ERR);
+			drop(c, DROP_CLIENT_ERR);
 		}
 		return;
 	}
 	c->delivered++;
-	d.forwarded++;
+	TALLY(c->user, forwarded);
 }
 
 /* from: the client that handed it over, NULL if it came from UDP. */
@@ -72,17 +75,17 @@ void udp_dgram(uint8_t *slot, const struct sr_ipc_pkt *meta, int ifindex)
 
 	if (!r.mcast && !r.to) {
 		if (!r.answered)
-			drop(r.why);
+			drop(NULL, r.why);
 		return;
 	}
 	memcpy(slot, &h, sizeof(h));
 	memcpy(slot + sizeof(h), meta, sizeof(*meta));
 	if (r.mcast) {
 		if (!mc_fanout(&meta->dst.sin6_addr, ifindex, slot, PKT_HDRS + meta->len, NULL))
-			drop(r.why);
+			drop(NULL, r.why);
 		return;
 	}
-	deliver(r.to, slot, PKT_HDRS + meta->len);
+	deliver(r.to, NULL, slot, PKT_HDRS + meta->len);
 }
 
 void udp_read(int fd, bool v6)
@@ -120,9 +123,9 @@ void udp_read(int fd, bool v6)
 			uint32_t len = mh[i].msg_len;
 			int ifindex = 0;
 
-			d.rx_udp++;
+			d.all.rx_udp++;
 			if ((m->msg_flags & MSG_TRUNC) || len > SR_IPC_MAX_PKT) {
-				drop(DROP_TOO_BIG);
+				drop(NULL, DROP_TOO_BIG);
 				continue;
 			}
 			/* Before routing: QP1 routing and answers need the addresses. */
@@ -163,6 +166,18 @@ void udp_read(int fd, bool v6)
 	}
 }
 
+/* A datagram from client c dropped for reason r.  What becomes of a
+ * datagram an untrusted client hands over to a QPN that is not its own
+ * user's must not tell it whether that QPN is live: its user's count
+ * calls both foreign_forward (the daemon's total keeps them apart). */
+static void drop_forwarded(const struct client *c, enum drop_reason r)
+{
+	d.all.drops[r]++;
+	if (r == DROP_UNKNOWN_QPN && !client_trusted(c))
+		r = DROP_FOREIGN;
+	c->user->t.drops[r]++;
+}
+
 /* A datagram a client received on one of its sockets but does not own
  * (two flows on one UDP 4-tuple).  Its addresses are the client's word:
  * it goes only where may_forward() allows. */
@@ -171,18 +186,18 @@ void client_pkt(struct client *from, uint8_t *msg, size_t len)
 	struct sr_ipc_pkt meta;
 	struct route r;
 
-	d.rx_client++;
+	TALLY(from->user, rx_client);
 	if (len < PKT_HDRS) {
-		drop(DROP_BAD_IPC);
+		drop(from, DROP_BAD_IPC);
 		return;
 	}
 	memcpy(&meta, msg + sizeof(struct sr_ipc_hdr), sizeof(meta));
 	if (meta.len != len - PKT_HDRS) {
-		drop(DROP_BAD_IPC);
+		drop(from, DROP_BAD_IPC);
 		return;
 	}
 	if (meta.len > SR_IPC_MAX_PKT) {
-		drop(DROP_TOO_BIG);
+		drop(from, DROP_TOO_BIG);
 		return;
 	}
 	r = route(msg + PKT_HDRS, meta.len, &meta, from);
@@ -190,21 +205,21 @@ void client_pkt(struct client *from, uint8_t *msg, size_t len)
 		/* not a path multicast takes (flow sockets are bound to a
 		 * unicast address), but route it the same way, never back */
 		if (!mc_fanout(&meta.dst.sin6_addr, 0, msg, len, from))
-			drop(r.why);
+			drop_forwarded(from, r.why);
 		return;
 	}
 	if (!r.to) {
 		if (!r.answered)
-			drop(r.why);
+			drop_forwarded(from, r.why);
 		return;
 	}
 	if (r.to == from) {
-		drop(DROP_LOOP);
+		drop(from, DROP_LOOP);
 		return;
 	}
 	if (!may_forward(from, r.to)) {
-		drop(DROP_FOREIGN);
+		drop(from, DROP_FOREIGN);
 		return;
 	}
-	deliver(r.to, msg, len);
+	deliver(r.to, from, msg, len);
 }

@@ -109,16 +109,6 @@ struct evsrc {
 	enum src_kind kind;
 };
 
-/* What one Unix user holds, in all its connections (users.c). */
-enum quota { Q_CLIENTS, Q_QPN, Q_COMM_ID, Q_LISTEN, Q_WILL, Q_MCAST, Q_NQUOTAS };
-
-struct user {
-	struct user *next;
-	uid_t uid;
-	uint32_t n[Q_NQUOTAS];
-	uint32_t warned;             /* bit per quota: its refusal was logged */
-};
-
 struct client {
 	struct evsrc src;            /* first: epoll data points here */
 	int fd;
@@ -176,6 +166,41 @@ enum cm_counter {
 	CM_NCOUNTERS
 };
 
+/* What the daemon counts of the datagrams it handles: in all (d.all) and
+ * per user (its clients' share: what went to them, what they handed over,
+ * what was dropped on its way to them or from them).  STATUS shows a
+ * client that is not trusted only its own user's (status.c): the counts
+ * of datagrams to other users' QPs would tell which QPNs are live. */
+struct traffic {
+	uint64_t rx_udp, rx_client, forwarded, drops[DROP_NREASONS];
+	uint64_t cm_rx, cm[CM_NCOUNTERS];
+	uint64_t wills_sent;
+};
+
+/* What one Unix user holds, in all its connections, and its traffic
+ * (users.c).  Kept once created: there are only as many as uids that
+ * connected. */
+enum quota { Q_CLIENTS, Q_QPN, Q_COMM_ID, Q_LISTEN, Q_WILL, Q_MCAST, Q_NQUOTAS };
+
+struct user {
+	struct user *next;
+	uid_t uid;
+	uint32_t n[Q_NQUOTAS];
+	uint32_t warned;             /* bit per quota: its refusal was logged */
+	uint32_t wills_queued;       /* of its dead clients, not sent yet */
+	struct traffic t;
+};
+
+/* Count one event of field (a member of struct traffic) in all, and for
+ * user u if not NULL. */
+#define TALLY(u, field)                       \
+	do {                                  \
+		struct user *u_ = (u);        \
+		d.all.field++;                \
+		if (u_)                       \
+			u_->t.field++;        \
+	} while (0)
+
 struct id_ent {
 	uint32_t id;                 /* 0 = empty slot (0 is never handed out) */
 	struct client *owner;
@@ -210,6 +235,7 @@ struct mc_member {
 	struct mc_member *next;
 	struct client *c;
 	uint32_t refs;               /* JOINs not yet matched by a LEAVE */
+	uint64_t delivered;          /* datagrams of the group handed to c */
 };
 
 struct mc_group {
@@ -259,16 +285,14 @@ struct daemon_state {
 	struct answer_src answer_src[ANSWER_SRC_SLOTS];
 	struct token_bucket answer_all;
 	uint32_t gsi_psn;
-	uint64_t wills_sent;          /* CM wills of dead clients sent */
 	struct will *will_head, *will_tail; /* of dead clients, waiting to be sent */
 	uint32_t nwills_queued;
 	struct token_bucket will_tb;
 	struct mc_group *mcast;
 	uint32_t nmcast;
-	uint64_t cm_rx, cm[CM_NCOUNTERS];
 	struct timespec start;
 	int64_t idle_since_ms;
-	uint64_t rx_udp, rx_client, forwarded, drops[DROP_NREASONS];
+	struct traffic all;
 	uint8_t *udp_slots;          /* UDP_BATCH slots of SLOT_BYTES */
 	uint8_t *cbuf;               /* one client message */
 };
@@ -331,7 +355,7 @@ struct user *user_get(uid_t uid);
 /* Take one unit of quota q for u: 0, or -EDQUOT beyond its limit (the
  * daemon's own user has none). */
 int quota_take(struct user *u, enum quota q);
-/* Give it back; u is freed once it holds nothing. */
+/* Give it back. */
 void quota_give(struct user *u, enum quota q);
 /* Root and the daemon's own user: may claim QP1, forward anything. */
 bool client_trusted(const struct client *c);
@@ -384,8 +408,11 @@ bool mc_fanout(const struct in6_addr *group, int ifindex, const uint8_t *msg, si
 	       const struct client *from);
 
 /* route.c */
-void drop(enum drop_reason r);
-void deliver(struct client *c, const uint8_t *msg, size_t len);
+/* A datagram dropped on its way to or from client c (NULL: nobody's). */
+void drop(const struct client *c, enum drop_reason r);
+/* msg (hdr + sr_ipc_pkt + datagram) to client c; from: the client that
+ * handed it over, NULL if it came from UDP. */
+void deliver(struct client *c, const struct client *from, const uint8_t *msg, size_t len);
 void udp_read(int fd, bool v6);
 /* One datagram that arrived on UDP 4791: the datagram (meta->len bytes,
  * at most SR_IPC_MAX_PKT) at slot + PKT_HDRS, whose first PKT_HDRS bytes
@@ -410,6 +437,10 @@ void client_read(struct client *c);
 bool client_msg(struct client *c, uint8_t *buf, size_t n, int msg_flags);
 
 /* status.c */
-size_t status_text(char *buf, size_t cap);
+/* The STATUS text as client c may see it: everything if it is trusted,
+ * else only its own user's figures, clients, listens and groups. */
+size_t status_text(const struct client *c, char *buf, size_t cap);
+/* The connections c may count (STATUS's reply value). */
+uint32_t status_clients(const struct client *c);
 
 #endif

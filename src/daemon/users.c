@@ -60,15 +60,6 @@ int quota_take(struct user *u, enum quota q)
 void quota_give(struct user *u, enum quota q)
 {
 	u->n[q]--;
-	for (int i = 0; i < Q_NQUOTAS; i++)
-		if (u->n[i])
-			return;
-	for (struct user **pp = &d.users; *pp; pp = &(*pp)->next)
-		if (*pp == u) {
-			*pp = u->next;
-			break;
-		}
-	free(u);
 }
 
 bool client_trusted(const struct client *c)

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 
-from sr_ipc import (ALLOC_COMM_ID, ALLOC_QPN, CLAIM, CM_WILL, FREE_COMM_ID, HELLO, JOIN, LISTEN, PKT,
+from sr_ipc import (ALLOC_COMM_ID, ALLOC_QPN, CLAIM, CM_WILL, FREE_COMM_ID, FREE_QPN, HELLO, JOIN, LISTEN, PKT,
                     STATUS, Client, bth, counters, failed, listen_body, mapped, ok, qpn_body, sockaddr6)
 
 MUID, MGID = int(sys.argv[1]), int(sys.argv[2])
@@ -86,6 +86,55 @@ def gsi(m):
             bytes(4))
 
 
+def view(c):
+    """c's STATUS text without the uptime line (the one line that moves by itself)."""
+    return "\n".join(line for line in c.status().splitlines() if not line.startswith("uptime "))
+
+
+def status_oracle(v, m):
+    """Issue 41 item 1: nothing mallory can ask the daemon tells her which
+    QPNs are live -- not her STATUS view while datagrams go to root's QPN
+    or to a free one, not FREE_QPN, not what becomes of the datagrams she
+    hands over."""
+    q = v.call(ALLOC_QPN, qpn_body())[0]
+    free = q ^ 0x5a5a5  # free: a few hundred of 2^24 QPNs are live
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    k0 = status_counters()
+    s0 = view(m)
+    for _ in range(200):
+        u.sendto(bth(q, b"probe"), ("127.0.0.1", 4791))
+    got = 0
+    while got < 200 and v.pkt(1) is not None:
+        got += 1
+    s1 = view(m)
+    for _ in range(200):
+        u.sendto(bth(free, b"probe"), ("127.0.0.1", 4791))
+    time.sleep(0.3)
+    s2 = view(m)
+    k1 = status_counters()
+    ok("root sees the 200 datagrams to its QPN %#x forwarded (%d) and the 200 to a free one dropped (%d)" %
+       (q, k1.get("forwarded", 0) - k0.get("forwarded", 0), k1.get("unknown_qpn", 0) - k0.get("unknown_qpn", 0)),
+       got == 200 and k1.get("unknown_qpn", 0) - k0.get("unknown_qpn", 0) == 200)
+    changed = [a + " -> " + b for a, b in zip(s0.splitlines(), s1.splitlines()) if a != b]
+    ok("mallory's STATUS is the same before and after them (%s)" % ("; ".join(changed[:3]) or "no line moved"),
+       s0 == s1 == s2)
+    ok("  and is her own user's view", ("view uid %d" % MUID) in s0 and " uid 0 " not in s0)
+    ok("mallory's FREE_QPN of root's QPN is -ENOENT, as of a free one",
+       m.call(FREE_QPN, qpn_body(q))[0] == -errno.ENOENT == m.call(FREE_QPN, qpn_body(free))[0])
+    c0 = counters(m.status())
+    m.forward(bth(q, b"x"), ("127.0.0.1", 4791), ("127.0.0.1", 4791))
+    time.sleep(0.2)
+    c1 = counters(m.status())
+    m.forward(bth(free, b"x"), ("127.0.0.1", 4791), ("127.0.0.1", 4791))
+    time.sleep(0.2)
+    c2 = counters(m.status())
+    moved1 = {k: c1[k] - c0.get(k, 0) for k in c1 if c1[k] != c0.get(k, 0)}
+    moved2 = {k: c2[k] - c1.get(k, 0) for k in c2 if c2[k] != c1.get(k, 0)}
+    ok("a datagram she hands over for root's QPN and one for a free QPN count alike in her view (%s, %s)" %
+       (moved1, moved2), moved1 == moved2)
+    v.call(FREE_QPN, qpn_body(q))
+
+
 def main():
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))
@@ -136,6 +185,8 @@ def main():
     p = m.pkt(1)
     ok("mallory may forward to her own QPs", p is not None and p[64:] == bth(mq, b"own"))
     m2.close()
+
+    status_oracle(v, m)
 
     # --- item 4: QP1 and quotas ---
     ok("mallory cannot claim QP1: -EPERM", m.call(CLAIM)[0] == -errno.EPERM)

@@ -165,7 +165,7 @@ def counters(text):
                 k, v = w.split("=", 1)
                 if v.isdigit():
                     out[k] = int(v)
-        for key in ("comm ids", "listens", "cm peers", "qpns", "clients", "cm wills sent", "cm wills queued"):
+        for key in ("comm ids", "listens", "cm peers", "qpns", "clients", "forwarded", "cm wills sent", "cm wills queued"):
             if line.startswith(key + " "):
                 out[key] = int(line.split()[len(key.split())])
     return out

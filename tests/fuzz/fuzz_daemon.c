@@ -297,7 +297,7 @@ static void udp_step(const uint8_t *p, size_t n)
 	memcpy(&env, p, sizeof(env));
 	len = n - FZ_D_ENV;
 	if (len > SR_IPC_MAX_PKT) {
-		drop(DROP_TOO_BIG); /* what udp_read does before routing */
+		drop(NULL, DROP_TOO_BIG); /* what udp_read does before routing */
 		return;
 	}
 	memset(&meta, 0, sizeof(meta));
@@ -376,6 +376,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	REQUIRE(!d.clients && !d.nclients && !d.qp1_owner);
 	REQUIRE(!d.qpns.n && !d.comm_ids.n && !d.nlistens && !d.rs_n && !d.nmcast && !d.mcast);
 	REQUIRE(!d.will_head && !d.nwills_queued);
-	REQUIRE(!d.users); /* every quota given back */
+	/* every quota given back (a user's entry stays, with its counters) */
+	for (const struct user *u = d.users; u; u = u->next) {
+		for (int q = 0; q < Q_NQUOTAS; q++)
+			REQUIRE(!u->n[q]);
+		REQUIRE(!u->wills_queued);
+	}
 	return 0;
 }
