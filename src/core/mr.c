@@ -361,24 +361,33 @@ int sr_mr_invalidate(struct sr_context *ctx, uint32_t key, struct sr_pd *pd)
 	return err;
 }
 
-uint8_t *sr_mr_lookup(struct sr_context *ctx, uint32_t key, bool remote, struct sr_pd *pd, uint64_t va,
-		      uint64_t len, unsigned int need_access)
+int sr_mr_find(struct sr_context *ctx, uint32_t key, bool remote, struct sr_pd *pd, uint64_t va, uint64_t len,
+	       unsigned int need_access, uint8_t **host)
 {
 	uint32_t idx = sr_key_slot(ctx, key);
 	struct sr_mr *mr;
 
 	if (!idx)
-		return NULL;
+		return -EINVAL;
 	mr = ctx->mr_tab[idx];
 	if (!mr || (remote ? mr->ibmr.rkey : mr->ibmr.lkey) != key)
-		return NULL;
+		return -EINVAL;
 	if (pd && mr->pd != pd)
-		return NULL;
+		return -EINVAL;
 	if ((mr->access & need_access) != need_access)
-		return NULL;
+		return -EINVAL;
 	if (va < mr->iova || len > mr->length || va - mr->iova > mr->length - len)
-		return NULL;
-	return mr->host + (va - mr->iova);
+		return -EFAULT;
+	*host = mr->host + (va - mr->iova);
+	return 0;
+}
+
+uint8_t *sr_mr_lookup(struct sr_context *ctx, uint32_t key, bool remote, struct sr_pd *pd, uint64_t va, uint64_t len,
+		      unsigned int need_access)
+{
+	uint8_t *host;
+
+	return sr_mr_find(ctx, key, remote, pd, va, len, need_access, &host) ? NULL : host;
 }
 
 /* Writes n bytes into our own memory through the kernel, which reports a

@@ -499,6 +499,11 @@ int sr_dereg_mr(struct ibv_mr *mr);
  * address for va, or NULL. */
 uint8_t *sr_mr_lookup(struct sr_context *ctx, uint32_t key, bool remote, struct sr_pd *pd,
 		      uint64_t va, uint64_t len, unsigned int need_access);
+/* The same, telling why nothing was found, as rxe tells its local errors
+ * apart: -EINVAL no region by that key (in that PD, with that access),
+ * -EFAULT one, but [va, va+len) is not inside it; 0 and *host set. */
+int sr_mr_find(struct sr_context *ctx, uint32_t key, bool remote, struct sr_pd *pd, uint64_t va, uint64_t len,
+	       unsigned int need_access, uint8_t **host);
 /* Remote access through an rkey, as the responder makes it: an MR's key
  * (in the QP's PD) or a bound memory window's (same PD; a type 2 window
  * only from the QP it is bound to).  Caller holds ctx->mr_lock for

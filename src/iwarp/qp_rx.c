@@ -658,8 +658,11 @@ static int rx_payload(struct sr_qp *qp)
 			if (ndst < 0) {
 				pthread_rwlock_unlock(&qp->ctx->mr_lock);
 				if (rx->dst == SR_IW_DST_RECV) {
-					/* a bad lkey in the receive WQE: siw's DDP catastrophic */
-					recv_complete(qp, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, rx->send_mo, false);
+					/* a receive SGE naming no region or past its
+					 * bounds: siw's DDP catastrophic, and the Send
+					 * completes in error with no status of its own
+					 * (siw_rdmap_complete: GENERAL_ERR) */
+					recv_complete(qp, IBV_WC_GENERAL_ERR, IBV_WC_RECV, rx->send_mo, false);
 					sr_iw_term_rx_error(qp, SR_TERM_LAYER_DDP, SR_TERM_DDP_CATASTROPHIC, 0,
 							    IBV_EVENT_QP_ACCESS_ERR);
 				} else {

@@ -262,8 +262,10 @@ static int add_fpdu(struct sr_qp *qp)
 				npay = sr_iw_sge_iov(qp, wqe->sge, wqe->num_sge, m->off, seg, 0, pv,
 						     SR_IW_TXB_IOV - b->niov - 1);
 				if (npay < 0) {
+					/* siw: any SGE it cannot send from (no such
+					 * STag, past its bounds) is LOC_QP_OP_ERR */
 					m->src = SR_IW_SRC_NONE;
-					sq_wqe_fail(qp, wqe, IBV_WC_LOC_PROT_ERR);
+					sq_wqe_fail(qp, wqe, IBV_WC_LOC_QP_OP_ERR);
 					return -1;
 				}
 			}

@@ -69,7 +69,8 @@ void sr_req_go_back(struct sr_qp *qp, uint32_t psn)
 }
 
 /* Gather the payload bytes [off, off+len) of w into iov (pointing into
- * registered memory or the inline area).  Returns iov count or -EFAULT. */
+ * registered memory or the inline area).  Returns iov count, -EINVAL (an
+ * lkey naming no region) or -EFAULT (an SGE past its region's bounds). */
 static int gather(struct sr_qp *qp, struct sr_send_wqe *w, uint64_t off, uint32_t len, struct iovec *iov)
 {
 	int n = 0;
@@ -91,10 +92,11 @@ static int gather(struct sr_qp *qp, struct sr_send_wqe *w, uint64_t off, uint32_
 		uint64_t take = w->sge[i].length - off;
 		if (take > len)
 			take = len;
-		uint8_t *p = sr_mr_lookup(qp->ctx, w->sge[i].lkey, false, to_spd(qp->ibqp.qp_base.pd),
-					  w->sge[i].addr + off, take, 0);
-		if (!p)
-			return -EFAULT;
+		uint8_t *p;
+		int err = sr_mr_find(qp->ctx, w->sge[i].lkey, false, to_spd(qp->ibqp.qp_base.pd), w->sge[i].addr + off,
+				     take, 0, &p);
+		if (err)
+			return err;
 		iov[n].iov_base = p;
 		iov[n++].iov_len = take;
 		len -= (uint32_t)take;
@@ -236,8 +238,9 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
 		uint32_t len = (uint32_t)(w->length - off < r->mtu ? w->length - off : r->mtu);
 		int n = gather(qp, w, off, len, iov);
 		if (n < 0) {
-			/* a bad lkey: rxe reports LOC_QP_OP_ERR */
-			req_local_error(qp, w, IBV_WC_LOC_QP_OP_ERR);
+			/* as rxe's copy_data: a bad lkey is LOC_QP_OP_ERR, an
+			 * SGE past the end of its region LOC_PROT_ERR */
+			req_local_error(qp, w, n == -EFAULT ? IBV_WC_LOC_PROT_ERR : IBV_WC_LOC_QP_OP_ERR);
 			return false;
 		}
 		h.opcode = send_opcode(t, w->opcode, first, last);

@@ -324,7 +324,10 @@ static void resp_ud(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_env
 	if (!e)
 		e = place_recv(qp, pkt->payload, pkt->paylen);
 	if (e) {
-		recv_complete(qp, IBV_WC_LOC_PROT_ERR, op, 0, pkt, pkt->deth_sqpn, SR_WC_NOGRH);
+		/* a receive SGE naming no region, past its end, or unmapped
+		 * since: rxe's malformed WQE (class A), the QP goes to ERR */
+		recv_complete(qp, IBV_WC_LOC_QP_OP_ERR, op, 0, pkt, pkt->deth_sqpn, SR_WC_NOGRH);
+		resp_fatal(qp, pkt->psn, SR_AETH_NAK_REM_OP);
 		return;
 	}
 	recv_complete(qp, IBV_WC_SUCCESS, op, 40 + pkt->paylen, pkt, pkt->deth_sqpn, l3);
@@ -660,7 +663,9 @@ static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_
 			enum ibv_wc_status st = e == -1 ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_QP_OP_ERR;
 			recv_complete(qp, st, IBV_WC_RECV, 0, pkt, 0, SR_WC_NOGRH);
 			r->in_send = false;
-			if (rc)
+			/* a receive SGE that cannot be written is class A on UC
+			 * too (rxe); a UC message too long for it is dropped */
+			if (rc || e != -1)
 				resp_fatal(qp, pkt->psn, e == -1 ? SR_AETH_NAK_INVALID_REQ : SR_AETH_NAK_REM_OP);
 			else {
 				r->uc_drop = !(pkt->mask & SR_OP_LAST);

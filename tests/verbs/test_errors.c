@@ -793,8 +793,9 @@ static void misaligned_sge(void)
 
 /* A UD receive whose registered buffer the application has unmapped (UCX
  * frees its receive buffers before it destroys their QP; a NIC writes into
- * the pages the kernel still pins): the receive fails with a local
- * protection error and the process lives on. */
+ * the pages the kernel still pins): the receive fails as one that cannot
+ * be written does in rxe (LOC_QP_OP_ERR, the QP to ERR) and the process
+ * lives on. */
 static void ud_unmapped_receive(void)
 {
 	SECTION("UD: a datagram for a receive whose registered buffer was unmapped");
@@ -817,9 +818,11 @@ static void ud_unmapped_receive(void)
 					 p.qp[1]->qp_num, c.qkey),
 			 0, "a datagram sent to it");
 		EXPECT_WC(p.scq[0], 80, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "the send completes");
-		if (EXPECT_WC(p.rcq[1], 70, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, &wc,
-			      "the receive fails with a local protection error (the process lives)"))
+		if (EXPECT_WC(p.rcq[1], 70, IBV_WC_LOC_QP_OP_ERR, IBV_WC_RECV, &wc,
+			      "the receive fails with LOC_QP_OP_ERR (the process lives)"))
 			CHECK_INT(wc.byte_len, 0, "  ...byte_len");
+		EXPECT_WC(p.rcq[1], 71, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, NULL,
+			  "  ...the QP is in ERR: the second flushes");
 		CHECK_RC(ibv_dereg_mr(mr), 0, "the MR deregisters after");
 	}
 	vt_buf_free(&s);

@@ -1003,6 +1003,87 @@ next:
 	}
 }
 
+/* An SGE past its region's end (its bounds only: the guard bytes after
+ * the region are mapped), and an lkey naming no region, with the
+ * statuses of siw, the reference for Soft-iWARP: a Send's or Write's
+ * gather LOC_QP_OP_ERR whatever the cause (siw_qp_sq_process), a Read's
+ * sink LOC_PROT_ERR (siw_proc_rresp), a receive's scatter GENERAL_ERR
+ * (siw_proc_send fails the Send, siw_rdmap_complete has no status of its
+ * own for it). */
+static void test_sge_bounds(void)
+{
+	static const struct {
+		const char *what;
+		enum ibv_wr_opcode op;
+		bool past_end, bad_lkey, remote_recv;
+		enum ibv_wc_status want;
+	} t[] = {
+		{ "a Send from an SGE past its region's end", IBV_WR_SEND, true, false, false, IBV_WC_LOC_QP_OP_ERR },
+		{ "a Send from an SGE with an lkey naming no region", IBV_WR_SEND, false, true, false,
+		  IBV_WC_LOC_QP_OP_ERR },
+		{ "a Write from an SGE past its region's end", IBV_WR_RDMA_WRITE, true, false, false,
+		  IBV_WC_LOC_QP_OP_ERR },
+		{ "a Read into a sink past its region's end", IBV_WR_RDMA_READ, true, false, false,
+		  IBV_WC_LOC_PROT_ERR },
+		{ "a Send into a receive SGE past its region's end", IBV_WR_SEND, false, false, true,
+		  IBV_WC_GENERAL_ERR },
+	};
+	const unsigned acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	struct mpa_opts o = { .crc = true, .rev = 2, .ird = 4, .ord = 4 };
+	const uint32_t len = 200, blen = 8192;
+
+	SECTION("SGEs past their region's bounds, and a bad lkey: siw's statuses");
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct side s[2];
+		struct conn c;
+		struct vt_buf l, r;
+
+		memset(s, 0, sizeof(s));
+		if (!vt_open(&s[0].d) || !vt_open(&s[1].d))
+			return;
+		if (!CHECK(side_qp(&s[0], 16, 16, 1) && side_qp(&s[1], 16, 16, 1) && conn_up(s, &o, &c),
+			   "%s: a connected pair", t[i].what) ||
+		    vt_buf_alloc(&l, s[0].d.pd, blen, 4096, IBV_ACCESS_LOCAL_WRITE))
+			goto next;
+		if (vt_buf_alloc(&r, s[1].d.pd, blen, 4096, acc)) {
+			vt_buf_free(&l);
+			goto next;
+		}
+		/* 200 bytes ending 50 past the region: only the last 50 are out */
+		uint8_t *past = l.p + blen - len + 50;
+		if (t[i].remote_recv) {
+			CHECK_RC(vt_post_recv(s[1].qp, 5, r.p + blen - len + 50, len, r.mr->lkey), 0,
+				 "%s: the receive posted", t[i].what);
+			CHECK_RC(vt_post_send(s[0].qp, 1, IBV_WR_SEND, l.p, len, l.mr->lkey, IBV_SEND_SIGNALED, 0, 0,
+					      0),
+				 0, "%s: posted", t[i].what);
+			EXPECT_WC(s[1].rcq, 5, t[i].want, IBV_WC_RECV, NULL, "%s: the receive fails", t[i].what);
+			CHECK(wait_state(s[1].qp, IBV_QPS_ERR, 5000), "%s: the receiver's QP goes to ERR", t[i].what);
+		} else {
+			CHECK_RC(vt_post_send(s[0].qp, 1, t[i].op, t[i].past_end ? past : l.p, len,
+					      t[i].bad_lkey ? l.mr->lkey ^ 0x5a5a0000 : l.mr->lkey, IBV_SEND_SIGNALED,
+					      (uintptr_t)r.p, r.mr->rkey, 0),
+				 0, "%s: posted", t[i].what);
+			if (t[i].op == IBV_WR_SEND)
+				vt_post_recv(s[1].qp, 5, r.p, len, r.mr->lkey);
+			EXPECT_WC(s[0].scq, 1, t[i].want, VT_ANY_OPCODE, NULL, "%s: %s (as siw)", t[i].what,
+				  ibv_wc_status_str(t[i].want));
+			CHECK(wait_state(s[0].qp, IBV_QPS_ERR, 5000), "%s: the QP goes to ERR", t[i].what);
+		}
+		CHECK_GUARDS(&l, "%s: local region", t[i].what);
+		CHECK_GUARDS(&r, "%s: remote region", t[i].what);
+		vt_buf_free(&l);
+		vt_buf_free(&r);
+next:
+		drain_async(&s[0].d);
+		drain_async(&s[1].d);
+		for (int k = 0; k < 2; k++) {
+			side_qp_free(&s[k]);
+			vt_close(&s[k].d);
+		}
+	}
+}
+
 /* ------------------------------------------------------------------ */
 /* a raw TCP peer: bad input -> Terminate                               */
 /* ------------------------------------------------------------------ */
@@ -1806,6 +1887,7 @@ int main(int argc, char **argv)
 	}
 	VT_RUN(test_late_receive_srq());
 	VT_RUN(test_unmapped());
+	VT_RUN(test_sge_bounds());
 	VT_RUN(test_raw());
 	VT_RUN(test_close_keeps_data());
 	return vt_end();

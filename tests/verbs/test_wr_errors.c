@@ -11,7 +11,13 @@
  *    give) and the QP goes to ERR; one of exactly the MTU arrives;
  *  - UD: a datagram longer than the posted receive is dropped and the
  *    receive stays posted (rxe's class D, IBTA 9.9.3), with its own
- *    receive queue and with an SRQ. */
+ *    receive queue and with an SRQ;
+ *  - an SGE that runs past the end (or starts before the start) of its
+ *    valid region: LOC_PROT_ERR where rxe's copy gives -EFAULT (a send's
+ *    or WRITE's gather, a READ's or atomic's local buffer), LOC_QP_OP_ERR
+ *    for a receive's scatter (rxe's malformed WQE: the responder's QP goes
+ *    to ERR, an RC requester gets REM_OP_ERR); an lkey naming no region
+ *    stays LOC_QP_OP_ERR on the send side (test_errors). */
 #include "vt.h"
 
 static struct vt_dev D;
@@ -270,6 +276,116 @@ static void ud_too_long(bool use_srq)
 		CHECK_RC(ibv_destroy_srq(srq), 0, "ibv_destroy_srq");
 }
 
+/* ------------------------------------------------------------------ */
+/* SGEs past the bounds of their region                                 */
+/* ------------------------------------------------------------------ */
+
+/* Where an SGE of len bytes lies in region b (of blen bytes): past its
+ * end by 50 bytes, or 50 bytes before its start (the guard bytes around
+ * it are mapped: only the bounds are wrong). */
+enum where {
+	PAST_END,
+	BEFORE_START
+};
+static uint8_t *sge_at(struct vt_buf *b, size_t blen, uint32_t len, enum where w)
+{
+	return w == PAST_END ? b->p + blen - len + 50 : b->p - 50;
+}
+
+/* The requester's own SGE (gather, or a READ's / atomic's local buffer). */
+static void local_sge(enum ibv_qp_type t, enum ibv_wr_opcode op, uint32_t len, enum where where)
+{
+	const size_t blen = 16384;
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf l, r;
+	char what[160];
+
+	snprintf(what, sizeof(what), "%s %s of %u bytes, local SGE %s", vt_qpt_str(t),
+		 op == IBV_WR_SEND	 ? "SEND" :
+		 op == IBV_WR_RDMA_WRITE ? "WRITE" :
+		 op == IBV_WR_RDMA_READ	 ? "READ" :
+					   "FETCH_AND_ADD",
+		 len, where == PAST_END ? "50 bytes past its region's end" : "starting 50 bytes before its region");
+	SECTION("%s", what);
+	vt_cfg_default(&c, t);
+	if (!vt_pair_setup(&D, &c, &p))
+		return;
+	vt_buf_alloc(&l, D.pd, blen, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_buf_alloc(&r, D.pd, blen, 4096, ACC_ALL);
+	vt_fill(r.p, blen, 3);
+	uint8_t *a = sge_at(&l, blen, len, where);
+	vt_post_recv(p.qp[1], 9, r.p, (uint32_t)blen, r.mr->lkey);
+	int rc;
+	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD)
+		rc = vt_post_atomic(p.qp[0], 1, op, a, l.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)r.p, r.mr->rkey, 1, 0);
+	else if (t == IBV_QPT_UD)
+		rc = vt_post_ud_send(p.qp[0], 1, a, len, l.mr->lkey, IBV_SEND_SIGNALED, p.ah[0], p.qp[1]->qp_num,
+				     c.qkey);
+	else
+		rc = vt_post_send(p.qp[0], 1, op, a, len, l.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)r.p, r.mr->rkey, 0);
+	CHECK_RC(rc, 0, "%s: posted", what);
+	EXPECT_WC(p.scq[0], 1, IBV_WC_LOC_PROT_ERR, VT_ANY_OPCODE, NULL, "%s: LOC_PROT_ERR (as rxe)", what);
+	check_state(p.qp[0], IBV_QPS_ERR, what);
+	CHECK_GUARDS(&l, "%s: local region", what);
+	vt_buf_free(&l);
+	vt_buf_free(&r);
+	vt_pair_destroy(&p);
+}
+
+/* The responder's receive SGE. */
+static void recv_sge(enum ibv_qp_type t)
+{
+	const size_t blen = 8192;
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf s, r;
+	char what[128];
+
+	snprintf(what, sizeof(what), "%s SEND into a receive SGE 50 bytes past its region's end", vt_qpt_str(t));
+	SECTION("%s", what);
+	vt_cfg_default(&c, t);
+	if (!vt_pair_setup(&D, &c, &p))
+		return;
+	vt_buf_alloc(&s, D.pd, blen, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_buf_alloc(&r, D.pd, blen, 4096, IBV_ACCESS_LOCAL_WRITE);
+	uint32_t room = t == IBV_QPT_UD ? 40 + 200 : 200;
+	vt_post_recv(p.qp[1], 5, sge_at(&r, blen, room, PAST_END), room, r.mr->lkey);
+	vt_post_recv(p.qp[1], 6, r.p, room, r.mr->lkey);
+	/* 200 bytes fill the receive: its last 50 are written past the region
+	 * (only what is written is checked, as rxe's copy checks it) */
+	int rc = t == IBV_QPT_UD ?
+			 vt_post_ud_send(p.qp[0], 1, s.p, 200, s.mr->lkey, IBV_SEND_SIGNALED, p.ah[0], p.qp[1]->qp_num,
+					 c.qkey) :
+			 vt_post_send(p.qp[0], 1, IBV_WR_SEND, s.p, 200, s.mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0);
+	CHECK_RC(rc, 0, "%s: posted", what);
+	EXPECT_WC(p.scq[0], 1, t == IBV_QPT_RC ? IBV_WC_REM_OP_ERR : IBV_WC_SUCCESS, VT_ANY_OPCODE, NULL,
+		  "%s: the requester (%s)", what, t == IBV_QPT_RC ? "NAK remote operational error" : "unreliable");
+	EXPECT_WC(p.rcq[1], 5, IBV_WC_LOC_QP_OP_ERR, IBV_WC_RECV, NULL, "%s: the receive (as rxe)", what);
+	EXPECT_WC(p.rcq[1], 6, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, NULL, "%s: the next receive is flushed", what);
+	check_state(p.qp[1], IBV_QPS_ERR, "  ...the responder");
+	CHECK_GUARDS(&r, "%s: receive region", what);
+	vt_buf_free(&s);
+	vt_buf_free(&r);
+	vt_pair_destroy(&p);
+}
+
+static void sge_bounds(void)
+{
+	local_sge(IBV_QPT_RC, IBV_WR_SEND, 100, PAST_END);
+	local_sge(IBV_QPT_RC, IBV_WR_SEND, 100, BEFORE_START);
+	local_sge(IBV_QPT_RC, IBV_WR_SEND, 3 * 4096, PAST_END); /* only its last packet crosses */
+	local_sge(IBV_QPT_RC, IBV_WR_RDMA_WRITE, 100, PAST_END);
+	local_sge(IBV_QPT_UC, IBV_WR_SEND, 100, PAST_END);
+	local_sge(IBV_QPT_UD, IBV_WR_SEND, 100, PAST_END);
+	local_sge(IBV_QPT_RC, IBV_WR_RDMA_READ, 6000, PAST_END);
+	local_sge(IBV_QPT_RC, IBV_WR_ATOMIC_FETCH_AND_ADD, 8, PAST_END);
+	recv_sge(IBV_QPT_RC);
+	recv_sge(IBV_QPT_UC);
+	recv_sge(IBV_QPT_UD);
+	drain_async();
+}
+
 int main(int argc, char **argv)
 {
 	vt_begin_args("test_wr_errors", 120, argc, argv);
@@ -280,6 +396,7 @@ int main(int argc, char **argv)
 	VT_RUN(ud_mtu(true));
 	VT_RUN(ud_too_long(false));
 	VT_RUN(ud_too_long(true));
+	VT_RUN(sge_bounds());
 	drain_async();
 	vt_close(&D);
 	return vt_end();
