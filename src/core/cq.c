@@ -30,14 +30,35 @@ struct ibv_comp_channel *sr_create_comp_channel(struct ibv_context *c)
 	ch->ibch.fd = p[0];
 	ch->ibch.refcnt = 0;
 	ch->wr_fd = p[1];
+	int err = sr_obj_add(to_sctx(c), &ch->obj, &ch->ibch, SR_OBJ_CHANNEL);
+	if (err) {
+		close(p[0]);
+		close(p[1]);
+		free(ch);
+		errno = err;
+		return NULL;
+	}
 	return &ch->ibch;
 }
 
+/* A channel that is not (or no longer) one of ours: EBADF, as closing its
+ * descriptor would say, and nothing closed. */
 int sr_destroy_comp_channel(struct ibv_comp_channel *ibch)
 {
 	struct sr_comp_channel *ch = (struct sr_comp_channel *)ibch;
-	if (ibch->refcnt)
+	int err;
+	struct sr_obj *o = sr_obj_claim(ibch, SR_OBJ_CHANNEL, &err);
+
+	if (!o)
+		return err;
+	pthread_mutex_lock(&ibch->context->mutex);
+	bool busy = ibch->refcnt != 0;
+	pthread_mutex_unlock(&ibch->context->mutex);
+	if (busy) {
+		sr_obj_put(o);
 		return EBUSY;
+	}
+	sr_obj_del(o);
 	close(ibch->fd);
 	close(ch->wr_fd);
 	free(ch);
@@ -137,9 +158,11 @@ static uint32_t ex_read_slid(struct ibv_cq_ex *c) { return ex_cq(c)->cur.slid; }
 static uint8_t ex_read_sl(struct ibv_cq_ex *c) { return ex_cq(c)->cur.sl; }
 static uint8_t ex_read_dlid_path_bits(struct ibv_cq_ex *c) { return ex_cq(c)->cur.dlid_path_bits; }
 
+/* ch has been resolved (cq_channel); vector is checked by the caller. */
 static struct sr_cq *cq_alloc(struct ibv_context *c, int cqe, void *cq_context, struct ibv_comp_channel *ch)
 {
 	struct sr_cq *cq;
+	int err;
 
 	if (cqe < 1 || cqe >= SR_MAX_CQE) {
 		errno = EINVAL;
@@ -150,9 +173,15 @@ static struct sr_cq *cq_alloc(struct ibv_context *c, int cqe, void *cq_context, 
 		errno = ENOMEM;
 		return NULL;
 	}
+	if ((err = sr_obj_add(to_sctx(c), &cq->obj, &cq->ibcq, SR_OBJ_CQ))) {
+		free(cq);
+		errno = err;
+		return NULL;
+	}
 	cq->size = sr_ring_slots((uint32_t)cqe + 1);
 	cq->ring = calloc(cq->size, sizeof(*cq->ring));
 	if (!cq->ring) {
+		sr_obj_del(&cq->obj);
 		free(cq);
 		errno = ENOMEM;
 		return NULL;
@@ -173,13 +202,28 @@ static struct sr_cq *cq_alloc(struct ibv_context *c, int cqe, void *cq_context, 
 	return cq;
 }
 
+/* The channel of a new CQ of c, in use until sr_obj_put (NULL: none, or
+ * *err = EBADF as the kernel's lookup of its fd says). */
+static struct sr_obj *cq_channel(struct ibv_context *c, struct ibv_comp_channel *ch, int *err)
+{
+	*err = 0;
+	return ch ? sr_obj_get(ch, SR_OBJ_CHANNEL, c, err) : NULL;
+}
+
 struct ibv_cq *sr_create_cq(struct ibv_context *c, int cqe, void *cq_context, struct ibv_comp_channel *ch, int vec)
 {
-	if (vec < 0 || vec >= c->num_comp_vectors) {
+	int err;
+	struct sr_obj *cho = cq_channel(c, ch, &err);
+	struct sr_cq *cq = NULL;
+
+	if (err)
+		errno = err;
+	else if (vec < 0 || vec >= c->num_comp_vectors)
 		errno = EINVAL;
-		return NULL;
-	}
-	struct sr_cq *cq = cq_alloc(c, cqe, cq_context, ch);
+	else
+		cq = cq_alloc(c, cqe, cq_context, ch);
+	if (cho)
+		sr_obj_put(cho);
 	return cq ? (struct ibv_cq *)&cq->ibcq : NULL;
 }
 
@@ -203,11 +247,18 @@ struct ibv_cq_ex *sr_create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
-	if (attr->comp_vector >= (uint32_t)c->num_comp_vectors) {
+	int err;
+	struct sr_obj *cho = cq_channel(c, attr->channel, &err);
+	struct sr_cq *cq = NULL;
+
+	if (err)
+		errno = err;
+	else if (attr->comp_vector >= (uint32_t)c->num_comp_vectors)
 		errno = EINVAL;
-		return NULL;
-	}
-	struct sr_cq *cq = cq_alloc(c, (int)attr->cqe, attr->cq_context, attr->channel);
+	else
+		cq = cq_alloc(c, (int)attr->cqe, attr->cq_context, attr->channel);
+	if (cho)
+		sr_obj_put(cho);
 	if (!cq)
 		return NULL;
 	cq->is_ex = true;
@@ -250,10 +301,17 @@ static void purge_channel(struct ibv_comp_channel *ibch, struct sr_cq *cq)
 int sr_destroy_cq(struct ibv_cq *ibcq)
 {
 	struct sr_cq *cq = to_scq(ibcq);
-	struct sr_context *ctx = to_sctx(ibcq->context);
+	struct sr_context *ctx;
+	struct sr_obj *o;
+	int err;
 
-	if (atomic_load(&cq->n_qps))
+	if (!(o = sr_obj_claim(ibcq, SR_OBJ_CQ, &err)))
+		return err;
+	ctx = to_sctx(ibcq->context);
+	if (atomic_load(&cq->n_qps)) {
+		sr_obj_put(o);
 		return EBUSY;
+	}
 	if (ibcq->channel) {
 		purge_channel(ibcq->channel, cq);
 		pthread_mutex_lock(&ibcq->context->mutex);
@@ -270,12 +328,13 @@ int sr_destroy_cq(struct ibv_cq *ibcq)
 	/* let any in-flight progress-thread access finish */
 	pthread_mutex_lock(&ctx->progress_lock);
 	pthread_mutex_unlock(&ctx->progress_lock);
+	sr_obj_del(o);
 	free(cq->ring);
 	free(cq);
 	return 0;
 }
 
-int sr_resize_cq(struct ibv_cq *ibcq, int cqe)
+static int resize_cq(struct ibv_cq *ibcq, int cqe)
 {
 	struct sr_cq *cq = to_scq(ibcq);
 	uint32_t nsize, count;
@@ -305,6 +364,11 @@ int sr_resize_cq(struct ibv_cq *ibcq, int cqe)
 	ibcq->cqe = cqe;
 	pthread_mutex_unlock(&cq->lock);
 	return 0;
+}
+
+int sr_resize_cq(struct ibv_cq *ibcq, int cqe)
+{
+	return SR_WITH_OBJ(ibcq, SR_OBJ_CQ, resize_cq(ibcq, cqe));
 }
 
 int sr_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
@@ -350,7 +414,7 @@ static void cq_signal(struct sr_cq *cq)
 	} while (r < 0 && errno == EINTR);
 }
 
-int sr_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
+static int req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
 	struct sr_cq *cq = to_scq(ibcq);
 	/* without a channel the notification has nowhere to go; like rxe, not an error */
@@ -362,6 +426,13 @@ int sr_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	pthread_mutex_unlock(&cq->lock);
 	sr_progress_need_thread(to_sctx(ibcq->context));
 	return 0;
+}
+
+/* rxe's provider asks the kernel (a command through uverbs): the CQ's
+ * handle is resolved, as there. */
+int sr_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
+{
+	return SR_WITH_OBJ(ibcq, SR_OBJ_CQ, req_notify_cq(ibcq, solicited_only));
 }
 
 bool sr_cq_push(struct sr_cq *cq, const struct ibv_wc *wc, bool solicited)

@@ -246,6 +246,7 @@ int sr_close_device(struct ibv_context *c)
 {
 	struct sr_context *ctx = to_sctx(c);
 	sr_progress_stop(ctx);
+	sr_obj_ctx_fini(ctx);
 	sr_mcast_ctx_free(ctx);
 	close(c->async_fd);
 	close(ctx->async_wr);

@@ -60,7 +60,7 @@ static int mcg_index(const struct sr_mcg *g, const struct sr_qp *qp)
 	return -1;
 }
 
-int sr_attach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid, uint16_t lid)
+static int attach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid, uint16_t lid)
 {
 	struct sr_qp *qp = to_sqp(ibqp);
 	struct sr_context *ctx = qp->ctx;
@@ -128,7 +128,7 @@ out:
 	return err;
 }
 
-int sr_detach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid, uint16_t lid)
+static int detach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid, uint16_t lid)
 {
 	struct sr_qp *qp = to_sqp(ibqp);
 	struct sr_context *ctx = qp->ctx;
@@ -174,6 +174,17 @@ int sr_detach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid, uint16_t lid)
 	}
 	pthread_mutex_unlock(&ctx->mcast_lock);
 	return 0;
+}
+
+/* As uverbs: the QP's handle first, then the group. */
+int sr_attach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid, uint16_t lid)
+{
+	return SR_WITH_OBJ(ibqp, SR_OBJ_QP, attach_mcast(ibqp, gid, lid));
+}
+
+int sr_detach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid, uint16_t lid)
+{
+	return SR_WITH_OBJ(ibqp, SR_OBJ_QP, detach_mcast(ibqp, gid, lid));
 }
 
 void sr_mcast_deliver(struct sr_context *ctx, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len)

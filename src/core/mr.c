@@ -22,21 +22,35 @@
 struct ibv_pd *sr_alloc_pd(struct ibv_context *c)
 {
 	struct sr_pd *pd = calloc(1, sizeof(*pd));
+	int err;
+
 	if (!pd) {
 		errno = ENOMEM;
 		return NULL;
 	}
 	pd->ibpd.context = c;
-	pd->ibpd.handle = 0;
+	if ((err = sr_obj_add(to_sctx(c), &pd->obj, &pd->ibpd, SR_OBJ_PD))) {
+		free(pd);
+		errno = err;
+		return NULL;
+	}
 	return &pd->ibpd;
 }
 
-int sr_dealloc_pd(struct ibv_pd *pd)
+int sr_dealloc_pd(struct ibv_pd *ibpd)
 {
+	int err;
+	struct sr_obj *o = sr_obj_claim(ibpd, SR_OBJ_PD, &err);
+
+	if (!o)
+		return err;
 	/* as uverbs: a PD still used by an MR, QP, SRQ or AH can't go */
-	if (atomic_load(&to_spd(pd)->usecnt))
+	if (atomic_load(&to_spd(ibpd)->usecnt)) {
+		sr_obj_put(o);
 		return EBUSY;
-	free(to_spd(pd));
+	}
+	sr_obj_del(o);
+	free(to_spd(ibpd));
 	return 0;
 }
 
@@ -230,26 +244,34 @@ static int check_range(void *addr, size_t len, unsigned int access)
 	return 0;
 }
 
+/* As uverbs and rxe take them: the access flags, the PD's handle, a place
+ * in the device's MR limit, then the pages. */
 struct ibv_mr *sr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova, unsigned int access)
 {
-	struct sr_context *ctx = to_sctx(pd->context);
+	struct sr_context *ctx;
+	struct sr_obj *pdo;
 	struct sr_mr *mr;
 	int err;
 
-	err = check_access(access);
-	if (err) {
+	if ((err = check_access(access))) {
 		errno = err;
 		return NULL;
 	}
-	err = check_range(addr, len, access);
-	if (err) {
+	if (!(pdo = sr_obj_get(pd, SR_OBJ_PD, NULL, &err))) {
 		errno = err;
 		return NULL;
 	}
+	ctx = to_sctx(pd->context);
 	mr = calloc(1, sizeof(*mr));
 	if (!mr) {
-		errno = ENOMEM;
-		return NULL;
+		err = ENOMEM;
+		goto fail;
+	}
+	if ((err = sr_obj_add(ctx, &mr->obj, &mr->ibmr, SR_OBJ_MR)))
+		goto fail;
+	if ((err = check_range(addr, len, access))) {
+		sr_obj_del(&mr->obj);
+		goto fail;
 	}
 	mr->pd = to_spd(pd);
 	mr->host = addr;
@@ -262,18 +284,23 @@ struct ibv_mr *sr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint64_t iov
 	mr->ibmr.length = len;
 
 	pthread_rwlock_wrlock(&ctx->mr_lock);
-	err = key_slot_alloc(ctx, mr);
+	err = -key_slot_alloc(ctx, mr);
 	pthread_rwlock_unlock(&ctx->mr_lock);
 	if (err) {
-		free(mr);
-		errno = -err;
-		return NULL;
+		sr_obj_del(&mr->obj);
+		goto fail;
 	}
 	atomic_fetch_add(&mr->pd->usecnt, 1);
+	sr_obj_put(pdo);
 	return &mr->ibmr;
+fail:
+	sr_obj_put(pdo);
+	free(mr);
+	errno = err;
+	return NULL;
 }
 
-int sr_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, size_t len, int access)
+static int rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, size_t len, int access)
 {
 	struct sr_mr *mr = to_smr(ibmr);
 	struct sr_context *ctx = to_sctx(ibmr->context);
@@ -316,16 +343,38 @@ int sr_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, s
 	return 0;
 }
 
+/* As uverbs: the MR held for writing, the new PD resolved in its context. */
+int sr_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, size_t len, int access)
+{
+	struct sr_obj_refs r = { .n = 0 };
+	struct sr_obj *o;
+	int err;
+
+	if (!(o = sr_obj_claim(ibmr, SR_OBJ_MR, &err)))
+		return err;
+	if (!(flags & IBV_REREG_MR_CHANGE_PD) || !pd || !(err = sr_obj_ref(&r, pd, SR_OBJ_PD, ibmr->context)))
+		err = rereg_mr(ibmr, flags, pd, addr, len, access);
+	sr_obj_unref(&r);
+	sr_obj_put(o);
+	return err;
+}
+
 int sr_dereg_mr(struct ibv_mr *ibmr)
 {
 	struct sr_mr *mr = to_smr(ibmr);
-	struct sr_context *ctx = to_sctx(ibmr->context);
+	struct sr_context *ctx;
+	struct sr_obj *o;
+	int err;
 
+	if (!(o = sr_obj_claim(ibmr, SR_OBJ_MR, &err)))
+		return err;
+	ctx = to_sctx(ibmr->context);
 	/* the write lock waits for any in-progress placement into this region */
 	pthread_rwlock_wrlock(&ctx->mr_lock);
 	if (mr->num_mw) {
 		/* as rxe: not while memory windows are bound to it */
 		pthread_rwlock_unlock(&ctx->mr_lock);
+		sr_obj_put(o);
 		return EINVAL;
 	}
 	if (mr->index < ctx->mr_tab_size && ctx->mr_tab[mr->index] == mr) {
@@ -333,6 +382,7 @@ int sr_dereg_mr(struct ibv_mr *ibmr)
 		sr_key_forget(ctx, mr->ibmr.rkey);
 	}
 	pthread_rwlock_unlock(&ctx->mr_lock);
+	sr_obj_del(o);
 	atomic_fetch_sub(&mr->pd->usecnt, 1);
 	free(mr);
 	return 0;

@@ -34,8 +34,10 @@
 struct ibv_mw *sr_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 {
 	struct sr_context *ctx = to_sctx(pd->context);
+	struct sr_obj *pdo;
 	struct sr_mw *mw;
 	uint32_t idx = 0;
+	int err;
 
 	/* siw has no memory windows: the verb is not there (rdma-core's
 	 * answer for a provider without alloc_mw) */
@@ -43,15 +45,23 @@ struct ibv_mw *sr_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
+	if (!(pdo = sr_obj_get(pd, SR_OBJ_PD, NULL, &err))) {
+		errno = err;
+		return NULL;
+	}
 	/* uverbs refuses any other type before the driver sees it */
 	if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) {
-		errno = EINVAL;
-		return NULL;
+		err = EINVAL;
+		goto fail;
 	}
 	mw = calloc(1, sizeof(*mw));
 	if (!mw) {
-		errno = ENOMEM;
-		return NULL;
+		err = ENOMEM;
+		goto fail;
+	}
+	if ((err = sr_obj_add(ctx, &mw->obj, &mw->ibmw, SR_OBJ_MW))) {
+		free(mw);
+		goto fail;
 	}
 	pthread_rwlock_wrlock(&ctx->mr_lock);
 	if (ctx->n_mw >= SR_MAX_MW || !(idx = sr_key_slot_alloc(ctx)))
@@ -72,16 +82,20 @@ struct ibv_mw *sr_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 	pthread_rwlock_unlock(&ctx->mr_lock);
 
 	atomic_fetch_add(&mw->pd->usecnt, 1);
+	sr_obj_put(pdo);
 	mw->ibmw.context = pd->context;
 	mw->ibmw.pd = pd;
 	mw->ibmw.rkey = mw->rkey;
-	mw->ibmw.handle = idx;
 	mw->ibmw.type = type;
 	return &mw->ibmw;
 full:
 	pthread_rwlock_unlock(&ctx->mr_lock);
+	sr_obj_del(&mw->obj);
 	free(mw);
-	errno = ENOMEM;
+	err = ENOMEM;
+fail:
+	sr_obj_put(pdo);
+	errno = err;
 	return NULL;
 }
 
@@ -100,8 +114,13 @@ static void mw_unbind(struct sr_mw *mw)
 int sr_dealloc_mw(struct ibv_mw *ibmw)
 {
 	struct sr_mw *mw = to_smw(ibmw);
-	struct sr_context *ctx = to_sctx(ibmw->context);
+	struct sr_context *ctx;
+	struct sr_obj *o;
+	int err;
 
+	if (!(o = sr_obj_claim(ibmw, SR_OBJ_MW, &err)))
+		return err;
+	ctx = to_sctx(ibmw->context);
 	pthread_rwlock_wrlock(&ctx->mr_lock);
 	mw_unbind(mw);
 	if (mw->index < ctx->mr_tab_size && ctx->mw_tab && ctx->mw_tab[mw->index] == mw) {
@@ -111,6 +130,7 @@ int sr_dealloc_mw(struct ibv_mw *ibmw)
 		ctx->key_last[mw->index] = mw->rkey; /* as bound last: the slot's next key differs */
 	}
 	pthread_rwlock_unlock(&ctx->mr_lock);
+	sr_obj_del(o);
 	atomic_fetch_sub(&mw->pd->usecnt, 1);
 	free(mw);
 	return 0;

@@ -254,16 +254,37 @@ int sr_rq_init(struct sr_rq *rq, uint32_t max_wr, uint32_t max_sge)
  * anyone else's (a type 2 memory window keeps naming its QP by it) */
 static _Atomic uint64_t qp_serial_next = 1;
 
+static struct ibv_qp *create_qp(struct ibv_context *c, struct ibv_qp_init_attr_ex *ia);
+
+/* As uverbs: the PD, CQs and SRQ are resolved in c, then the driver checks
+ * the attributes. */
 struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *ia)
 {
-	struct sr_context *ctx = to_sctx(c);
-	struct sr_qp *qp;
+	struct sr_obj_refs r = { .n = 0 };
+	struct ibv_qp *qp = NULL;
 	int err;
 
 	if (!(ia->comp_mask & IBV_QP_INIT_ATTR_PD) || !ia->pd) {
 		errno = EINVAL;
 		return NULL;
 	}
+	if ((err = sr_obj_ref(&r, ia->pd, SR_OBJ_PD, c)) ||
+	    (ia->send_cq && (err = sr_obj_ref(&r, ia->send_cq, SR_OBJ_CQ, c))) ||
+	    (ia->recv_cq && ia->recv_cq != ia->send_cq && (err = sr_obj_ref(&r, ia->recv_cq, SR_OBJ_CQ, c))) ||
+	    (ia->srq && (err = sr_obj_ref(&r, ia->srq, SR_OBJ_SRQ, c))))
+		errno = err;
+	else
+		qp = create_qp(c, ia);
+	sr_obj_unref(&r);
+	return qp;
+}
+
+static struct ibv_qp *create_qp(struct ibv_context *c, struct ibv_qp_init_attr_ex *ia)
+{
+	struct sr_context *ctx = to_sctx(c);
+	struct sr_qp *qp;
+	int err;
+
 	/* create flags are accepted when there are none, as rxe does (it
 	 * refuses any flag with EOPNOTSUPP); rdma-core's tests set the mask
 	 * with no flags for devices that are not mlx4/mlx5 */
@@ -328,6 +349,11 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 	qp = calloc(1, sizeof(*qp));
 	if (!qp) {
 		errno = ENOMEM;
+		return NULL;
+	}
+	if ((err = sr_obj_add(ctx, &qp->obj, &qp->ibqp.qp_base, SR_OBJ_QP))) {
+		free(qp);
+		errno = err;
 		return NULL;
 	}
 	qp->ctx = ctx;
@@ -405,6 +431,7 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 			ctx->dev->tops->qp_destroy(qp);
 	}
 	if (err) {
+		sr_obj_del(&qp->obj);
 		free(qp->sq.buf);
 		free(qp->sq.ud_av);
 		free(qp->rq.buf);
@@ -424,6 +451,7 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 		atomic_fetch_add(&qp->srq->n_qps, 1);
 	return q;
 nomem:
+	sr_obj_del(&qp->obj);
 	free(qp->sq.buf);
 	free(qp->sq.ud_av);
 	free(qp->rq.buf);
@@ -447,7 +475,15 @@ struct ibv_qp *sr_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	ia.sq_sig_all = attr->sq_sig_all;
 	ia.comp_mask = IBV_QP_INIT_ATTR_PD;
 	ia.pd = pd;
+	/* the command goes to the PD's context: the PD is resolved there first */
+	int err;
+	struct sr_obj *pdo = sr_obj_get(pd, SR_OBJ_PD, NULL, &err);
+	if (!pdo) {
+		errno = err;
+		return NULL;
+	}
 	qp = sr_create_qp_ex(pd->context, &ia);
+	sr_obj_put(pdo);
 	if (qp)
 		attr->cap = ia.cap;
 	return qp;
@@ -573,7 +609,7 @@ void sr_qp_to_error(struct sr_qp *qp, enum ibv_event_type ev)
 
 /* ---------------- modify / query / destroy ---------------- */
 
-int sr_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
+static int modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
 	struct sr_qp *qp = to_sqp(ibqp);
 	enum ibv_qp_state cur, next;
@@ -689,7 +725,12 @@ int sr_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	return 0;
 }
 
-int sr_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask, struct ibv_qp_init_attr *init)
+int sr_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
+{
+	return SR_WITH_OBJ(ibqp, SR_OBJ_QP, modify_qp(ibqp, attr, mask));
+}
+
+static int query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask, struct ibv_qp_init_attr *init)
 {
 	struct sr_qp *qp = to_sqp(ibqp);
 
@@ -710,19 +751,31 @@ int sr_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask, struct 
 	return 0;
 }
 
+int sr_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask, struct ibv_qp_init_attr *init)
+{
+	return SR_WITH_OBJ(ibqp, SR_OBJ_QP, query_qp(ibqp, attr, mask, init));
+}
+
 int sr_destroy_qp(struct ibv_qp *ibqp)
 {
 	struct sr_qp *qp = to_sqp(ibqp);
-	struct sr_context *ctx = qp->ctx;
+	struct sr_context *ctx;
+	struct sr_obj *o;
+	int err;
 
+	if (!(o = sr_obj_claim(ibqp, SR_OBJ_QP, &err)))
+		return err;
+	ctx = qp->ctx;
 	/* As the kernel (uverbs): a QP still attached to a multicast group
 	 * is not destroyed.  mcast_lock keeps an attach from slipping in
 	 * between this check and the QP's death (mcast.c). */
 	pthread_mutex_lock(&ctx->mcast_lock);
 	if (qp->n_mcast) {
 		pthread_mutex_unlock(&ctx->mcast_lock);
+		sr_obj_put(o);
 		return EBUSY;
 	}
+	sr_obj_del(o);
 	sr_ctx_remove_qp(ctx, qp);
 	pthread_mutex_lock(&qp->lock);
 	qp->dead = true;

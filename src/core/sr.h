@@ -16,6 +16,7 @@
 #include "common/conf.h"
 #include "common/stats.h"
 #include "common/tsan.h"
+#include "core/handle.h"
 
 #define SR_VENDOR_ID 0xffffff /* as rxe */
 #define SR_MAX_QP 0x10000
@@ -109,6 +110,8 @@ struct sr_context {
 	uint32_t mr_next;          /* cyclic allocation cursor */
 	uint32_t n_mw;
 
+	struct sr_handle_tab handles; /* the objects' handles (handle.c's lock) */
+
 	/* progress engine */
 	pthread_t thread;
 	bool thread_started;
@@ -174,11 +177,13 @@ struct sr_context {
 
 struct sr_pd {
 	struct ibv_pd ibpd;
+	struct sr_obj obj;
 	atomic_int usecnt;  /* MRs, QPs, SRQs, AHs using it */
 };
 
 struct sr_mr {
 	struct ibv_mr ibmr;
+	struct sr_obj obj;
 	struct sr_pd *pd;
 	uint64_t iova;      /* address the peer uses (ibmr.addr unless iova given) */
 	uint8_t *host;      /* where iova maps in our address space */
@@ -196,6 +201,7 @@ struct sr_mr {
 enum sr_mw_state { SR_MW_FREE, SR_MW_VALID };
 struct sr_mw {
 	struct ibv_mw ibmw;
+	struct sr_obj obj;
 	struct sr_pd *pd;
 	uint32_t rkey;      /* the key as the last bind set its low 8 bits */
 	uint32_t index;     /* slot in ctx->mw_tab */
@@ -209,11 +215,13 @@ struct sr_mw {
 
 struct sr_comp_channel {
 	struct ibv_comp_channel ibch;
+	struct sr_obj obj;
 	int wr_fd;          /* write end of the event pipe */
 };
 
 struct sr_cq {
 	struct ibv_cq_ex ibcq;  /* ibv_cq is its prefix */
+	struct sr_obj obj;
 	/* lock protects the ring and armed state */
 	pthread_mutex_t lock;
 	struct ibv_wc *ring;
@@ -260,6 +268,7 @@ struct sr_rq {
 
 struct sr_srq {
 	struct ibv_srq ibsrq;
+	struct sr_obj obj;
 	pthread_mutex_t lock;   /* protects rq, limit */
 	struct sr_rq rq;
 	uint32_t limit;
@@ -279,6 +288,7 @@ struct sr_av {
 
 struct sr_ah {
 	struct ibv_ah ibah;
+	struct sr_obj obj;
 	struct sr_av av;
 };
 
@@ -344,6 +354,7 @@ struct sr_roce_qp; /* transport private state, roce/ */
 
 struct sr_qp {
 	struct ibv_qp_ex ibqp;     /* ibv_qp is its prefix */
+	struct sr_obj obj;
 	struct sr_context *ctx;
 	uint64_t serial;           /* unique in the process, never reused (a type 2 MW names its QP by it) */
 	/* lock protects everything below, the SQ/RQ and the transport state */

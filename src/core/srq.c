@@ -9,23 +9,31 @@
 
 struct ibv_srq *sr_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
 {
-	struct sr_srq *srq;
+	struct sr_srq *srq = NULL;
+	struct sr_obj *pdo;
+	int err;
 
+	if (!(pdo = sr_obj_get(pd, SR_OBJ_PD, NULL, &err))) {
+		errno = err;
+		return NULL;
+	}
 	/* srq_limit is "irrelevant for ibv_create_srq" (the man page): rxe
 	 * takes it as it is (rxe_srq_chk_init() does not look at it) */
 	if (attr->attr.max_wr == 0 || attr->attr.max_wr > SR_MAX_SRQ_WR || attr->attr.max_sge > SR_MAX_SGE) {
-		errno = EINVAL;
-		return NULL;
+		err = EINVAL;
+		goto fail;
 	}
 	srq = calloc(1, sizeof(*srq));
 	if (!srq) {
-		errno = ENOMEM;
-		return NULL;
+		err = ENOMEM;
+		goto fail;
 	}
+	if ((err = sr_obj_add(to_sctx(pd->context), &srq->obj, &srq->ibsrq, SR_OBJ_SRQ)))
+		goto fail;
 	if (sr_rq_init(&srq->rq, attr->attr.max_wr, attr->attr.max_sge)) {
-		free(srq);
-		errno = ENOMEM;
-		return NULL;
+		sr_obj_del(&srq->obj);
+		err = ENOMEM;
+		goto fail;
 	}
 	pthread_mutex_init(&srq->lock, NULL);
 	srq->limit = attr->attr.srq_limit;
@@ -37,10 +45,16 @@ struct ibv_srq *sr_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
 	srq->ibsrq.pd = pd;
 	pthread_mutex_init(&srq->ibsrq.mutex, NULL);
 	pthread_cond_init(&srq->ibsrq.cond, NULL);
+	sr_obj_put(pdo);
 	return &srq->ibsrq;
+fail:
+	sr_obj_put(pdo);
+	free(srq);
+	errno = err;
+	return NULL;
 }
 
-int sr_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr, int mask)
+static int modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr, int mask)
 {
 	struct sr_srq *srq = to_ssrq(ibsrq);
 	int err = 0;
@@ -82,9 +96,15 @@ out:
 	return err;
 }
 
-int sr_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
+int sr_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr, int mask)
+{
+	return SR_WITH_OBJ(ibsrq, SR_OBJ_SRQ, modify_srq(ibsrq, attr, mask));
+}
+
+static int query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
 {
 	struct sr_srq *srq = to_ssrq(ibsrq);
+
 	pthread_mutex_lock(&srq->lock);
 	attr->max_wr = srq->rq.max_wr;
 	attr->max_sge = srq->rq.max_sge;
@@ -93,15 +113,28 @@ int sr_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
 	return 0;
 }
 
+int sr_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
+{
+	return SR_WITH_OBJ(ibsrq, SR_OBJ_SRQ, query_srq(ibsrq, attr));
+}
+
 int sr_destroy_srq(struct ibv_srq *ibsrq)
 {
 	struct sr_srq *srq = to_ssrq(ibsrq);
-	struct sr_context *ctx = to_sctx(ibsrq->context);
+	struct sr_context *ctx;
+	struct sr_obj *o;
+	int err;
 
-	if (atomic_load(&srq->n_qps))
+	if (!(o = sr_obj_claim(ibsrq, SR_OBJ_SRQ, &err)))
+		return err;
+	ctx = to_sctx(ibsrq->context);
+	if (atomic_load(&srq->n_qps)) {
+		sr_obj_put(o);
 		return EBUSY;
+	}
 	pthread_mutex_lock(&ctx->progress_lock);
 	pthread_mutex_unlock(&ctx->progress_lock);
+	sr_obj_del(o);
 	atomic_fetch_sub(&to_spd(ibsrq->pd)->usecnt, 1);
 	sr_purge_async_events(ctx, ibsrq);
 	free(srq->rq.buf);
