@@ -278,7 +278,7 @@ int sr_query_device(struct ibv_context *c, struct ibv_device_attr *a)
 	a->vendor_id = SR_VENDOR_ID;
 	a->vendor_part_id = 0;
 	a->hw_ver = 0;
-	a->max_qp = SR_MAX_QP;
+	a->max_qp = (int)sr_obj_limit(ctx->dev, SR_OBJ_QP);
 	a->max_qp_wr = SR_MAX_QP_WR;
 	a->device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR | IBV_DEVICE_AUTO_PATH_MIG |
 			      IBV_DEVICE_CHANGE_PHY_PORT | IBV_DEVICE_UD_AV_PORT_ENFORCE | IBV_DEVICE_PORT_ACTIVE_EVENT |
@@ -289,10 +289,10 @@ int sr_query_device(struct ibv_context *c, struct ibv_device_attr *a)
 		a->device_cap_flags |= IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
 	a->max_sge = SR_MAX_SGE;
 	a->max_sge_rd = iwarp ? 1 : SR_MAX_SGE; /* an iWARP Read Request names one sink buffer (siw: 1) */
-	a->max_cq = SR_MAX_CQ;
+	a->max_cq = (int)sr_obj_limit(ctx->dev, SR_OBJ_CQ);
 	a->max_cqe = SR_MAX_CQE - 1;
-	a->max_mr = SR_MAX_MR;
-	a->max_pd = SR_MAX_PD;
+	a->max_mr = (int)sr_obj_limit(ctx->dev, SR_OBJ_MR);
+	a->max_pd = (int)sr_obj_limit(ctx->dev, SR_OBJ_PD);
 	a->max_qp_rd_atom = SR_MAX_RD_ATOMIC;
 	a->max_ee_rd_atom = 0;
 	a->max_res_rd_atom = SR_MAX_RD_ATOMIC * SR_MAX_QP;
@@ -301,16 +301,16 @@ int sr_query_device(struct ibv_context *c, struct ibv_device_attr *a)
 	a->atomic_cap = iwarp ? IBV_ATOMIC_NONE : IBV_ATOMIC_HCA;
 	a->max_ee = 0;
 	a->max_rdd = 0;
-	a->max_mw = iwarp ? 0 : SR_MAX_MW;
+	a->max_mw = (int)sr_obj_limit(ctx->dev, SR_OBJ_MW);
 	a->max_raw_ipv6_qp = 0;
 	a->max_raw_ethy_qp = 0;
 	a->max_mcast_grp = iwarp ? 0 : SR_MAX_MCAST_GRP;
 	a->max_mcast_qp_attach = iwarp ? 0 : SR_MAX_MCAST_QP_ATTACH;
 	a->max_total_mcast_qp_attach = iwarp ? 0 : SR_MAX_MCAST_GRP * SR_MAX_MCAST_QP_ATTACH;
-	a->max_ah = SR_MAX_AH;
+	a->max_ah = (int)sr_obj_limit(ctx->dev, SR_OBJ_AH);
 	a->max_fmr = 0;
 	a->max_map_per_fmr = 0;
-	a->max_srq = SR_MAX_SRQ;
+	a->max_srq = (int)sr_obj_limit(ctx->dev, SR_OBJ_SRQ);
 	a->max_srq_wr = SR_MAX_SRQ_WR;
 	a->max_srq_sge = SR_MAX_SGE;
 	a->max_pkeys = SR_MAX_PKEYS;

@@ -1,7 +1,7 @@
-/* Object handles, as uverbs gives and resolves them (handle.h).
+/* Object handles and the device's object limits (handle.h).
  *
  * One lock protects the set of live objects, every context's handle
- * table and every sr_obj: it is taken by the
+ * table, every sr_obj and the devices' object counts: it is taken by the
  * verbs that create, resolve and destroy objects, never on the data
  * path (posting and polling resolve nothing, as rdma-core's providers'). */
 #include <errno.h>
@@ -169,10 +169,37 @@ static uint32_t *ib_handle(void *ib, enum sr_obj_type t)
 	}
 }
 
+/* ---- limits ---- */
+
+uint32_t sr_obj_limit(const struct sr_device *dev, enum sr_obj_type t)
+{
+	bool iwarp = dev->conf.type == SR_DEV_IWARP;
+
+	switch (t) {
+	case SR_OBJ_PD: return SR_MAX_PD;
+	case SR_OBJ_CQ: return SR_MAX_CQ;
+	case SR_OBJ_SRQ: return SR_MAX_SRQ;
+	case SR_OBJ_QP: return SR_MAX_QP;
+	case SR_OBJ_AH: return SR_MAX_AH;
+	/* MRs and MWs share the key table: the windows' part is kept for them */
+	case SR_OBJ_MW: return iwarp ? 0 : SR_MAX_MW;
+	case SR_OBJ_MR: return SR_KEY_SLOTS - 1 - (iwarp ? 0 : SR_MAX_MW);
+	default: return UINT32_MAX;
+	}
+}
+
+/* Past a limit: rxe's pools refuse with EINVAL, its MR pool's allocation
+ * with ENOMEM; siw refuses everything with ENOMEM. */
+static int limit_errno(const struct sr_device *dev, enum sr_obj_type t)
+{
+	return dev->conf.type == SR_DEV_IWARP || t == SR_OBJ_MR ? ENOMEM : EINVAL;
+}
+
 /* ---- registering ---- */
 
 int sr_obj_add(struct sr_context *ctx, struct sr_obj *o, void *ib, enum sr_obj_type t)
 {
+	struct sr_device *dev = ctx->dev;
 	int err = 0;
 
 	memset(o, 0, sizeof(*o));
@@ -180,6 +207,10 @@ int sr_obj_add(struct sr_context *ctx, struct sr_obj *o, void *ib, enum sr_obj_t
 	o->ctx = ctx;
 	o->type = (uint8_t)t;
 	pthread_mutex_lock(&obj_lock);
+	if (t != SR_OBJ_CHANNEL && dev->n_obj[t] >= sr_obj_limit(dev, t)) {
+		err = limit_errno(dev, t);
+		goto out;
+	}
 	if (t == SR_OBJ_CHANNEL)
 		o->handle = (uint32_t)((struct ibv_comp_channel *)ib)->fd;
 	else if ((err = htab_alloc(&ctx->handles, o, &o->handle)))
@@ -189,8 +220,10 @@ int sr_obj_add(struct sr_context *ctx, struct sr_obj *o, void *ib, enum sr_obj_t
 			htab_free(&ctx->handles, o->handle);
 		goto out;
 	}
-	if (t != SR_OBJ_CHANNEL)
+	if (t != SR_OBJ_CHANNEL) {
 		*ib_handle(ib, t) = o->handle;
+		dev->n_obj[t]++;
+	}
 out:
 	pthread_mutex_unlock(&obj_lock);
 	return err;
@@ -199,8 +232,11 @@ out:
 static void obj_forget(struct sr_obj *o) /* obj_lock held */
 {
 	live_remove(o);
-	if (o->type != SR_OBJ_CHANNEL && htab_find(&o->ctx->handles, o->handle) == o)
-		htab_free(&o->ctx->handles, o->handle);
+	if (o->type != SR_OBJ_CHANNEL) {
+		if (htab_find(&o->ctx->handles, o->handle) == o)
+			htab_free(&o->ctx->handles, o->handle);
+		o->ctx->dev->n_obj[o->type]--;
+	}
 	o->ctx = NULL;
 }
 

@@ -1,4 +1,4 @@
-/* Object handles, as uverbs gives and resolves them (handle.c).
+/* Object handles and the device's object limits (handle.c).
  *
  * uverbs names each object of a context by a handle: one ID space per
  * context for every type, the lowest free ID first (its xa_alloc), and
@@ -10,7 +10,11 @@
  *
  * Here the objects live in the application's memory, so a pointer that
  * was destroyed cannot even be read: every object is also in a
- * process-wide set of live objects, asked first by pointer alone. */
+ * process-wide set of live objects, asked first by pointer alone.
+ *
+ * Each object also counts against its device's limit (ibv_query_device's
+ * max_pd ... max_mw), as rxe's and siw's object pools count them: per
+ * device, whichever context created the object. */
 #ifndef SR_CORE_HANDLE_H
 #define SR_CORE_HANDLE_H
 
@@ -18,6 +22,7 @@
 
 struct ibv_context;
 struct sr_context;
+struct sr_device;
 
 enum sr_obj_type {
 	SR_OBJ_PD,
@@ -27,7 +32,7 @@ enum sr_obj_type {
 	SR_OBJ_SRQ,
 	SR_OBJ_QP,
 	SR_OBJ_AH,
-	SR_OBJ_CHANNEL, /* no handle: its fd names it */
+	SR_OBJ_CHANNEL, /* not counted, no handle: its fd names it */
 	SR_OBJ_NTYPES
 };
 
@@ -49,8 +54,9 @@ struct sr_handle_tab {
 	uint32_t low;            /* no handle below this one is free */
 };
 
-/* Registers a new object ib of ctx: a handle, written to ib's handle
- * field.  0 or ENOMEM. */
+/* Registers a new object ib of ctx: a handle (written to ib's handle
+ * field) and a place in its device's limit.  0, ENOMEM, or past the limit
+ * what the kernel's driver gives (limit_errno in handle.c). */
 int sr_obj_add(struct sr_context *ctx, struct sr_obj *o, void *ib, enum sr_obj_type t);
 /* Forgets it (destroyed, or a create that failed after sr_obj_add). */
 void sr_obj_del(struct sr_obj *o);
@@ -89,8 +95,11 @@ struct sr_obj_refs {
 int sr_obj_ref(struct sr_obj_refs *r, void *ib, enum sr_obj_type t, struct ibv_context *target);
 void sr_obj_unref(struct sr_obj_refs *r);
 
-/* Closing ctx: its objects are forgotten (stale from now on), as the
- * kernel destroys them with the file. */
+/* Closing ctx: its objects are forgotten (stale from now on) and leave
+ * their device's counts, as the kernel destroys them with the file. */
 void sr_obj_ctx_fini(struct sr_context *ctx);
+
+/* The device's limit for type t (what ibv_query_device advertises). */
+uint32_t sr_obj_limit(const struct sr_device *dev, enum sr_obj_type t);
 
 #endif

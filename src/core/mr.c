@@ -168,7 +168,7 @@ uint32_t sr_key_slot_alloc(struct sr_context *ctx)
 		idx = idx + 1 < n ? idx + 1 : 1;
 	}
 	uint32_t nn = n ? n * 2 : 256;
-	if (nn > SR_MAX_MR)
+	if (nn > SR_KEY_SLOTS)
 		return 0;
 	struct sr_mr **t = realloc(ctx->mr_tab, nn * sizeof(*t));
 	if (!t)

@@ -64,7 +64,7 @@ struct ibv_mw *sr_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 		goto fail;
 	}
 	pthread_rwlock_wrlock(&ctx->mr_lock);
-	if (ctx->n_mw >= SR_MAX_MW || !(idx = sr_key_slot_alloc(ctx)))
+	if (!(idx = sr_key_slot_alloc(ctx)))
 		goto full;
 	if (!ctx->mw_tab) {
 		/* the first window: the table the slots' windows go in */
@@ -75,7 +75,6 @@ struct ibv_mw *sr_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 	if (!(mw->rkey = sr_key_make(ctx, idx)))
 		goto full;
 	ctx->mw_tab[idx] = mw;
-	ctx->n_mw++;
 	mw->index = idx;
 	mw->pd = to_spd(pd);
 	mw->state = type == IBV_MW_TYPE_2 ? SR_MW_FREE : SR_MW_VALID;
@@ -125,7 +124,6 @@ int sr_dealloc_mw(struct ibv_mw *ibmw)
 	mw_unbind(mw);
 	if (mw->index < ctx->mr_tab_size && ctx->mw_tab && ctx->mw_tab[mw->index] == mw) {
 		ctx->mw_tab[mw->index] = NULL;
-		ctx->n_mw--;
 		sr_key_forget(ctx, mw->rkey);
 		ctx->key_last[mw->index] = mw->rkey; /* as bound last: the slot's next key differs */
 	}

@@ -29,8 +29,10 @@
  * calloc'ed, so the kernel commits its pages only as completions reach
  * them: 48 MiB at most for the largest CQ, 3 MiB for rxm's. */
 #define SR_MAX_CQE 0x100000
-#define SR_MAX_MR 0x40000
-#define SR_MAX_MW 0x10000 /* memory windows per context; they share the key table with MRs */
+/* The key table's slots (slot 0 unused): MRs and MWs share them, so the
+ * device's max_mr is what its windows' max_mw leaves (handle.c). */
+#define SR_KEY_SLOTS 0x40000
+#define SR_MAX_MW 0x10000
 #define SR_KEY_RETIRED 256 /* a deregistered key's tag is not handed out again for this many more */
 #define SR_MAX_PD 0x10000
 #define SR_MAX_SRQ 0x4000
@@ -57,6 +59,7 @@ struct sr_device {
 	bool crc;
 	const struct sr_transport_ops *tops;
 	struct sr_fault_dev *faults; /* fault injection (core/fault.h), NULL = none */
+	uint32_t n_obj[SR_OBJ_NTYPES]; /* live objects of each type, all contexts (handle.c's lock) */
 };
 
 struct sr_gid_entry {
@@ -108,7 +111,6 @@ struct sr_context {
 	uint32_t key_retired[SR_KEY_RETIRED]; /* the keys that left the map last, not given again */
 	uint32_t key_retired_next;
 	uint32_t mr_next;          /* cyclic allocation cursor */
-	uint32_t n_mw;
 
 	struct sr_handle_tab handles; /* the objects' handles (handle.c's lock) */
 
