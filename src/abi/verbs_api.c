@@ -430,6 +430,7 @@ SR_EXPORT int ibv_init_ah_from_wc(struct ibv_context *c, uint8_t port, struct ib
 
 	if (!(wc->wc_flags & IBV_WC_GRH) || !grh)
 		return -1; /* RoCE needs the GRH to know where a datagram came from */
+	uint8_t tclass;
 	memset(&remote, 0, sizeof(remote));
 	memset(&local, 0, sizeof(local));
 	if ((g[20] >> 4) == 4) {
@@ -438,11 +439,15 @@ SR_EXPORT int ibv_init_ah_from_wc(struct ibv_context *c, uint8_t port, struct ib
 		local.raw[10] = local.raw[11] = 0xff;
 		memcpy(&remote.raw[12], g + 20 + 12, 4);
 		memcpy(&local.raw[12], g + 20 + 16, 4);
+		tclass = g[20 + 1];
 	} else {
 		remote = grh->sgid;
 		local = grh->dgid;
+		tclass = (uint8_t)(be32toh(grh->version_tclass_flow) >> 20);
 	}
 	memset(ah, 0, sizeof(*ah));
+	/* as rdma-core: the answer goes with the traffic class it came with */
+	ah->grh.traffic_class = tclass;
 	ah->is_global = 1;
 	ah->port_num = port;
 	ah->sl = wc->sl;

@@ -245,7 +245,7 @@ void sr_cm_fill_ah(struct sr_cm_id *id, struct ibv_ah_attr *ah, const union ibv_
 /* ib_cm.c */
 int sr_cm_engine_start(void);
 void sr_cm_wake(void);
-int sr_cm_send_mad(const struct sockaddr_in6 *src, const struct sockaddr_in6 *dst, const uint8_t *mad);
+int sr_cm_send_mad(const struct sockaddr_in6 *src, const struct sockaddr_in6 *dst, const uint8_t *mad, uint8_t tclass);
 int sr_cm_send_msg(struct sr_cm_id *id, const struct sr_cm_msg *msg, bool retry);
 void sr_cm_arm(struct sr_cm_id *id, enum sr_cm_timer t, uint64_t ns);
 uint64_t sr_cm_retry_ns(uint8_t response_timeout);

@@ -123,8 +123,10 @@ static bool dev_crc(const struct sockaddr_in6 *local)
 	return d ? d->crc : true;
 }
 
-/* One MAD from QP1 at src to QP1 at dst:4791 (ports of src/dst ignored). */
-int sr_cm_send_mad(const struct sockaddr_in6 *src, const struct sockaddr_in6 *dst, const uint8_t *mad)
+/* One MAD from QP1 at src to QP1 at dst:4791 (ports of src/dst ignored),
+ * with IPv4 TOS / IPv6 traffic class tclass: the kernel's CM sends on the
+ * connection's path, or answers with the request's. */
+int sr_cm_send_mad(const struct sockaddr_in6 *src, const struct sockaddr_in6 *dst, const uint8_t *mad, uint8_t tclass)
 {
 	static uint32_t psn;
 	bool v4 = IN6_IS_ADDR_V4MAPPED(&dst->sin6_addr);
@@ -140,7 +142,7 @@ int sr_cm_send_mad(const struct sockaddr_in6 *src, const struct sockaddr_in6 *ds
 		.deth_sqpn = 1,
 	};
 	union {
-		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} cbuf;
 	struct msghdr msg = { 0 };
@@ -198,6 +200,16 @@ int sr_cm_send_mad(const struct sockaddr_in6 *src, const struct sockaddr_in6 *ds
 		msg.msg_name = &sin6;
 		msg.msg_namelen = sizeof(sin6);
 	}
+	if (tclass) {
+		int tc = tclass;
+
+		cm = (struct cmsghdr *)(cbuf.buf + msg.msg_controllen);
+		cm->cmsg_level = v4 ? IPPROTO_IP : IPPROTO_IPV6;
+		cm->cmsg_type = v4 ? IP_TOS : IPV6_TCLASS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &tc, sizeof(tc));
+		msg.msg_controllen += CMSG_SPACE(sizeof(int));
+	}
 	if (sendmsg(fd, &msg, MSG_DONTWAIT) < 0)
 		return -errno; /* lost like a dropped packet: the retry timer resends */
 	return 0;
@@ -223,7 +235,7 @@ int sr_cm_send_msg(struct sr_cm_id *id, const struct sr_cm_msg *msg, bool retry)
 		memcpy(id->mad, mad, sizeof(mad));
 		id->mad_valid = true;
 	}
-	sr_cm_send_mad(&id->local, &id->peer, mad);
+	sr_cm_send_mad(&id->local, &id->peer, mad, id->tos);
 	return 0;
 }
 
@@ -403,9 +415,9 @@ int sr_cm_send_drep(struct sr_cm_id *id)
 }
 
 /* Answer a message that names no connection of ours (a REJ with the
- * reason given, or a DREP for a stray DREQ), from local to peer. */
-static void answer_stray(const struct sr_cm_msg *in, const struct sockaddr_in6 *local,
-			 const struct sockaddr_in6 *peer, uint16_t attr, uint16_t reason)
+ * reason given, or a DREP for a stray DREQ), to where meta says it came
+ * from, with its traffic class. */
+static void answer_stray(const struct sr_cm_msg *in, const struct sr_ipc_pkt *meta, uint16_t attr, uint16_t reason)
 {
 	struct sr_cm_msg m;
 	uint8_t mad[SR_MAD_BYTES];
@@ -421,7 +433,7 @@ static void answer_stray(const struct sr_cm_msg *in, const struct sockaddr_in6 *
 		m.rej.reason = reason;
 	}
 	if (sr_cm_msg_encode(&m, mad, sizeof(mad)) > 0)
-		sr_cm_send_mad(local, peer, mad);
+		sr_cm_send_mad(&meta->dst, &meta->src, mad, meta->tclass);
 }
 
 
@@ -566,23 +578,22 @@ static void on_req(const struct sr_cm_msg *m, const struct sr_ipc_pkt *meta)
 		sr_cm_dbg("duplicate REQ from comm ID 0x%x (state %d)", r->local_comm_id, dup->state);
 		/* the peer missed our answer: resend it (REP) or wait */
 		if (dup->state == CM_REP_SENT && dup->mad_valid)
-			sr_cm_send_mad(&dup->local, &dup->peer, dup->mad);
+			sr_cm_send_mad(&dup->local, &dup->peer, dup->mad, dup->tos);
 		return;
 	}
 	struct sr_cm_id *l = find_listener(r->service_id, &meta->dst);
 	if (!l || sr_cma_hdr_decode(&ch, r->private_data, sizeof(r->private_data))) {
-		answer_stray(m, &meta->dst, &meta->src, SR_CM_ATTR_REJ,
-			     l ? SR_CM_REJ_CONSUMER_DEFINED : SR_CM_REJ_INVALID_SERVICE_ID);
+		answer_stray(m, meta, SR_CM_ATTR_REJ, l ? SR_CM_REJ_CONSUMER_DEFINED : SR_CM_REJ_INVALID_SERVICE_ID);
 		return;
 	}
 	if (l->id.qp_type == IBV_QPT_UD ||
 	    (r->transport_service_type != SR_CM_TST_RC && r->transport_service_type != SR_CM_TST_UC)) {
-		answer_stray(m, &meta->dst, &meta->src, SR_CM_ATTR_REJ, SR_CM_REJ_INVALID_TRANSPORT_TYPE);
+		answer_stray(m, meta, SR_CM_ATTR_REJ, SR_CM_REJ_INVALID_TRANSPORT_TYPE);
 		return;
 	}
 	struct sr_cm_id *c = child_new(l, meta, &ch);
 	if (!c) {
-		answer_stray(m, &meta->dst, &meta->src, SR_CM_ATTR_REJ, SR_CM_REJ_NO_RESOURCES);
+		answer_stray(m, meta, SR_CM_ATTR_REJ, SR_CM_REJ_NO_RESOURCES);
 		return;
 	}
 	c->id.qp_type = r->transport_service_type == SR_CM_TST_UC ? IBV_QPT_UC : IBV_QPT_RC;
@@ -600,6 +611,9 @@ static void on_req(const struct sr_cm_msg *m, const struct sr_ipc_pkt *meta)
 	c->rnr_retry_count = r->rnr_retry_count;
 	c->mtu = r->path_mtu && r->path_mtu < c->dev->active_mtu ? (enum ibv_mtu)r->path_mtu : c->dev->active_mtu;
 	c->flow_label = r->primary.flow_label;
+	/* the path is the REQ's, as the kernel's CM takes it */
+	c->tos = r->primary.traffic_class;
+	c->path.traffic_class = c->tos;
 	c->ack_timeout = r->primary.local_ack_timeout;
 	c->max_cm_retries = r->max_cm_retries;
 	/* resources for accept(NULL): what the peer asked for, capped */
@@ -630,7 +644,7 @@ static void on_sidr_req(const struct sr_cm_msg *m, const struct sr_ipc_pkt *meta
 	for (struct sr_cm_id *id = sr_cm.ids; id; id = id->next)
 		if (id->listener && id->rcid == r->request_id && !memcmp(&id->peer.sin6_addr, &meta->src.sin6_addr, 16)) {
 			if (id->state == CM_SIDR_DONE && id->mad_valid)
-				sr_cm_send_mad(&id->local, &id->peer, id->mad);
+				sr_cm_send_mad(&id->local, &id->peer, id->mad, id->tos);
 			return; /* duplicate */
 		}
 	struct sr_cm_id *l = find_listener(r->service_id, &meta->dst);
@@ -644,12 +658,16 @@ static void on_sidr_req(const struct sr_cm_msg *m, const struct sr_ipc_pkt *meta
 		a.sidr_rep.status = status ? (uint8_t)status : SR_CM_SIDR_NO_QP;
 		a.sidr_rep.service_id = r->service_id;
 		if (sr_cm_msg_encode(&a, mad, sizeof(mad)) > 0)
-			sr_cm_send_mad(&meta->dst, &meta->src, mad);
+			sr_cm_send_mad(&meta->dst, &meta->src, mad, meta->tclass);
 		return;
 	}
 	c->rcid = r->request_id;
 	c->tid = m->hdr.tid;
 	c->qkey = SR_CMA_QKEY;
+	/* the kernel's CM answers a SIDR REQ through an AH made from its
+	 * completion: with the traffic class it came with */
+	c->tos = meta->tclass;
+	c->path.traffic_class = c->tos;
 	c->state = CM_SIDR_REQ_RCVD;
 	struct sr_cm_event *e = sr_cm_event_new(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
 	if (!e) {
@@ -676,7 +694,7 @@ static void on_rep(const struct sr_cm_msg *m)
 		return;
 	if (id->state == CM_ESTABLISHED || id->state == CM_REP_RCVD) {
 		if (id->state == CM_ESTABLISHED && id->mad_valid)
-			sr_cm_send_mad(&id->local, &id->peer, id->mad); /* RTU again */
+			sr_cm_send_mad(&id->local, &id->peer, id->mad, id->tos); /* RTU again */
 		return;
 	}
 	if (id->state != CM_REQ_SENT)
@@ -849,7 +867,7 @@ static void on_dreq(const struct sr_cm_msg *m, const struct sr_ipc_pkt *meta)
 	struct sr_cm_id *id = find_by_lcid(m->dreq.remote_comm_id);
 
 	if (!id || id->rcid != m->dreq.local_comm_id) {
-		answer_stray(m, &meta->dst, &meta->src, SR_CM_ATTR_DREP, 0);
+		answer_stray(m, meta, SR_CM_ATTR_DREP, 0);
 		return;
 	}
 	switch (id->state) {
@@ -1049,7 +1067,7 @@ again:
 		id->timer = CM_T_NONE;
 		if (t == CM_T_RETRY) {
 			if (id->mad_valid && id->retries_left-- > 0) {
-				sr_cm_send_mad(&id->local, &id->peer, id->mad);
+				sr_cm_send_mad(&id->local, &id->peer, id->mad, id->tos);
 				id->timer = CM_T_RETRY;
 				id->deadline = now + id->timeout_ns;
 			} else {

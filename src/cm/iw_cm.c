@@ -297,6 +297,23 @@ static void fill_conn(struct sr_cm_event *e, const struct sr_mpa_rr *rr, uint16_
 
 /* ---- listening ---- */
 
+/* rdma_cm's RDMA_OPTION_ID_TOS on the TCP socket of an iWARP id (the
+ * kernel's iw_cm hands it to the device as the connection's TOS): its
+ * DSCP bits, the ECN field being TCP's.  An IPv6 socket may carry IPv4
+ * too (mapped), so it gets both.  An accepted socket inherits its
+ * listener's. */
+static void tcp_set_tos(int fd, int fam, uint8_t tos)
+{
+	int v = tos;
+
+	if (!tos)
+		return;
+	if (setsockopt(fd, IPPROTO_IP, IP_TOS, &v, sizeof(v)) && fam == AF_INET)
+		sr_cm_dbg("IP_TOS 0x%x: %s", tos, strerror(errno));
+	if (fam == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &v, sizeof(v)))
+		sr_cm_dbg("IPV6_TCLASS 0x%x: %s", tos, strerror(errno));
+}
+
 /* Lock not held.  A TCP listener on the id's address and port (the
  * wildcard takes every address; connections to addresses of no iWARP
  * device are closed when they arrive).  With a port chosen for the
@@ -317,6 +334,7 @@ int sr_iwcm_listen(struct sr_cm_id *c, int backlog)
 		int v6only = c->afonly ? 1 : 0;
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only));
 	}
+	tcp_set_tos(fd, fam, c->tos);
 	memcpy(&ss, &c->id.route.addr.src_addr, len);
 	for (int tries = 0;; tries++) {
 		if (!bind(fd, (struct sockaddr *)&ss, len))
@@ -517,6 +535,7 @@ static int connect_start(struct sr_cm_id *c)
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	tcp_set_tos(fd, fam, c->tos);
 	if (bind(fd, (struct sockaddr *)&la, llen) ||
 	    (connect(fd, (struct sockaddr *)&ra, rlen) && errno != EINPROGRESS)) {
 		err = -errno;

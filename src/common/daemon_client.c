@@ -368,7 +368,7 @@ int sr_daemon_forward(struct sr_daemon_conn *c, const struct sr_ipc_pkt *meta, c
 		return -EMSGSIZE;
 	m = *meta;
 	m.len = len;
-	m.pad = 0;
+	memset(m.pad, 0, sizeof(m.pad));
 	h.len = (uint32_t)sizeof(m) + len;
 	iov[0] = (struct iovec){ &h, sizeof(h) };
 	iov[1] = (struct iovec){ &m, sizeof(m) };

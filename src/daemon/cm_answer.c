@@ -47,15 +47,15 @@ static bool addr_unicast(const struct in6_addr *a)
 	return !IN6_IS_ADDR_UNSPECIFIED(a) && !IN6_IS_ADDR_MULTICAST(a);
 }
 
-
 /* Send a GSI datagram (BTH + DETH + MAD + ICRC slot, GSI_DGRAM_BYTES) from
- * local:4791 to peer:4791, filling in the ICRC.  true if sent. */
-bool gsi_send(uint8_t *pkt, const struct sockaddr_in6 *local, const struct sockaddr_in6 *peer)
+ * local:4791 to peer:4791 with IPv4 TOS / IPv6 traffic class tclass,
+ * filling in the ICRC.  true if sent. */
+bool gsi_send(uint8_t *pkt, const struct sockaddr_in6 *local, const struct sockaddr_in6 *peer, uint8_t tclass)
 {
 	bool v4 = IN6_IS_ADDR_V4MAPPED(&peer->sin6_addr);
 	struct sr_icrc_env env = { 0 };
 	union {
-		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(struct in_pktinfo))];
+		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} ctl;
 	struct iovec iov = { pkt, GSI_DGRAM_BYTES };
@@ -108,6 +108,16 @@ bool gsi_send(uint8_t *pkt, const struct sockaddr_in6 *local, const struct socka
 		msg.msg_controllen = CMSG_SPACE(sizeof(pi));
 		msg.msg_name = &to6;
 		msg.msg_namelen = sizeof(to6);
+	}
+	if (tclass) {
+		int tc = tclass;
+
+		cm = (struct cmsghdr *)(ctl.buf + msg.msg_controllen);
+		cm->cmsg_level = v4 ? IPPROTO_IP : IPPROTO_IPV6;
+		cm->cmsg_type = v4 ? IP_TOS : IPV6_TCLASS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &tc, sizeof(tc));
+		msg.msg_controllen += CMSG_SPACE(sizeof(int));
 	}
 	return sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0;
 }
@@ -181,7 +191,9 @@ bool cm_answer(const uint8_t *req, const struct sr_ipc_pkt *meta, uint16_t attr)
 		return false;
 	}
 
-	if (!gsi_send(pkt, &meta->dst, &meta->src)) {
+	/* the kernel's CM answers through an AH made from the request's
+	 * completion: with the traffic class the request came with */
+	if (!gsi_send(pkt, &meta->dst, &meta->src, meta->tclass)) {
 		d.all.cm[CM_ANSWER_ERR]++;
 		return false;
 	}

@@ -32,7 +32,7 @@ static void will_send(const struct will *w)
 	h.deth_sqpn = 1;
 	if (sr_pkt_build_hdr(pkt, &h) == SR_BTH_BYTES + SR_DETH_BYTES) {
 		memcpy(pkt + SR_BTH_BYTES + SR_DETH_BYTES, w->w.mad, sizeof(w->w.mad));
-		if (gsi_send(pkt, &w->w.local, &w->w.peer))
+		if (gsi_send(pkt, &w->w.local, &w->w.peer, 0))
 			TALLY(w->user, wills_sent);
 	}
 }

@@ -119,6 +119,7 @@ static int open_udp(int family)
 		int pmtu = IP_PMTUDISC_DO;
 
 		if (setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one)) < 0 ||
+		    setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one)) < 0 ||
 		    setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) < 0)
 			die("IPv4 socket options: %s", strerror(errno));
 		sa.v4.sin_family = AF_INET;
@@ -129,7 +130,8 @@ static int open_udp(int family)
 		/* IPv4 has its own socket; a dual-stack one would split the
 		 * reuseport groups that flow sockets join. */
 		if (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0 ||
-		    setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one)) < 0)
+		    setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one)) < 0 ||
+		    setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof(one)) < 0)
 			die("IPv6 socket options: %s", strerror(errno));
 		sa.v6.sin6_family = AF_INET6;
 		sa.v6.sin6_port = htons(SR_ROCE_UDP_PORT);

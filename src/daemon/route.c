@@ -94,7 +94,9 @@ void udp_read(int fd, bool v6)
 	static struct iovec iov[UDP_BATCH];
 	static struct sockaddr_storage names[UDP_BATCH];
 	static union {
-		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(struct in_pktinfo))];
+		/* the pktinfo and the TOS / traffic class (what a UD receive's
+		 * GRH reports, and the CM answers with) */
+		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} ctl[UDP_BATCH];
 
@@ -156,6 +158,8 @@ void udp_read(int fd, bool v6)
 					meta.dst.sin6_addr = pi.ipi6_addr;
 					if (IN6_IS_ADDR_LINKLOCAL(&pi.ipi6_addr))
 						meta.dst.sin6_scope_id = (uint32_t)pi.ipi6_ifindex;
+				} else {
+					sr_cmsg_tclass(cm, &meta.tclass);
 				}
 			}
 			meta.len = len;

@@ -389,7 +389,7 @@ void rs_release_all(struct client *c);
 
 /* cm_answer.c */
 bool cm_answer(const uint8_t *req, const struct sr_ipc_pkt *meta, uint16_t attr);
-bool gsi_send(uint8_t *pkt, const struct sockaddr_in6 *local, const struct sockaddr_in6 *peer);
+bool gsi_send(uint8_t *pkt, const struct sockaddr_in6 *local, const struct sockaddr_in6 *peer, uint8_t tclass);
 
 /* cm_will.c */
 /* A dying client's wills join the queue of those to send. */

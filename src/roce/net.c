@@ -264,6 +264,8 @@ static int flow_socket_open(struct sr_qp *qp, const struct sockaddr_in6 *local, 
 	int rcvbuf = set_rcvbuf(fd);
 	if (qp->ibqp.qp_base.qp_type != IBV_QPT_UD)
 		rqp(qp)->rcvbuf = rcvbuf;
+	else if (setsockopt(fd, v4 ? IPPROTO_IP : IPPROTO_IPV6, v4 ? IP_RECVTOS : IPV6_RECVTCLASS, &one, sizeof(one)))
+		SR_DBG("UD QP %u: no IP_RECVTOS/IPV6_RECVTCLASS: %s", sr_roce_qpn(qp), strerror(errno));
 	int rc;
 	if (v4) {
 		struct sockaddr_in l, p;
@@ -398,7 +400,7 @@ struct tx_msg {
 	} to;
 	union {
 		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(uint16_t)) +
-			 CMSG_SPACE(sizeof(int))];
+			 2 * CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} cbuf;
 };
@@ -452,6 +454,19 @@ static int tx_msg_build(struct sr_qp *qp, const struct sr_av *av, struct iovec *
 		cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
 		memcpy(CMSG_DATA(cm), &seg_size, sizeof(seg_size));
 		msg->msg_controllen += CMSG_SPACE(sizeof(uint16_t));
+	}
+	if (av->traffic_class) {
+		/* The path's (AH's) traffic class is the IPv4 TOS / IPv6 traffic
+		 * class, all 8 bits with the ECN field, as rxe writes it; both
+		 * are outside the ICRC (masked). */
+		int tc = av->traffic_class;
+
+		cm = (struct cmsghdr *)(m->cbuf.buf + msg->msg_controllen);
+		cm->cmsg_level = v4 ? IPPROTO_IP : IPPROTO_IPV6;
+		cm->cmsg_type = v4 ? IP_TOS : IPV6_TCLASS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &tc, sizeof(tc));
+		msg->msg_controllen += CMSG_SPACE(sizeof(int));
 	}
 	if (mcast && av->hop_limit) {
 		/* The AH's hop limit bounds how far the group's datagrams go
@@ -771,7 +786,7 @@ static void roce_rx_one(struct sr_qp *qp, const uint8_t *buf, size_t len, const 
 /* Datagram routed to us by the daemon (qp->lock held). */
 static void roce_deliver(struct sr_qp *qp, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len)
 {
-	struct sr_rx_env env = { .src = meta->src, .dst = meta->dst };
+	struct sr_rx_env env = { .src = meta->src, .dst = meta->dst, .tclass = meta->tclass };
 	roce_rx_one(qp, data, len, &env);
 	sr_resp_flush_ack(qp);
 	sr_req_progress(qp);
@@ -801,8 +816,10 @@ static void rx_datagram(struct sr_qp *qp, const uint8_t *b, size_t len, struct s
 		if (dqpn != sr_roce_qpn(qp)) {
 			if (nredo < SR_REDO_MAX && (redo[nredo].data = malloc(len))) {
 				memcpy(redo[nredo].data, b, len);
-				redo[nredo].meta = (struct sr_ipc_pkt){ .src = env->src, .dst = env->dst,
-									.len = (uint32_t)len };
+				redo[nredo].meta = (struct sr_ipc_pkt){ .src = env->src,
+									.dst = env->dst,
+									.len = (uint32_t)len,
+									.tclass = env->tclass };
 				nredo++;
 			}
 			return;
@@ -849,7 +866,7 @@ static void rx_drain(struct sr_qp *qp, int fd, const struct sockaddr_in6 *local)
 	struct iovec iov[SR_RX_GRO_BATCH];
 	struct sockaddr_storage names[SR_RX_GRO_BATCH];
 	union {
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[2 * CMSG_SPACE(sizeof(int))]; /* UDP_GRO, IP_TOS / IPV6_TCLASS */
 		struct cmsghdr align;
 	} cbufs[SR_RX_GRO_BATCH];
 	struct sr_rx_env env;
@@ -882,6 +899,7 @@ static void rx_drain(struct sr_qp *qp, int fd, const struct sockaddr_in6 *local)
 			size_t len = msgs[i].msg_len, seg = len;
 			sr_rx_account(len);
 			const uint8_t *b = iov[i].iov_base;
+			env.tclass = 0;
 			for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msgs[i].msg_hdr); cm;
 			     cm = CMSG_NXTHDR(&msgs[i].msg_hdr, cm)) {
 				if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
@@ -889,6 +907,8 @@ static void rx_drain(struct sr_qp *qp, int fd, const struct sockaddr_in6 *local)
 					memcpy(&g, CMSG_DATA(cm), sizeof(g));
 					if (g > 0)
 						seg = (size_t)g;
+				} else {
+					sr_cmsg_tclass(cm, &env.tclass);
 				}
 			}
 			from_sockaddr(&names[i], &env.src);

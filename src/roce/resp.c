@@ -265,8 +265,10 @@ static int place_recv(struct sr_qp *qp, const void *data, uint32_t len)
  * rxe delivers it (IBTA Annex A17.4.5.2): for IPv4 the header sits in the
  * last 20 bytes, checksum included (rdma-core trusts an IPv4 header at
  * offset 20 by its checksum), the first 20 bytes zero; for IPv6 the whole
- * area.  Fields the UDP socket does not show (IPv4 ID, TTL, traffic class,
- * flow label) are those we send with.  Returns the L3 type for wc.sl. */
+ * area.  The TOS / traffic class is the one it came with (IP_RECVTOS /
+ * IPV6_RECVTCLASS: ibv_init_ah_from_wc answers with it); fields the UDP
+ * socket does not show (IPv4 ID, TTL, flow label) are those we send with.
+ * Returns the L3 type for wc.sl. */
 static int ud_network_hdr(uint8_t grh[40], const struct sr_pkt *pkt, const struct sr_rx_env *env)
 {
 	uint32_t iplen = pkt->hdr_len + pkt->paylen + pkt->pad + SR_ICRC_BYTES + 8;
@@ -274,6 +276,7 @@ static int ud_network_hdr(uint8_t grh[40], const struct sr_pkt *pkt, const struc
 	if (IN6_IS_ADDR_V4MAPPED(&env->src.sin6_addr)) {
 		uint8_t *ip = grh + 20;
 		ip[0] = 0x45;
+		ip[1] = env->tclass;
 		uint16_t tl = htons((uint16_t)(iplen + 20));
 		memcpy(ip + 2, &tl, 2);
 		ip[6] = 0x40; /* DF */
@@ -290,7 +293,8 @@ static int ud_network_hdr(uint8_t grh[40], const struct sr_pkt *pkt, const struc
 		ip[11] = (uint8_t)~sum;
 		return SR_WC_L3_IPV4;
 	}
-	grh[0] = 0x60;
+	grh[0] = (uint8_t)(0x60 | env->tclass >> 4);
+	grh[1] = (uint8_t)(env->tclass << 4);
 	uint16_t pl = htons((uint16_t)iplen);
 	memcpy(grh + 4, &pl, 2);
 	grh[6] = 17;

@@ -14,6 +14,7 @@
 struct sr_rx_env {
 	struct sockaddr_in6 src, dst;
 	uint16_t ipv4_id_guess; /* segment index within a GRO batch: what a GSO sender used */
+	uint8_t tclass; /* IPv4 TOS / IPv6 traffic class it arrived with (UD: 0 unless reported) */
 	bool batch_more;        /* more of the receive batch follows this packet (resp.c, resp_read) */
 };
 

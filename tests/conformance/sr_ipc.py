@@ -12,7 +12,7 @@ NAME = "\0" + os.environ.get("SOFTRDMA_DAEMON_SOCK", "softrdmad-v1")
 HELLO, ALLOC_QPN, FREE_QPN, CLAIM, PKT, REPLY, STATUS = range(1, 8)
 ALLOC_COMM_ID, FREE_COMM_ID, LISTEN, UNLISTEN, CM_WILL = 8, 9, 10, 11, 12
 JOIN, LEAVE = 13, 14
-META = 64  # struct sr_ipc_pkt: src, dst (sockaddr_in6), len, pad
+META = 64  # struct sr_ipc_pkt: src, dst (sockaddr_in6), len, tclass, pad
 GSI_QKEY = 0x80010000
 
 _fails = 0

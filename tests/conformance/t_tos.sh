@@ -1,0 +1,93 @@
+#!/bin/bash
+# Traffic class on the wire (issue 34, item 4), captured on lo: each run
+# below uses its own class, and the packets it makes must carry it.
+#  - RoCE, a QP's path (ib_send_bw --tclass, RC): the IPv4 TOS of both
+#    QPs' packets, all 8 bits with the ECN field, as rxe writes them;
+#  - RoCE, an AH (ib_send_bw -c UD --tclass): the sender's datagrams;
+#  - RoCE, rdma_cm's RDMA_OPTION_ID_TOS (ucmatose -t, set by the client
+#    only): the client's CM MADs and packets, and the server's too (its
+#    path is the REQ's, as the kernel's CM takes it);
+#  - RoCE, UD through rdma_cm (udaddy -t, client only): the client's
+#    datagrams, and the server's answers, sent through AHs it makes from
+#    the client's completions (ibv_create_ah_from_wc): the traffic class a
+#    UD receive reports is the one it came with;
+#  - Soft-iWARP (ucmatose -t): the client's TCP segments carry the DSCP
+#    bits (TCP owns the ECN field); the accepted side keeps its
+#    listener's, 0, as the kernel's TCP.
+# Nothing else in the capture has a class of its own.
+. "$(dirname "$0")/lib.sh"
+sr_need_cmd tshark ucmatose udaddy ib_send_bw
+[ "$(id -u)" -eq 0 ] || sr_skip "capturing on lo needs root"
+sr_init
+export SOFTRDMA_GSO=0 # the capture holds each datagram as the wire carries it
+IWCONF=$SR_TMP/iwarp.conf
+sr_write_conf "$IWCONF" lo iwarp
+
+cap=$SR_TMP/tos.pcapng
+sr_capture_start "$cap" 'udp port 4791 or tcp' -B 64
+
+# perftest without rdma_cm (its --tclass is the GRH's): QPs and AHs made by hand
+pair() { # DESC TOOL ARGS...
+	local desc tool=$2 port
+	desc=$(sr_try_desc "$1")
+	shift 2
+	port=$(sr_free_port)
+	sr_pair "$desc" "$port" -- "$SR_RUN" "$tool" -p "$port" "$@" -- "$SR_RUN" "$tool" -p "$port" "$@" 127.0.0.1
+}
+sr_perftest_tries pair "ib_send_bw --tclass=0x4a (RC)" ib_send_bw -x 0 -s 2000 -n 20 --tclass=0x4a
+sr_perftest_tries pair "ib_send_bw -c UD --tclass=0x4d" ib_send_bw -x 0 -c UD -s 1000 -n 20 --tclass=0x4d
+P=$(sr_free_port)
+sr_pair "ucmatose -t 0x68 (RoCE)" "cm:$P" -- "$SR_RUN" ucmatose -p "$P" -C 20 \
+	-- "$SR_RUN" ucmatose -s 127.0.0.1 -p "$P" -C 20 -t 0x68
+sr_pair "udaddy -t 0x8b (RoCE UD)" "cm:7174:udp" -- "$SR_RUN" udaddy -C 20 \
+	-- "$SR_RUN" udaddy -s 127.0.0.1 -C 20 -t 0x8b
+P=$(sr_free_port)
+sr_pair "ucmatose -t 0x6b (Soft-iWARP)" "$P" -- env SOFTRDMA_CONF="$IWCONF" "$SR_RUN" ucmatose -p "$P" -C 20 \
+	-- env SOFTRDMA_CONF="$IWCONF" "$SR_RUN" ucmatose -s 127.0.0.1 -p "$P" -C 20 -t 0x6b
+sleep 1
+sr_capture_stop
+
+ts() { tshark -r "$cap" "$@" 2>/dev/null; }
+# roce FILTER: the RoCE packets matching FILTER; ports: their distinct UDP source ports
+roce() { ts -Y "infiniband && ($1)" | wc -l; }
+ports() { ts -T fields -e udp.srcport -Y "infiniband && ($1)" | sort -u | wc -l; }
+tcls=$(ts -T fields -e ip.dsfield -Y 'infiniband' | sort | uniq -c | tr -s ' \n' ' ')
+echo "RoCE packets by TOS: $tcls"
+
+# a QP's path: both QPs' packets (opcodes below 100: RC)
+n=$(roce 'ip.dsfield == 0x4a && infiniband.bth.opcode < 32')
+p=$(ports 'ip.dsfield == 0x4a && infiniband.bth.opcode < 32')
+[ "$n" -ge 20 ] && [ "$p" -ge 2 ] && sr_pass "RC path traffic class 0x4a: $n packets from both QPs" ||
+	sr_fail "RC path traffic class 0x4a: $n packets from $p QPs (want >= 20 from 2)"
+# an AH's: UD SEND only (100) datagrams of the sender
+n=$(roce 'ip.dsfield == 0x4d && infiniband.bth.opcode == 100')
+[ "$n" -ge 20 ] && sr_pass "UD AH traffic class 0x4d: $n datagrams" ||
+	sr_fail "UD AH traffic class 0x4d: $n datagrams (want >= 20)"
+# rdma_cm's TOS: the CM MADs (QP1) and both QPs' packets
+n=$(roce 'ip.dsfield == 0x68 && infiniband.bth.destqp == 1')
+[ "$n" -ge 3 ] && sr_pass "RDMA_OPTION_ID_TOS 0x68: $n CM MADs (REQ, REP, RTU, ...)" ||
+	sr_fail "RDMA_OPTION_ID_TOS 0x68: $n CM MADs (want >= 3)"
+n=$(roce 'ip.dsfield == 0x68 && infiniband.bth.destqp != 1')
+p=$(ports 'ip.dsfield == 0x68 && infiniband.bth.destqp != 1')
+[ "$n" -ge 40 ] && [ "$p" -ge 2 ] && sr_pass "RDMA_OPTION_ID_TOS 0x68: $n packets from both QPs (the server's path is the REQ's)" ||
+	sr_fail "RDMA_OPTION_ID_TOS 0x68: $n packets from $p QPs (want >= 40 from 2)"
+# UD through rdma_cm: the SIDR exchange, the client's datagrams and the server's answers
+n=$(roce 'ip.dsfield == 0x8b && infiniband.bth.destqp == 1')
+[ "$n" -ge 2 ] && sr_pass "udaddy TOS 0x8b: $n SIDR MADs (REQ and REP)" || sr_fail "udaddy TOS 0x8b: $n SIDR MADs (want >= 2)"
+n=$(roce 'ip.dsfield == 0x8b && infiniband.bth.destqp != 1')
+p=$(ports 'ip.dsfield == 0x8b && infiniband.bth.destqp != 1')
+[ "$n" -ge 40 ] && [ "$p" -ge 2 ] &&
+	sr_pass "udaddy TOS 0x8b: $n datagrams from both QPs (the answers' AHs from the received GRH)" ||
+	sr_fail "udaddy TOS 0x8b: $n datagrams from $p QPs (want >= 40 from 2)"
+other=$(roce 'ip.dsfield != 0 && ip.dsfield != 0x4a && ip.dsfield != 0x4d && ip.dsfield != 0x68 && ip.dsfield != 0x8b')
+[ "$other" -eq 0 ] && sr_pass "no RoCE packet with a class it was not given" ||
+	sr_fail "$other RoCE packets with another class"
+
+# Soft-iWARP: the client's segments (source port not the listener's)
+iw=$(ts -T fields -e ip.dsfield -Y "tcp.srcport != $P && tcp.dstport == $P && tcp.len > 0" | sort | uniq -c | tr -s ' \n' ' ')
+n=$(ts -Y "tcp.srcport != $P && tcp.dstport == $P && tcp.len > 0 && ip.dsfield == 0x68" | wc -l)
+all=$(ts -Y "tcp.srcport != $P && tcp.dstport == $P && tcp.len > 0" | wc -l)
+echo "Soft-iWARP client segments by TOS: $iw"
+[ "$n" -ge 5 ] && [ "$n" -eq "$all" ] && sr_pass "Soft-iWARP TOS 0x6b: the client's $n data segments carry DSCP 0x68 (ECN TCP's)" ||
+	sr_fail "Soft-iWARP TOS 0x6b: $n of the client's $all data segments carry 0x68"
+sr_finish
