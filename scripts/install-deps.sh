@@ -14,7 +14,7 @@ tshark iproute2 nftables
 clang libclang-rt-dev valgrind gdb strace
 python3 iperf3 procps time gnuplot-nox
 ucx-utils openmpi-bin libopenmpi-dev libfabric-bin python3-pyverbs
-tgt libiscsi-bin libiscsi-dev fio linux-perf
+tgt libiscsi-bin libiscsi-dev fio linux-perf libdapl2 dapl2-utils
 man-db dpkg-dev fakeroot lintian
 "
 
