@@ -38,6 +38,7 @@
 #include "common/thread.h"
 #include "roce/wire/roce_hdr.h"
 #include "common/sock.h"
+#include "common/cmsg.h"
 
 #define CM_PKT_BYTES (SR_BTH_BYTES + SR_DETH_BYTES + SR_MAD_BYTES + SR_ICRC_BYTES)
 
@@ -200,16 +201,7 @@ int sr_cm_send_mad(const struct sockaddr_in6 *src, const struct sockaddr_in6 *ds
 		msg.msg_name = &sin6;
 		msg.msg_namelen = sizeof(sin6);
 	}
-	if (tclass) {
-		int tc = tclass;
-
-		cm = (struct cmsghdr *)(cbuf.buf + msg.msg_controllen);
-		cm->cmsg_level = v4 ? IPPROTO_IP : IPPROTO_IPV6;
-		cm->cmsg_type = v4 ? IP_TOS : IPV6_TCLASS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &tc, sizeof(tc));
-		msg.msg_controllen += CMSG_SPACE(sizeof(int));
-	}
+	sr_cmsg_put_tclass(&msg, v4, tclass);
 	if (sendmsg(fd, &msg, MSG_DONTWAIT) < 0)
 		return -errno; /* lost like a dropped packet: the retry timer resends */
 	return 0;

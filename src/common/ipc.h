@@ -23,9 +23,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <string.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
 
 #define SR_IPC_VERSION 1
 /* Abstract socket name (leading NUL not included here). $SOFTRDMA_DAEMON_SOCK overrides. */
@@ -280,25 +278,6 @@ struct sr_ipc_pkt {
 	uint8_t tclass; /* the IPv4 TOS / IPv6 traffic class it arrived with */
 	uint8_t pad[3]; /* 0 */
 };
-
-/* A received message's IP_TOS / IPV6_TCLASS control message (the socket
- * asked for it with IP_RECVTOS / IPV6_RECVTCLASS) into *tclass; false if
- * cm is another. */
-static inline bool sr_cmsg_tclass(const struct cmsghdr *cm, uint8_t *tclass)
-{
-	if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS && cm->cmsg_len >= CMSG_LEN(1)) {
-		*tclass = *(const uint8_t *)CMSG_DATA(cm);
-		return true;
-	}
-	if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_TCLASS && cm->cmsg_len >= CMSG_LEN(sizeof(int))) {
-		int v;
-
-		memcpy(&v, CMSG_DATA(cm), sizeof(v));
-		*tclass = (uint8_t)v;
-		return true;
-	}
-	return false;
-}
 
 /* Source UDP port a QP sends from, as the kernel's rxe chooses it:
  * 0xC000 + hash_32(qpn, 14) with the golden-ratio multiplicative hash.

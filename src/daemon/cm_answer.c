@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include "daemon/softrdmad.h"
+#include "common/cmsg.h"
 
 /* ---- the daemon's own CM answers ---- */
 
@@ -109,16 +110,7 @@ bool gsi_send(uint8_t *pkt, const struct sockaddr_in6 *local, const struct socka
 		msg.msg_name = &to6;
 		msg.msg_namelen = sizeof(to6);
 	}
-	if (tclass) {
-		int tc = tclass;
-
-		cm = (struct cmsghdr *)(ctl.buf + msg.msg_controllen);
-		cm->cmsg_level = v4 ? IPPROTO_IP : IPPROTO_IPV6;
-		cm->cmsg_type = v4 ? IP_TOS : IPV6_TCLASS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &tc, sizeof(tc));
-		msg.msg_controllen += CMSG_SPACE(sizeof(int));
-	}
+	sr_cmsg_put_tclass(&msg, v4, tclass);
 	return sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0;
 }
 

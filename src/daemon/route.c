@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include "daemon/softrdmad.h"
+#include "common/cmsg.h"
 
 /* ---- routing ---- */
 

@@ -31,6 +31,7 @@
 #include "common/daemon_client.h"
 #include "core/fault.h"
 #include "common/sock.h"
+#include "common/cmsg.h"
 
 uint32_t sr_roce_qpn(struct sr_qp *qp) { return qp->ibqp.qp_base.qp_num; }
 
@@ -455,32 +456,13 @@ static int tx_msg_build(struct sr_qp *qp, const struct sr_av *av, struct iovec *
 		memcpy(CMSG_DATA(cm), &seg_size, sizeof(seg_size));
 		msg->msg_controllen += CMSG_SPACE(sizeof(uint16_t));
 	}
-	if (av->traffic_class) {
-		/* The path's (AH's) traffic class is the IPv4 TOS / IPv6 traffic
-		 * class, all 8 bits with the ECN field, as rxe writes it; both
-		 * are outside the ICRC (masked). */
-		int tc = av->traffic_class;
-
-		cm = (struct cmsghdr *)(m->cbuf.buf + msg->msg_controllen);
-		cm->cmsg_level = v4 ? IPPROTO_IP : IPPROTO_IPV6;
-		cm->cmsg_type = v4 ? IP_TOS : IPV6_TCLASS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &tc, sizeof(tc));
-		msg->msg_controllen += CMSG_SPACE(sizeof(int));
-	}
-	if (mcast && av->hop_limit) {
-		/* The AH's hop limit bounds how far the group's datagrams go
-		 * (rdma_cm gives 1); 0 leaves the socket's default of 1.  TTL
-		 * and hop limit are outside the ICRC. */
-		int hl = av->hop_limit;
-
-		cm = (struct cmsghdr *)(m->cbuf.buf + msg->msg_controllen);
-		cm->cmsg_level = v4 ? IPPROTO_IP : IPPROTO_IPV6;
-		cm->cmsg_type = v4 ? IP_TTL : IPV6_HOPLIMIT;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &hl, sizeof(hl));
-		msg->msg_controllen += CMSG_SPACE(sizeof(int));
-	}
+	/* the path's (AH's) traffic class: outside the ICRC (masked) */
+	sr_cmsg_put_tclass(msg, v4, av->traffic_class);
+	/* The AH's hop limit bounds how far the group's datagrams go (rdma_cm
+	 * gives 1); 0 leaves the socket's default of 1.  TTL and hop limit
+	 * are outside the ICRC. */
+	if (mcast && av->hop_limit)
+		sr_cmsg_put_int(msg, v4 ? IPPROTO_IP : IPPROTO_IPV6, v4 ? IP_TTL : IPV6_HOPLIMIT, av->hop_limit);
 	return fd;
 }
 

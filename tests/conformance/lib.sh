@@ -738,6 +738,17 @@ sr_pingpong_suite() {
 	done
 }
 
+# sr_tool_pair DESC TOOL ARGS...: TOOL ARGS as server and client on a free
+# TCP port (-p), the client to 127.0.0.1: the pingpongs and perftest
+# without rdma_cm.  For sr_perftest_tries.
+sr_tool_pair() {
+	local desc tool=$2 port
+	desc=$(sr_try_desc "$1")
+	shift 2
+	port=$(sr_free_port)
+	sr_pair "$desc" "$port" -- "$SR_RUN" "$tool" -p "$port" "$@" -- "$SR_RUN" "$tool" -p "$port" "$@" 127.0.0.1
+}
+
 # sr_perftest_once DESC LISTEN ARGS...: one perftest -R pair (ARGS) on
 # this host, the client to 127.0.0.1; LISTEN as for sr_perftest_ns_once.
 # For sr_perftest_tries.

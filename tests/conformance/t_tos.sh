@@ -27,15 +27,8 @@ cap=$SR_TMP/tos.pcapng
 sr_capture_start "$cap" 'udp port 4791 or tcp' -B 64
 
 # perftest without rdma_cm (its --tclass is the GRH's): QPs and AHs made by hand
-pair() { # DESC TOOL ARGS...
-	local desc tool=$2 port
-	desc=$(sr_try_desc "$1")
-	shift 2
-	port=$(sr_free_port)
-	sr_pair "$desc" "$port" -- "$SR_RUN" "$tool" -p "$port" "$@" -- "$SR_RUN" "$tool" -p "$port" "$@" 127.0.0.1
-}
-sr_perftest_tries pair "ib_send_bw --tclass=0x4a (RC)" ib_send_bw -x 0 -s 2000 -n 20 --tclass=0x4a
-sr_perftest_tries pair "ib_send_bw -c UD --tclass=0x4d" ib_send_bw -x 0 -c UD -s 1000 -n 20 --tclass=0x4d
+sr_perftest_tries sr_tool_pair "ib_send_bw --tclass=0x4a (RC)" ib_send_bw -x 0 -s 2000 -n 20 --tclass=0x4a
+sr_perftest_tries sr_tool_pair "ib_send_bw -c UD --tclass=0x4d" ib_send_bw -x 0 -c UD -s 1000 -n 20 --tclass=0x4d
 P=$(sr_free_port)
 sr_pair "ucmatose -t 0x68 (RoCE)" "cm:$P" -- "$SR_RUN" ucmatose -p "$P" -C 20 \
 	-- "$SR_RUN" ucmatose -s 127.0.0.1 -p "$P" -C 20 -t 0x68
@@ -54,31 +47,21 @@ ports() { ts -T fields -e udp.srcport -Y "infiniband && ($1)" | sort -u | wc -l;
 tcls=$(ts -T fields -e ip.dsfield -Y 'infiniband' | sort | uniq -c | tr -s ' \n' ' ')
 echo "RoCE packets by TOS: $tcls"
 
-# a QP's path: both QPs' packets (opcodes below 100: RC)
-n=$(roce 'ip.dsfield == 0x4a && infiniband.bth.opcode < 32')
-p=$(ports 'ip.dsfield == 0x4a && infiniband.bth.opcode < 32')
-[ "$n" -ge 20 ] && [ "$p" -ge 2 ] && sr_pass "RC path traffic class 0x4a: $n packets from both QPs" ||
-	sr_fail "RC path traffic class 0x4a: $n packets from $p QPs (want >= 20 from 2)"
-# an AH's: UD SEND only (100) datagrams of the sender
-n=$(roce 'ip.dsfield == 0x4d && infiniband.bth.opcode == 100')
-[ "$n" -ge 20 ] && sr_pass "UD AH traffic class 0x4d: $n datagrams" ||
-	sr_fail "UD AH traffic class 0x4d: $n datagrams (want >= 20)"
-# rdma_cm's TOS: the CM MADs (QP1) and both QPs' packets
-n=$(roce 'ip.dsfield == 0x68 && infiniband.bth.destqp == 1')
-[ "$n" -ge 3 ] && sr_pass "RDMA_OPTION_ID_TOS 0x68: $n CM MADs (REQ, REP, RTU, ...)" ||
-	sr_fail "RDMA_OPTION_ID_TOS 0x68: $n CM MADs (want >= 3)"
-n=$(roce 'ip.dsfield == 0x68 && infiniband.bth.destqp != 1')
-p=$(ports 'ip.dsfield == 0x68 && infiniband.bth.destqp != 1')
-[ "$n" -ge 40 ] && [ "$p" -ge 2 ] && sr_pass "RDMA_OPTION_ID_TOS 0x68: $n packets from both QPs (the server's path is the REQ's)" ||
-	sr_fail "RDMA_OPTION_ID_TOS 0x68: $n packets from $p QPs (want >= 40 from 2)"
-# UD through rdma_cm: the SIDR exchange, the client's datagrams and the server's answers
-n=$(roce 'ip.dsfield == 0x8b && infiniband.bth.destqp == 1')
-[ "$n" -ge 2 ] && sr_pass "udaddy TOS 0x8b: $n SIDR MADs (REQ and REP)" || sr_fail "udaddy TOS 0x8b: $n SIDR MADs (want >= 2)"
-n=$(roce 'ip.dsfield == 0x8b && infiniband.bth.destqp != 1')
-p=$(ports 'ip.dsfield == 0x8b && infiniband.bth.destqp != 1')
-[ "$n" -ge 40 ] && [ "$p" -ge 2 ] &&
-	sr_pass "udaddy TOS 0x8b: $n datagrams from both QPs (the answers' AHs from the received GRH)" ||
-	sr_fail "udaddy TOS 0x8b: $n datagrams from $p QPs (want >= 40 from 2)"
+# carried TCLASS FILTER MIN MINQPS DESC: at least MIN RoCE packets of class
+# TCLASS match FILTER, sent by at least MINQPS QPs (UDP source ports)
+carried() {
+	local f="ip.dsfield == $1 && ($2)" n p
+	n=$(roce "$f")
+	p=$(ports "$f")
+	[ "$n" -ge "$3" ] && [ "$p" -ge "$4" ] && sr_pass "$5: $n packets from $p QPs" ||
+		sr_fail "$5: $n packets from $p QPs (want >= $3 from $4)"
+}
+carried 0x4a 'infiniband.bth.opcode < 32' 20 2 "RC path traffic class 0x4a, both QPs"
+carried 0x4d 'infiniband.bth.opcode == 100' 20 1 "UD AH traffic class 0x4d"
+carried 0x68 'infiniband.bth.destqp == 1' 3 1 "RDMA_OPTION_ID_TOS 0x68: CM MADs (REQ, REP, RTU, ...)"
+carried 0x68 'infiniband.bth.destqp != 1' 40 2 "RDMA_OPTION_ID_TOS 0x68: both QPs (the server's path is the REQ's)"
+carried 0x8b 'infiniband.bth.destqp == 1' 2 1 "udaddy TOS 0x8b: SIDR MADs (REQ and REP)"
+carried 0x8b 'infiniband.bth.destqp != 1' 40 2 "udaddy TOS 0x8b: both QPs (the answers' AHs from the received GRH)"
 other=$(roce 'ip.dsfield != 0 && ip.dsfield != 0x4a && ip.dsfield != 0x4d && ip.dsfield != 0x68 && ip.dsfield != 0x8b')
 [ "$other" -eq 0 ] && sr_pass "no RoCE packet with a class it was not given" ||
 	sr_fail "$other RoCE packets with another class"

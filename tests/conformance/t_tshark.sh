@@ -15,20 +15,13 @@ export SOFTRDMA_GSO=0
 cap=$SR_TMP/roce.pcapng
 sr_capture_start "$cap" 'udp port 4791'
 
-pair() { # DESC TOOL ARGS...
-	local desc tool=$2 port
-	desc=$(sr_try_desc "$1")
-	shift 2
-	port=$(sr_free_port)
-	sr_pair "$desc" "$port" -- "$SR_RUN" "$tool" -p "$port" "$@" -- "$SR_RUN" "$tool" -p "$port" "$@" 127.0.0.1
-}
-pair "rc send" ibv_rc_pingpong -g 0 -s 5000 -n 5
-pair "uc send" ibv_uc_pingpong -g 0 -s 5000 -n 5
-pair "ud send" ibv_ud_pingpong -g 0 -s 1000 -n 5
-sr_perftest_tries pair "rc write" ib_write_bw -x 0 -s 5000 -n 5
-sr_perftest_tries pair "rc read" ib_read_bw -x 0 -s 5000 -n 5
-sr_perftest_tries pair "rc atomic fetch&add" ib_atomic_bw -x 0 -n 5 -A FETCH_AND_ADD
-sr_perftest_tries pair "rc atomic compare&swap" ib_atomic_bw -x 0 -n 5 -A CMP_AND_SWAP
+sr_tool_pair "rc send" ibv_rc_pingpong -g 0 -s 5000 -n 5
+sr_tool_pair "uc send" ibv_uc_pingpong -g 0 -s 5000 -n 5
+sr_tool_pair "ud send" ibv_ud_pingpong -g 0 -s 1000 -n 5
+sr_perftest_tries sr_tool_pair "rc write" ib_write_bw -x 0 -s 5000 -n 5
+sr_perftest_tries sr_tool_pair "rc read" ib_read_bw -x 0 -s 5000 -n 5
+sr_perftest_tries sr_tool_pair "rc atomic fetch&add" ib_atomic_bw -x 0 -n 5 -A FETCH_AND_ADD
+sr_perftest_tries sr_tool_pair "rc atomic compare&swap" ib_atomic_bw -x 0 -n 5 -A CMP_AND_SWAP
 # memory windows (verbs/test_mw): Writes, Reads and atomics through a
 # window's rkey are ordinary packets, Send with Invalidate carries an IETH;
 # BIND_MW and LOCAL_INV are local and send nothing

@@ -193,6 +193,16 @@ static void drain_async(struct vt_dev *d)
 		;
 }
 
+/* Both sides' events drained, QPs and CQs freed, devices closed. */
+static void pair_down(struct side s[2])
+{
+	for (int k = 0; k < 2; k++) {
+		drain_async(&s[k].d);
+		side_qp_free(&s[k]);
+		vt_close(&s[k].d);
+	}
+}
+
 static bool wait_async(struct vt_dev *d, struct ibv_qp *qp, enum ibv_event_type want, int ms)
 {
 	struct ibv_async_event ev;
@@ -994,12 +1004,7 @@ static void test_unmapped(void)
 		}
 		vt_buf_free(&b);
 next:
-		drain_async(&s[0].d);
-		drain_async(&s[1].d);
-		for (int k = 0; k < 2; k++) {
-			side_qp_free(&s[k]);
-			vt_close(&s[k].d);
-		}
+		pair_down(s);
 	}
 }
 
@@ -1075,12 +1080,7 @@ static void test_sge_bounds(void)
 		vt_buf_free(&l);
 		vt_buf_free(&r);
 next:
-		drain_async(&s[0].d);
-		drain_async(&s[1].d);
-		for (int k = 0; k < 2; k++) {
-			side_qp_free(&s[k]);
-			vt_close(&s[k].d);
-		}
+		pair_down(s);
 	}
 }
 
