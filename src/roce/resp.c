@@ -186,16 +186,19 @@ static void ack_before_completion(struct sr_qp *qp)
 	sr_resp_flush_ack(qp);
 }
 
-/* A class of error that NAKs the request and takes the responder's QP to
- * the error state (IBTA 9.9.3: invalid request, remote access, remote
- * operational). */
+/* A class of error that takes the responder's QP to the error state
+ * (IBTA 9.9.3: invalid request, remote access, remote operational).  RC
+ * NAKs the request and raises the async event of the requester's fault;
+ * UC and UD have no one to NAK, and raise none (as rxe_qp_error). */
 static void resp_fatal(struct sr_qp *qp, uint32_t psn, uint8_t nak)
 {
 	struct sr_roce_qp *r = rqp(qp);
-	if (qp->ibqp.qp_base.qp_type == IBV_QPT_RC) {
-		r->ack_pending = false;
-		send_aeth(qp, psn, nak);
+	if (qp->ibqp.qp_base.qp_type != IBV_QPT_RC) {
+		sr_qp_to_error(qp, (enum ibv_event_type) - 1);
+		return;
 	}
+	r->ack_pending = false;
+	send_aeth(qp, psn, nak);
 	sr_qp_to_error(qp, nak == SR_AETH_NAK_REM_ACCESS ? IBV_EVENT_QP_ACCESS_ERR : IBV_EVENT_QP_REQ_ERR);
 }
 
