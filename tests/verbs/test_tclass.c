@@ -77,7 +77,8 @@ static void ud_tclass(struct vt_dev *d)
 	vt_buf_alloc(&s, d->pd, 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
 	vt_buf_alloc(&r, d->pd, 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
 	/* DSCP 46 with ECT(1), DSCP 10 with ECT(0), DSCP 1 with CE */
-	struct ibv_ah *a0 = ah_tclass(d, 0xb9), *a1 = ah_tclass(d, 0x2a), *a2 = ah_tclass(d, 0x07);
+	struct ibv_ah *ahs[] = { ah_tclass(d, 0xb9), ah_tclass(d, 0x2a), ah_tclass(d, 0x07) };
+	struct ibv_ah *a0 = ahs[0], *a1 = ahs[1], *a2 = ahs[2];
 	if (!CHECK(a0 && a1 && a2, "three AHs with traffic classes 0xb9, 0x2a, 0x07"))
 		goto out;
 	/* QP 1 never sent to QP 0: this one comes through the daemon */
@@ -93,7 +94,6 @@ static void ud_tclass(struct vt_dev *d)
 	one_way(d, &p, &c, 1, a1, &s, &r, 0x2a, "on the flow socket", &wc);
 	one_way(d, &p, &c, 0, a2, &s, &r, 0x07, "now on QP 1's flow socket", &wc);
 out:
-	struct ibv_ah *ahs[] = { a0, a1, a2 };
 	for (int i = 0; i < 3; i++)
 		if (ahs[i])
 			ibv_destroy_ah(ahs[i]);
