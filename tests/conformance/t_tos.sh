@@ -70,7 +70,10 @@ other=$(roce 'ip.dsfield != 0 && ip.dsfield != 0x4a && ip.dsfield != 0x4d && ip.
 iw=$(ts -T fields -e ip.dsfield -Y "tcp.srcport != $P && tcp.dstport == $P && tcp.len > 0" | sort | uniq -c | tr -s ' \n' ' ')
 n=$(ts -Y "tcp.srcport != $P && tcp.dstport == $P && tcp.len > 0 && ip.dsfield == 0x68" | wc -l)
 all=$(ts -Y "tcp.srcport != $P && tcp.dstport == $P && tcp.len > 0" | wc -l)
+syn=$(ts -Y "tcp.dstport == $P && tcp.flags.syn == 1 && tcp.flags.ack == 0 && ip.dsfield == 0x68" | wc -l)
 echo "Soft-iWARP client segments by TOS: $iw"
-[ "$n" -ge 5 ] && [ "$n" -eq "$all" ] && sr_pass "Soft-iWARP TOS 0x6b: the client's $n data segments carry DSCP 0x68 (ECN TCP's)" ||
-	sr_fail "Soft-iWARP TOS 0x6b: $n of the client's $all data segments carry 0x68"
+# the MPA Request and the messages: as many segments as TCP makes of them
+[ "$n" -ge 2 ] && [ "$n" -eq "$all" ] && [ "$syn" -ge 1 ] &&
+	sr_pass "Soft-iWARP TOS 0x6b: the client's SYN and its $n data segments carry DSCP 0x68 (ECN TCP's)" ||
+	sr_fail "Soft-iWARP TOS 0x6b: $n of the client's $all data segments carry 0x68, $syn SYN"
 sr_finish
