@@ -516,6 +516,7 @@ static int op_query_device_ex(struct ibv_context *c, const struct ibv_query_devi
 {
 	return sr_query_device_ex(c, in, a, size);
 }
+static int op_query_rt_values(struct ibv_context *c, struct ibv_values_ex *v) { return sr_query_rt_values(c, v); }
 static struct ibv_cq_ex *op_create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr_ex *a)
 {
 	return sr_create_cq_ex(c, a);
@@ -543,5 +544,6 @@ void sr_fill_ops(struct sr_context *ctx)
 	ctx->vctx.query_port = op_query_port;
 	ctx->vctx.query_device_ex = op_query_device_ex;
 	ctx->vctx.create_cq_ex = op_create_cq_ex;
+	ctx->vctx.query_rt_values = op_query_rt_values;
 	ctx->vctx.create_qp_ex = op_create_qp_ex;
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/sr.h"
@@ -97,6 +98,19 @@ static bool empty_armed(struct sr_cq *cq)
 /* ---- the extended polling API (ibv_cq_ex) ---- */
 static struct sr_cq *ex_cq(struct ibv_cq_ex *c) { return (struct sr_cq *)c; }
 
+/* The entry at the tail becomes the current one (lock held). */
+static void ex_take(struct sr_cq *cq)
+{
+	uint32_t i = cq->tail & (cq->size - 1);
+
+	cq->cur = cq->ring[i];
+	if (cq->ts)
+		cq->cur_ts = cq->ts[i];
+	cq->tail++;
+	cq->ibcq.wr_id = cq->cur.wr_id;
+	cq->ibcq.status = cq->cur.status;
+}
+
 /* As ibv_poll_cq does (sr_poll_cq): an empty CQ has the polling thread
  * receive what waits on the sockets, then look again. */
 static int ex_start_poll(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
@@ -118,10 +132,7 @@ static int ex_start_poll(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
 		poll_yield(true);
 		return ENOENT;
 	}
-	cq->cur = cq->ring[cq->tail & (cq->size - 1)];
-	cq->tail++;
-	c->wr_id = cq->cur.wr_id;
-	c->status = cq->cur.status;
+	ex_take(cq);
 	return 0; /* lock held until end_poll, as rdma-core providers do */
 }
 
@@ -130,10 +141,7 @@ static int ex_next_poll(struct ibv_cq_ex *c)
 	struct sr_cq *cq = ex_cq(c);
 	if (cq->head == cq->tail)
 		return ENOENT;
-	cq->cur = cq->ring[cq->tail & (cq->size - 1)];
-	cq->tail++;
-	c->wr_id = cq->cur.wr_id;
-	c->status = cq->cur.status;
+	ex_take(cq);
 	return 0;
 }
 
@@ -157,6 +165,8 @@ static unsigned int ex_read_wc_flags(struct ibv_cq_ex *c) { return ex_cq(c)->cur
 static uint32_t ex_read_slid(struct ibv_cq_ex *c) { return ex_cq(c)->cur.slid; }
 static uint8_t ex_read_sl(struct ibv_cq_ex *c) { return ex_cq(c)->cur.sl; }
 static uint8_t ex_read_dlid_path_bits(struct ibv_cq_ex *c) { return ex_cq(c)->cur.dlid_path_bits; }
+static uint64_t ex_read_completion_ts(struct ibv_cq_ex *c) { return ex_cq(c)->cur_ts.raw; }
+static uint64_t ex_read_completion_wallclock_ns(struct ibv_cq_ex *c) { return ex_cq(c)->cur_ts.wall; }
 
 /* ch has been resolved (cq_channel); vector is checked by the caller. */
 static struct sr_cq *cq_alloc(struct ibv_context *c, int cqe, void *cq_context, struct ibv_comp_channel *ch)
@@ -229,16 +239,15 @@ struct ibv_cq *sr_create_cq(struct ibv_context *c, int cqe, void *cq_context, st
 
 struct ibv_cq_ex *sr_create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr_ex *attr)
 {
-	uint64_t known = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
-			 IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
-			 IBV_WC_EX_WITH_DLID_PATH_BITS;
+	uint64_t stamps = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+	uint64_t known = IBV_WC_STANDARD_FLAGS | stamps;
 
 	if (attr->comp_mask & ~(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD)) {
 		errno = EINVAL;
 		return NULL;
 	}
 	if (attr->wc_flags & ~known) {
-		errno = EOPNOTSUPP; /* timestamps, flow tags, tag matching */
+		errno = EOPNOTSUPP; /* CVLAN and flow tags (raw packets), tag matching */
 		return NULL;
 	}
 	/* rdma-core passes IGNORE_OVERRUN to the kernel, and rxe_create_cq()
@@ -261,6 +270,11 @@ struct ibv_cq_ex *sr_create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr
 		sr_obj_put(cho);
 	if (!cq)
 		return NULL;
+	if ((attr->wc_flags & stamps) && !(cq->ts = calloc(cq->size, sizeof(*cq->ts)))) {
+		sr_destroy_cq((struct ibv_cq *)&cq->ibcq);
+		errno = ENOMEM;
+		return NULL;
+	}
 	cq->is_ex = true;
 	cq->wc_flags_ex = attr->wc_flags;
 	struct ibv_cq_ex *x = &cq->ibcq;
@@ -277,6 +291,10 @@ struct ibv_cq_ex *sr_create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr
 	x->read_slid = ex_read_slid;
 	x->read_sl = ex_read_sl;
 	x->read_dlid_path_bits = ex_read_dlid_path_bits;
+	if (attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)
+		x->read_completion_ts = ex_read_completion_ts;
+	if (attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+		x->read_completion_wallclock_ns = ex_read_completion_wallclock_ns;
 	return x;
 }
 
@@ -330,6 +348,7 @@ int sr_destroy_cq(struct ibv_cq *ibcq)
 	pthread_mutex_unlock(&ctx->progress_lock);
 	sr_obj_del(o);
 	free(cq->ring);
+	free(cq->ts);
 	free(cq);
 	return 0;
 }
@@ -339,6 +358,7 @@ static int resize_cq(struct ibv_cq *ibcq, int cqe)
 	struct sr_cq *cq = to_scq(ibcq);
 	uint32_t nsize, count;
 	struct ibv_wc *nring;
+	struct sr_cq_ts *nts;
 
 	if (cqe < 1 || cqe >= SR_MAX_CQE)
 		return EINVAL;
@@ -350,14 +370,21 @@ static int resize_cq(struct ibv_cq *ibcq, int cqe)
 	}
 	nsize = sr_ring_slots((uint32_t)cqe + 1);
 	nring = calloc(nsize, sizeof(*nring));
-	if (!nring) {
+	nts = cq->ts ? calloc(nsize, sizeof(*nts)) : NULL;
+	if (!nring || (cq->ts && !nts)) {
 		pthread_mutex_unlock(&cq->lock);
+		free(nring);
 		return ENOMEM;
 	}
-	for (uint32_t i = 0; i < count; i++)
+	for (uint32_t i = 0; i < count; i++) {
 		nring[i] = cq->ring[(cq->tail + i) & (cq->size - 1)];
+		if (nts)
+			nts[i] = cq->ts[(cq->tail + i) & (cq->size - 1)];
+	}
 	free(cq->ring);
+	free(cq->ts);
 	cq->ring = nring;
+	cq->ts = nts;
 	cq->size = nsize;
 	cq->tail = 0;
 	cq->head = count;
@@ -435,6 +462,23 @@ int sr_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	return SR_WITH_OBJ(ibcq, SR_OBJ_CQ, req_notify_cq(ibcq, solicited_only));
 }
 
+/* This completion's time (lock held): read under the lock, so that no
+ * completion of the CQ has an earlier one than the one before it; the
+ * wall clock, which may be set back, is held at the last value until it
+ * passes it again. */
+static struct sr_cq_ts cq_stamp(struct sr_cq *cq)
+{
+	struct timespec ts;
+	uint64_t wall;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	wall = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	cq->last_ts.raw = sr_dev_clock_ns();
+	if (wall > cq->last_ts.wall)
+		cq->last_ts.wall = wall;
+	return cq->last_ts;
+}
+
 bool sr_cq_push(struct sr_cq *cq, const struct ibv_wc *wc, bool solicited)
 {
 	bool fire = false, ok = true;
@@ -448,6 +492,8 @@ bool sr_cq_push(struct sr_cq *cq, const struct ibv_wc *wc, bool solicited)
 		}
 	} else {
 		cq->ring[cq->head & (cq->size - 1)] = *wc;
+		if (cq->ts)
+			cq->ts[cq->head & (cq->size - 1)] = cq_stamp(cq);
 		cq->head++;
 		if (cq->armed == 1 || (cq->armed == 2 && (solicited || wc->status != IBV_WC_SUCCESS))) {
 			cq->armed = 0;
@@ -472,8 +518,11 @@ void sr_cq_clean(struct sr_cq *cq, uint32_t qpn)
 		struct ibv_wc *wc = &cq->ring[r & (cq->size - 1)];
 		if (wc->qp_num == qpn)
 			continue;
-		if (w != r)
+		if (w != r) {
 			cq->ring[w & (cq->size - 1)] = *wc;
+			if (cq->ts)
+				cq->ts[w & (cq->size - 1)] = cq->ts[r & (cq->size - 1)];
+		}
 		w++;
 	}
 	cq->head = w;

@@ -331,8 +331,24 @@ int sr_query_device_ex(struct ibv_context *c, const struct ibv_query_device_ex_i
 	memset(&full, 0, sizeof(full));
 	sr_query_device(c, &full.orig_attr);
 	full.device_cap_flags_ex = full.orig_attr.device_cap_flags;
+	full.completion_timestamp_mask = SR_TIMESTAMP_MASK;
+	full.hca_core_clock = SR_HCA_CORE_CLOCK_KHZ;
 	full.phys_port_cnt_ex = 1;
 	memcpy(a, &full, size < sizeof(full) ? size : sizeof(full));
+	return 0;
+}
+
+/* As mlx5: the raw clock in tv_nsec (tv_sec 0), EINVAL for a mask bit
+ * it does not know. */
+int sr_query_rt_values(struct ibv_context *c, struct ibv_values_ex *v)
+{
+	(void)c;
+	if (v->comp_mask & ~(uint32_t)IBV_VALUES_MASK_RAW_CLOCK)
+		return EINVAL;
+	if (v->comp_mask & IBV_VALUES_MASK_RAW_CLOCK) {
+		v->raw_clock.tv_sec = 0;
+		v->raw_clock.tv_nsec = (long)sr_dev_clock_ns();
+	}
 	return 0;
 }
 

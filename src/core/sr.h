@@ -221,6 +221,13 @@ struct sr_comp_channel {
 	int wr_fd;          /* write end of the event pipe */
 };
 
+/* A completion's time: raw in the device clock (sr_dev_clock_ns: ns of
+ * CLOCK_MONOTONIC, so hca_core_clock is 1 GHz), wall in ns of
+ * CLOCK_REALTIME. */
+struct sr_cq_ts {
+	uint64_t raw, wall;
+};
+
 struct sr_cq {
 	struct ibv_cq_ex ibcq;  /* ibv_cq is its prefix */
 	struct sr_obj obj;
@@ -234,7 +241,13 @@ struct sr_cq {
 	bool overflow;
 	bool is_ex;
 	uint64_t wc_flags_ex;
+	/* Completion timestamps (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP[_WALLCLOCK]):
+	 * one per ring slot, taken as the completion is written, under lock;
+	 * NULL when the CQ was created without them. */
+	struct sr_cq_ts *ts;
+	struct sr_cq_ts last_ts; /* the latest taken: no later one is smaller */
 	struct ibv_wc cur;      /* current entry of the ex polling API */
+	struct sr_cq_ts cur_ts; /* ... and its timestamps */
 	atomic_uint events_reported; /* completion events handed out by ibv_get_cq_event */
 	atomic_uint n_qps;      /* QPs using it (as send CQ, receive CQ or both: counted twice) */
 };
@@ -432,6 +445,12 @@ static inline struct sr_srq *to_ssrq(struct ibv_srq *s) { return (struct sr_srq 
 static inline struct sr_ah *to_sah(struct ibv_ah *a) { return (struct sr_ah *)a; }
 
 uint64_t sr_now_ns(void);
+/* The device clock that completion timestamps and ibv_query_rt_values_ex
+ * read: CLOCK_MONOTONIC in ns, a 1 GHz core clock (hca_core_clock is in
+ * kHz); the mask is mlx5's, 63 bits (292 years before it wraps). */
+#define sr_dev_clock_ns() sr_now_ns()
+#define SR_HCA_CORE_CLOCK_KHZ 1000000ull
+#define SR_TIMESTAMP_MASK 0x7fffffffffffffffull
 
 /* Per-thread scratch buffers (receive staging, send batches) that are freed
  * when the thread exits.  Returns NULL when out of memory. */
@@ -452,6 +471,7 @@ int sr_query_device(struct ibv_context *c, struct ibv_device_attr *a);
 int sr_query_device_ex(struct ibv_context *c, const struct ibv_query_device_ex_input *in,
 		       struct ibv_device_attr_ex *a, size_t size);
 int sr_query_port(struct ibv_context *c, uint8_t port, struct ibv_port_attr *a);
+int sr_query_rt_values(struct ibv_context *c, struct ibv_values_ex *v);
 int sr_query_gid(struct ibv_context *c, uint8_t port, int index, union ibv_gid *gid);
 int sr_query_gid_ex(struct ibv_context *c, uint32_t port, uint32_t index, struct ibv_gid_entry *e);
 int sr_query_pkey(struct ibv_context *c, uint8_t port, int index, __be16 *pkey);
