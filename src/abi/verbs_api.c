@@ -516,6 +516,12 @@ static int op_query_device_ex(struct ibv_context *c, const struct ibv_query_devi
 {
 	return sr_query_device_ex(c, in, a, size);
 }
+static struct ibv_dm *op_alloc_dm(struct ibv_context *c, struct ibv_alloc_dm_attr *a) { return sr_alloc_dm(c, a); }
+static int op_free_dm(struct ibv_dm *dm) { return sr_free_dm(dm); }
+static struct ibv_mr *op_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm, uint64_t off, size_t len, unsigned int access)
+{
+	return sr_reg_dm_mr(pd, dm, off, len, access);
+}
 static int op_query_rt_values(struct ibv_context *c, struct ibv_values_ex *v) { return sr_query_rt_values(c, v); }
 static struct ibv_cq_ex *op_create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr_ex *a)
 {
@@ -545,5 +551,8 @@ void sr_fill_ops(struct sr_context *ctx)
 	ctx->vctx.query_device_ex = op_query_device_ex;
 	ctx->vctx.create_cq_ex = op_create_cq_ex;
 	ctx->vctx.query_rt_values = op_query_rt_values;
+	ctx->vctx.alloc_dm = op_alloc_dm;
+	ctx->vctx.free_dm = op_free_dm;
+	ctx->vctx.reg_dm_mr = op_reg_dm_mr;
 	ctx->vctx.create_qp_ex = op_create_qp_ex;
 }

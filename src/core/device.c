@@ -333,6 +333,7 @@ int sr_query_device_ex(struct ibv_context *c, const struct ibv_query_device_ex_i
 	full.device_cap_flags_ex = full.orig_attr.device_cap_flags;
 	full.completion_timestamp_mask = SR_TIMESTAMP_MASK;
 	full.hca_core_clock = SR_HCA_CORE_CLOCK_KHZ;
+	full.max_dm_size = SR_MAX_DM_SIZE;
 	full.phys_port_cnt_ex = 1;
 	memcpy(a, &full, size < sizeof(full) ? size : sizeof(full));
 	return 0;

@@ -165,6 +165,7 @@ static uint32_t *ib_handle(void *ib, enum sr_obj_type t)
 	case SR_OBJ_SRQ: return &((struct ibv_srq *)ib)->handle;
 	case SR_OBJ_QP: return &((struct ibv_qp *)ib)->handle;
 	case SR_OBJ_AH: return &((struct ibv_ah *)ib)->handle;
+	case SR_OBJ_DM: return &((struct ibv_dm *)ib)->handle;
 	default: return NULL;
 	}
 }
@@ -237,6 +238,8 @@ static void obj_forget(struct sr_obj *o) /* obj_lock held */
 			htab_free(&o->ctx->handles, o->handle);
 		o->ctx->dev->n_obj[o->type]--;
 	}
+	if (o->type == SR_OBJ_DM)
+		sr_dm_forget((struct sr_dm *)o->ib);
 	o->ctx = NULL;
 }
 

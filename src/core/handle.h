@@ -32,6 +32,7 @@ enum sr_obj_type {
 	SR_OBJ_SRQ,
 	SR_OBJ_QP,
 	SR_OBJ_AH,
+	SR_OBJ_DM,      /* limited by its bytes, not its count (dm.c) */
 	SR_OBJ_CHANNEL, /* not counted, no handle: its fd names it */
 	SR_OBJ_NTYPES
 };

@@ -244,43 +244,35 @@ static int check_range(void *addr, size_t len, unsigned int access)
 	return 0;
 }
 
-/* As uverbs and rxe take them: the access flags, the PD's handle, a place
- * in the device's MR limit, then the pages. */
-struct ibv_mr *sr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova, unsigned int access)
+/* A new region of pd over [host, host + len) at iova (the PD resolved,
+ * access checked): a place in the device's MR limit, the pages (unless
+ * dm: device memory is there), a key. */
+static struct ibv_mr *mr_create(struct ibv_pd *pd, uint8_t *host, size_t len, uint64_t iova, unsigned int access,
+				struct sr_dm *dm, int *errp)
 {
-	struct sr_context *ctx;
-	struct sr_obj *pdo;
-	struct sr_mr *mr;
+	struct sr_context *ctx = to_sctx(pd->context);
+	struct sr_mr *mr = calloc(1, sizeof(*mr));
 	int err;
 
-	if ((err = check_access(access))) {
-		errno = err;
-		return NULL;
-	}
-	if (!(pdo = sr_obj_get(pd, SR_OBJ_PD, NULL, &err))) {
-		errno = err;
-		return NULL;
-	}
-	ctx = to_sctx(pd->context);
-	mr = calloc(1, sizeof(*mr));
 	if (!mr) {
-		err = ENOMEM;
-		goto fail;
+		*errp = ENOMEM;
+		return NULL;
 	}
 	if ((err = sr_obj_add(ctx, &mr->obj, &mr->ibmr, SR_OBJ_MR)))
 		goto fail;
-	if ((err = check_range(addr, len, access))) {
+	if (!dm && (err = check_range(host, len, access))) {
 		sr_obj_del(&mr->obj);
 		goto fail;
 	}
 	mr->pd = to_spd(pd);
-	mr->host = addr;
+	mr->host = host;
 	mr->length = len;
 	mr->iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : iova;
 	mr->access = access;
+	mr->dm = dm;
 	mr->ibmr.context = pd->context;
 	mr->ibmr.pd = pd;
-	mr->ibmr.addr = addr;
+	mr->ibmr.addr = dm ? NULL : host;
 	mr->ibmr.length = len;
 
 	pthread_rwlock_wrlock(&ctx->mr_lock);
@@ -291,13 +283,58 @@ struct ibv_mr *sr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint64_t iov
 		goto fail;
 	}
 	atomic_fetch_add(&mr->pd->usecnt, 1);
-	sr_obj_put(pdo);
+	if (dm)
+		atomic_fetch_add(&dm->usecnt, 1);
 	return &mr->ibmr;
 fail:
-	sr_obj_put(pdo);
 	free(mr);
-	errno = err;
+	*errp = err;
 	return NULL;
+}
+
+/* As uverbs and rxe take them: the access flags, the PD's handle, a place
+ * in the device's MR limit, then the pages. */
+struct ibv_mr *sr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova, unsigned int access)
+{
+	struct ibv_mr *mr = NULL;
+	struct sr_obj *pdo;
+	int err;
+
+	if (!(err = check_access(access)) && (pdo = sr_obj_get(pd, SR_OBJ_PD, NULL, &err))) {
+		mr = mr_create(pd, addr, len, iova, access, NULL, &err);
+		sr_obj_put(pdo);
+	}
+	if (!mr)
+		errno = err;
+	return mr;
+}
+
+/* Device memory access as mlx5 allows it on a DM MR; the checks are
+ * uverbs': zero-based, the range inside the DM (EINVAL). */
+#define DM_MR_ACCESS                                                                                        \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | \
+	 IBV_ACCESS_ZERO_BASED | IBV_ACCESS_OPTIONAL_RANGE)
+
+struct ibv_mr *sr_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *ibdm, uint64_t offset, size_t len, unsigned int access)
+{
+	struct sr_obj_refs r = { .n = 0 };
+	struct ibv_mr *mr = NULL;
+	struct sr_dm *dm = to_sdm(ibdm);
+	int err;
+
+	if ((access & ~DM_MR_ACCESS) || !(access & IBV_ACCESS_ZERO_BASED))
+		err = EINVAL;
+	else if (!(err = check_access(access)) && !(err = sr_obj_ref(&r, pd, SR_OBJ_PD, NULL)) &&
+		 !(err = sr_obj_ref(&r, ibdm, SR_OBJ_DM, pd->context))) {
+		if (offset > dm->length || len > dm->length - offset)
+			err = EINVAL;
+		else
+			mr = mr_create(pd, dm->buf + offset, len, 0, access, dm, &err);
+	}
+	sr_obj_unref(&r);
+	if (!mr)
+		errno = err;
+	return mr;
 }
 
 static int rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, size_t len, int access)
@@ -308,6 +345,8 @@ static int rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *add
 
 	if (flags & ~(IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS))
 		return EINVAL;
+	if (mr->dm)
+		return EINVAL; /* uverbs re-registers no device-memory MR */
 	if (!flags)
 		return EINVAL;
 	if ((flags & IBV_REREG_MR_CHANGE_ACCESS) && (err = check_access(access)))
@@ -384,6 +423,8 @@ int sr_dereg_mr(struct ibv_mr *ibmr)
 	pthread_rwlock_unlock(&ctx->mr_lock);
 	sr_obj_del(o);
 	atomic_fetch_sub(&mr->pd->usecnt, 1);
+	if (mr->dm)
+		atomic_fetch_sub(&mr->dm->usecnt, 1);
 	free(mr);
 	return 0;
 }

@@ -45,6 +45,8 @@
 #define SR_MAX_PKEYS 1
 #define SR_HELD_QPS 16 /* QPs of a context whose sends may wait for the next poll */
 #define SR_MAX_MSG_SIZE 0x80000000u /* 2 GiB, as rxe */
+#define SR_MAX_DM_SIZE 0x40000 /* device memory of a device, as a ConnectX-6's MEMIC */
+#define SR_MAX_DM_LOG_ALIGN 12
 
 struct sr_transport_ops;
 struct sr_ipc_pkt;
@@ -60,6 +62,7 @@ struct sr_device {
 	const struct sr_transport_ops *tops;
 	struct sr_fault_dev *faults; /* fault injection (core/fault.h), NULL = none */
 	uint32_t n_obj[SR_OBJ_NTYPES]; /* live objects of each type, all contexts (handle.c's lock) */
+	_Atomic uint64_t dm_used;      /* bytes of device memory allocated (dm.c) */
 };
 
 struct sr_gid_entry {
@@ -193,6 +196,18 @@ struct sr_mr {
 	unsigned int access;
 	uint32_t index;     /* slot in ctx->mr_tab */
 	uint32_t num_mw;    /* memory windows bound to it (mr_lock) */
+	struct sr_dm *dm;   /* the device memory it covers (ibv_reg_dm_mr), or NULL */
+};
+
+/* Device memory (dm.c): the device's own memory, which the application
+ * reaches only through ibv_memcpy_to_dm/ibv_memcpy_from_dm and which its
+ * MRs (ibv_reg_dm_mr, zero-based) expose to RDMA. */
+struct sr_dm {
+	struct ibv_dm ibdm;
+	struct sr_obj obj;
+	uint8_t *buf;
+	uint64_t length;
+	atomic_int usecnt;  /* MRs on it */
 };
 
 /* A memory window (mw.c), as the kernel's rxe has them: type 1 bound by
@@ -443,6 +458,7 @@ static inline struct sr_mr *to_smr(struct ibv_mr *m) { return (struct sr_mr *)m;
 static inline struct sr_mw *to_smw(struct ibv_mw *m) { return (struct sr_mw *)m; }
 static inline struct sr_srq *to_ssrq(struct ibv_srq *s) { return (struct sr_srq *)s; }
 static inline struct sr_ah *to_sah(struct ibv_ah *a) { return (struct sr_ah *)a; }
+static inline struct sr_dm *to_sdm(struct ibv_dm *d) { return (struct sr_dm *)d; }
 
 uint64_t sr_now_ns(void);
 /* The device clock that completion timestamps and ibv_query_rt_values_ex
@@ -525,6 +541,7 @@ void sr_key_forget(struct sr_context *ctx, uint32_t key);
 struct ibv_pd *sr_alloc_pd(struct ibv_context *c);
 int sr_dealloc_pd(struct ibv_pd *pd);
 struct ibv_mr *sr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova, unsigned int access);
+struct ibv_mr *sr_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm, uint64_t offset, size_t len, unsigned int access);
 int sr_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t len, int access);
 int sr_dereg_mr(struct ibv_mr *mr);
 /* Look up a key (caller holds ctx->mr_lock for reading). Checks PD, access
@@ -620,6 +637,14 @@ enum {
 };
 int sr_sge_copy(struct sr_context *ctx, struct sr_pd *pd, const struct ibv_sge *sge, uint32_t num_sge,
 		uint64_t offset, void *buf, uint64_t len, int how);
+
+/* dm.c */
+struct ibv_dm *sr_alloc_dm(struct ibv_context *c, struct ibv_alloc_dm_attr *attr);
+int sr_free_dm(struct ibv_dm *dm);
+/* The DM leaves its context (freed, or its context closed; handle.c's
+ * lock held): its bytes are the device's again, and what the application
+ * still holds of it covers none of them. */
+void sr_dm_forget(struct sr_dm *dm);
 
 /* mw.c: memory windows (rxe's), and the local operations of the send
  * queue (IBV_WR_BIND_MW, IBV_WR_LOCAL_INV). */
