@@ -56,6 +56,9 @@ enum sr_ipc_type {
 	/* UD multicast (see "Multicast" below). */
 	SR_IPC_MCAST_JOIN = 13,   /* c->d: body sr_ipc_mcast; reply 0 or -errno */
 	SR_IPC_MCAST_LEAVE = 14,  /* c->d: body sr_ipc_mcast; reply 0 or -errno */
+	/* UDP source ports of QPs (see "Ports" below). */
+	SR_IPC_QP_PORT = 15,      /* c->d: body sr_ipc_qp_port; reply 0 or -errno */
+	SR_IPC_QP_PORT_GET = 16,  /* c->d: body sr_ipc_qp_port (port 0); reply val = the port or -errno */
 };
 
 /* Rules softrdmad follows (and clients rely on):
@@ -74,8 +77,7 @@ enum sr_ipc_type {
  *    -EPERM for a client that is not trusted ("Users"); by the current
  *    owner again: 0.
  *  - QPNs are drawn at random from 0x11 .. 0xffffff (never 0 or 1; hard to
- *    guess, as an RNIC's), preferring one whose sr_qpn_src_port() no live
- *    QPN uses.  A client's QPNs and QP1 claim are freed when its connection
+ *    guess, as an RNIC's).  A client's QPNs and QP1 claim are freed when its connection
  *    closes.
  *  - A message shorter than sr_ipc_hdr closes the connection.
  *  - STATUS text is "key value" lines (pid, uptime, socket, udp port,
@@ -262,6 +264,22 @@ struct sr_ipc_mcast {
 
 #define SR_MCAST_QPN 0xffffffu     /* BTH DestQP of every multicast datagram */
 
+/* Ports.  A QP sends from a random UDP port (roce/net.c), and a peer's
+ * flow socket is connected to that port once its first packet came.  For
+ * a peer on this host a client may ask instead, at RTR, and skip the trip
+ * of the first packets through the daemon:
+ *  - QP_PORT: the port a QPN of this client sends from (0 forgets it).
+ *    -ENOENT if the QPN is not the client's, -EINVAL for port 0 .. 1023.
+ *  - QP_PORT_GET: the port a QPN sends from, if the QPN is a client's of
+ *    the asker's user (any user's for a trusted asker); -ENOENT otherwise,
+ *    and for a QPN nobody holds or whose port is not known: the answer
+ *    tells no other user which QPNs are live, nor their ports. */
+struct sr_ipc_qp_port {
+	uint32_t qpn;
+	uint16_t port;
+	uint16_t pad;
+};
+
 /* A multicast GID: an IPv4-mapped 224.0.0.0/4 address or IPv6 ff00::/8
  * (what the kernel's rdma_is_multicast_addr() accepts). */
 static inline bool sr_in6_is_mcast(const struct in6_addr *a)
@@ -278,13 +296,5 @@ struct sr_ipc_pkt {
 	uint8_t tclass; /* the IPv4 TOS / IPv6 traffic class it arrived with */
 	uint8_t pad[3]; /* 0 */
 };
-
-/* Source UDP port a QP sends from, as the kernel's rxe chooses it:
- * 0xC000 + hash_32(qpn, 14) with the golden-ratio multiplicative hash.
- * Peers predict it to connect their per-flow receive socket. */
-static inline uint16_t sr_qpn_src_port(uint32_t qpn)
-{
-	return (uint16_t)(0xC000u + (((uint32_t)(qpn * 0x61C88647u)) >> (32 - 14)));
-}
 
 #endif

@@ -1,10 +1,10 @@
 /* Local UDP ports that stay out of the way of RoCE QP source ports.
  *
- * A QP sends from 0xC000 + hash(QPN) (sr_qpn_src_port), a port in
- * 49152..65535 that the peer's flow socket expects.  The kernel's ephemeral
- * range (32768..60999 by default) overlaps it, so any UDP socket of ours
- * that lets the kernel pick a port (bind to port 0, or connect without a
- * bind) can take a port a QP of another process needs at that moment.
+ * A QP sends from a random port of 49152..65535 (roce/net.c), as rxe's
+ * and RNICs' source ports range.  The kernel's ephemeral range
+ * (32768..60999 by default) overlaps it, so any UDP socket of ours that
+ * lets the kernel pick a port (bind to port 0, or connect without a bind)
+ * takes a port from the QPs' range, which then draw another.
  * Sockets of softrdma that do not need a particular port bind through
  * sr_udp_bind_low instead: a random port in 32768..49151. */
 #ifndef SR_COMMON_UDP_PORT_H

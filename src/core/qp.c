@@ -619,6 +619,8 @@ static int modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	 * use: IBV_QP_RATE_LIMIT and later bits need the _ex command */
 	if (mask & ~(IBV_QP_RATE_LIMIT - 1))
 		return EOPNOTSUPP;
+	if (qp->ctx->dev->tops->modify_prepare)
+		qp->ctx->dev->tops->modify_prepare(qp, attr, mask);
 	pthread_mutex_lock(&qp->lock);
 	cur = qp->attr.qp_state;
 	if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != cur &&

@@ -426,10 +426,14 @@ struct sr_qp {
 };
 
 /* What core/ asks of a transport (roce/, iwarp/). All are called
- * with qp->lock held except create/destroy. */
+ * with qp->lock held except create/destroy and modify_prepare. */
 struct sr_transport_ops {
 	int (*qp_create)(struct sr_qp *qp);          /* allocate tp, QPN */
 	void (*qp_destroy)(struct sr_qp *qp);
+	/* Before a modify is validated, without qp->lock (it may ask the
+	 * daemon, whose answer can come behind datagrams for this QP); NULL:
+	 * nothing to prepare. */
+	void (*modify_prepare)(struct sr_qp *qp, const struct ibv_qp_attr *attr, int mask);
 	/* After core validated a modify; old_state is the state before. */
 	int (*qp_modify)(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask, enum ibv_qp_state old_state);
 	void (*sq_kick)(struct sr_qp *qp);           /* new WQEs were posted */

@@ -229,6 +229,28 @@ static bool client_request(struct client *c, const struct sr_ipc_hdr *h, const u
 		qpn_release(e);
 		return client_send_reply(c, 0, NULL, 0);
 	}
+	case SR_IPC_QP_PORT:
+	case SR_IPC_QP_PORT_GET: {
+		struct sr_ipc_qp_port b;
+		struct id_ent *e;
+
+		if (blen < sizeof(b))
+			return client_send_reply(c, -EINVAL, NULL, 0);
+		memcpy(&b, body, sizeof(b));
+		e = it_find(&d.qpns, b.qpn);
+		if (h->type == SR_IPC_QP_PORT_GET) {
+			/* as absent as a free QPN unless the asker may know it */
+			if (!e || !e->port || (e->owner->user != c->user && !client_trusted(c)))
+				return client_send_reply(c, -ENOENT, NULL, 0);
+			return client_send_reply(c, e->port, NULL, 0);
+		}
+		if (!e || e->owner != c)
+			return client_send_reply(c, -ENOENT, NULL, 0);
+		if (b.port && b.port < 1024)
+			return client_send_reply(c, -EINVAL, NULL, 0);
+		e->port = b.port;
+		return client_send_reply(c, 0, NULL, 0);
+	}
 	case SR_IPC_CLAIM_QP1:
 		/* whoever holds QP1 receives the host's unrouted CM traffic */
 		if (!client_trusted(c))

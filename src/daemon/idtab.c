@@ -23,14 +23,13 @@ struct id_ent *it_find(const struct idtab *t, uint32_t id)
 	}
 }
 
-static void it_place(struct id_ent *tab, uint32_t cap, uint32_t id, struct client *owner)
+static void it_place(struct id_ent *tab, uint32_t cap, const struct id_ent *e)
 {
-	uint32_t i = (id * 0x9E3779B1u) & (cap - 1);
+	uint32_t i = (e->id * 0x9E3779B1u) & (cap - 1);
 
 	while (tab[i].id)
 		i = (i + 1) & (cap - 1);
-	tab[i].id = id;
-	tab[i].owner = owner;
+	tab[i] = *e;
 }
 
 int it_insert(struct idtab *t, uint32_t id, struct client *owner)
@@ -43,12 +42,12 @@ int it_insert(struct idtab *t, uint32_t id, struct client *owner)
 			return -ENOMEM;
 		for (uint32_t i = 0; i < t->cap; i++)
 			if (t->e[i].id)
-				it_place(tab, cap, t->e[i].id, t->e[i].owner);
+				it_place(tab, cap, &t->e[i]);
 		free(t->e);
 		t->e = tab;
 		t->cap = cap;
 	}
-	it_place(t->e, t->cap, id, owner);
+	it_place(t->e, t->cap, &(struct id_ent){ .id = id, .owner = owner });
 	t->n++;
 	return 0;
 }
@@ -73,8 +72,7 @@ void it_remove(struct idtab *t, struct id_ent *e)
 		t->e[i] = t->e[j];
 		i = j;
 	}
-	t->e[i].id = 0;
-	t->e[i].owner = NULL;
+	t->e[i] = (struct id_ent){ 0 };
 	t->n--;
 }
 

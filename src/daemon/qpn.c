@@ -5,11 +5,6 @@
 
 #include "daemon/softrdmad.h"
 
-static uint32_t *port_slot(uint32_t qpn)
-{
-	return &d.port_use[(sr_qpn_src_port(qpn) - 0xC000u) & ((1u << 14) - 1)];
-}
-
 /* QPNs are drawn at random, as an RNIC's are hard to guess: a peer that
  * knew which QPN a process will get next, and its PSN and rkey, could
  * write into its memory posing as its peer.  At most 1/16 of the space
@@ -25,22 +20,17 @@ int64_t qpn_alloc(struct client *c)
 	for (int tries = 0;; tries++) {
 		uint32_t cand = QPN_FIRST + rand32() % (QPN_LAST - QPN_FIRST + 1);
 
-		if (tries >= 4 * SRC_PORT_PREF_TRIES) {
+		if (tries >= 256) {
 			/* astronomically unlikely: the next free one */
 			while (it_find(&d.qpns, cand))
 				cand = cand >= QPN_LAST ? QPN_FIRST : cand + 1;
 		} else if (it_find(&d.qpns, cand)) {
 			continue;
 		}
-		/* Distinct source ports keep flows of different local QPs to
-		 * the same peer on distinct 4-tuples. */
-		if (*port_slot(cand) && tries < SRC_PORT_PREF_TRIES)
-			continue;
 		if (it_insert(&d.qpns, cand, c)) {
 			quota_give(c->user, Q_QPN);
 			return -ENOMEM;
 		}
-		(*port_slot(cand))++;
 		c->nqpn++;
 		return cand;
 	}
@@ -48,7 +38,6 @@ int64_t qpn_alloc(struct client *c)
 
 void qpn_release(struct id_ent *e)
 {
-	(*port_slot(e->id))--;
 	e->owner->nqpn--;
 	quota_give(e->owner->user, Q_QPN);
 	it_remove(&d.qpns, e);

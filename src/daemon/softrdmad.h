@@ -37,7 +37,6 @@
 #define QPN_FIRST 0x11u
 #define QPN_LAST 0xffffffu
 #define QPN_MAX_LIVE (1u << 20)      /* bounds daemon memory, far above any real use */
-#define SRC_PORT_PREF_TRIES 64
 #define UDP_BATCH 32
 #define UDP_BATCHES_PER_WAKEUP 8     /* then let other sources have a turn */
 #define CLIENT_MSGS_PER_WAKEUP 64
@@ -203,6 +202,7 @@ struct user {
 
 struct id_ent {
 	uint32_t id;                 /* 0 = empty slot (0 is never handed out) */
+	uint16_t port;               /* QPNs: the UDP source port, 0 = not known (ipc.h, "Ports") */
 	struct client *owner;
 };
 
@@ -276,7 +276,6 @@ struct daemon_state {
 	unsigned nclients;
 	struct client *qp1_owner;
 	struct idtab qpns;
-	uint32_t port_use[1u << 14]; /* live QPNs per sr_qpn_src_port() - 0xC000 */
 	struct idtab comm_ids;
 	struct listener *listens[LISTEN_BUCKETS];
 	uint32_t nlistens;

@@ -3,28 +3,41 @@
  * the requester/completer/responder, and the transport ops core/ calls.
  *
  * Sockets of a QP:
- *  - tx4/tx6: unconnected, bound to :sport = sr_qpn_src_port(qpn) with DF
- *    set, so the kernel writes IPv4 ID 0 and the ICRC we compute matches;
- *    the source address is set per packet with IP_PKTINFO.
- *  - rx_fd (RC/UC, from RTR on): bound to <our ip>:4791 with SO_REUSEPORT
- *    and connected to <peer ip>:sr_qpn_src_port(peer qpn): the kernel gives
- *    an exact 4-tuple match precedence over the daemon's wildcard socket,
- *    so the flow bypasses the daemon.
+ *  - tx4/tx6: unconnected, bound to a random port of 0xC000..0xFFFF (the
+ *    range rxe's source ports take) with DF set, so the kernel writes
+ *    IPv4 ID 0 and the ICRC we compute matches; the source address is set
+ *    per packet with IP_PKTINFO.  No SO_REUSEADDR: no socket of another
+ *    user can share the port and pose as this QP to its peer's flow
+ *    socket.  The port says nothing of the QPN: a receiver (rxe, a NIC,
+ *    softrdma) needs only the destination port 4791.
+ *  - rx_fd (RC/UC): bound to <our ip>:4791 with SO_REUSEPORT and
+ *    connected to <peer ip>:<peer's source port>, opened once the peer's
+ *    first packet in sequence (a request with the expected PSN, a
+ *    response to what we sent) has told that port; until then the flow
+ *    comes through the daemon.  The kernel gives an exact 4-tuple match
+ *    precedence over the daemon's wildcard socket, so the flow bypasses
+ *    the daemon.  From then on a packet from the peer's address but
+ *    another port is dropped, unless it is in sequence: then the peer
+ *    moved (its send socket was reopened on another port) and rx_fd
+ *    follows it.
  *  - ud_flows (UD, from the first send to a peer QP on): the same kind of
- *    socket, connected to the peer QP's address and source port, one per
- *    peer QP this QP has sent to (up to SR_UD_FLOWS_MAX): its answers come
- *    straight to us instead of through the daemon.  A datagram of another
- *    QP that a flow socket catches (two local QPs talking to one peer QP
- *    share the 4-tuple) is handed on as for RC (sr_roce_rx_flush).
- * Anything else (QP1, multicast, peers that choose other source ports, UD
- * peers we have not sent to) arrives through the daemon. */
+ *    socket, connected to the peer QP's address and source port once a
+ *    datagram of it came through the daemon, one per peer QP this QP has
+ *    sent to (up to SR_UD_FLOWS_MAX): its answers come straight to us.
+ *    A datagram of another QP that a flow socket catches (two local QPs
+ *    talking to one peer QP share the 4-tuple) is handed on as for RC
+ *    (sr_roce_rx_flush).
+ * Anything else (QP1, multicast, UD peers we have not sent to) arrives
+ * through the daemon. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <netinet/ip.h>
 #include <netinet/udp.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 
 #include "roce/roce.h"
@@ -82,30 +95,53 @@ static void tx_mcast_opts(int fd, bool v4, int ifindex)
 	}
 }
 
-/* The QP's source port is held by a socket that is not ours (the daemon
- * never gives out a QPN whose port another live QP uses): some program's
- * ephemeral UDP port.  Waiting would lose this packet and maybe the next
- * ones; instead send from a port the kernel picks.  The peer's flow socket
- * then does not match, so our packets reach it through its softrdmad: a
- * slower path, but a correct one.  The ICRC covers the UDP source port, so
- * r->sport follows the socket. */
-static int tx_bind_fallback(struct sr_qp *qp, int fd, struct sockaddr *sa, socklen_t len)
+/* A random source port for a QP: 0xC000 + 14 random bits, as rxe's and
+ * RNICs' ports range, but unrelated to the QPN. */
+static uint16_t random_src_port(void)
+{
+	uint16_t r;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+		r = (uint16_t)(sr_now_ns() * 0x9E3779B1u >> 16);
+	return (uint16_t)(0xC000u | (r & 0x3fffu));
+}
+
+static void set_sa_port(struct sockaddr *sa, uint16_t port)
+{
+	if (sa->sa_family == AF_INET)
+		((struct sockaddr_in *)sa)->sin_port = htons(port);
+	else
+		((struct sockaddr_in6 *)sa)->sin6_port = htons(port);
+}
+
+/* Binds a send socket to the QP's source port of its family.  A port
+ * some other socket holds (an ephemeral port of some program, another
+ * QP's) is drawn again; should 16 draws fail, the kernel picks one.  A
+ * socket reopened after eviction (tx_evict) asks for the port it had: if
+ * that is gone too, the peer learns the new one from our next packet in
+ * sequence.  The ICRC covers the UDP source port, so r->sport follows the
+ * socket. */
+static int tx_bind(struct sr_qp *qp, int fd, struct sockaddr *sa, socklen_t len, bool v4)
 {
 	struct sr_roce_qp *r = rqp(qp);
+	uint16_t *port = &r->sport[!v4];
 	struct sockaddr_storage ss;
 	socklen_t l = sizeof(ss);
-	uint16_t want = r->sport;
 
-	if (sa->sa_family == AF_INET)
-		((struct sockaddr_in *)sa)->sin_port = 0;
-	else
-		((struct sockaddr_in6 *)sa)->sin6_port = 0;
+	for (int i = 0; i < 16; i++) {
+		set_sa_port(sa, *port);
+		if (!bind(fd, sa, len))
+			return 0;
+		if (errno != EADDRINUSE)
+			return -1;
+		*port = random_src_port();
+	}
+	set_sa_port(sa, 0);
 	if (bind(fd, sa, len) || getsockname(fd, (struct sockaddr *)&ss, &l))
 		return -1;
-	r->sport = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
-						 : ((struct sockaddr_in6 *)&ss)->sin6_port);
-	SR_DBG("QP %u: UDP source port %u is taken by another socket; sending from %u (through the peer's daemon)",
-	       sr_roce_qpn(qp), want, r->sport);
+	*port = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+					      : ((struct sockaddr_in6 *)&ss)->sin6_port);
+	SR_DBG("QP %u: 16 random UDP source ports were taken; sending from %u", sr_roce_qpn(qp), *port);
 	r->stat_sport_fallback++;
 	return 0;
 }
@@ -204,21 +240,18 @@ static int tx_socket(struct sr_qp *qp, bool v4)
 	fd = qp_socket(qp, v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (v4) {
 		int pmtu = IP_PMTUDISC_DO;
 		setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
-		struct sockaddr_in s = { .sin_family = AF_INET, .sin_port = htons(r->sport) };
-		if (bind(fd, (struct sockaddr *)&s, sizeof(s)) < 0 &&
-		    (errno != EADDRINUSE || tx_bind_fallback(qp, fd, (struct sockaddr *)&s, sizeof(s))))
+		struct sockaddr_in s = { .sin_family = AF_INET };
+		if (tx_bind(qp, fd, (struct sockaddr *)&s, sizeof(s), true))
 			goto err;
 	} else {
 		int pmtu = IPV6_PMTUDISC_DO;
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
 		setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof(pmtu));
-		struct sockaddr_in6 s = { .sin6_family = AF_INET6, .sin6_port = htons(r->sport) };
-		if (bind(fd, (struct sockaddr *)&s, sizeof(s)) < 0 &&
-		    (errno != EADDRINUSE || tx_bind_fallback(qp, fd, (struct sockaddr *)&s, sizeof(s))))
+		struct sockaddr_in6 s = { .sin6_family = AF_INET6 };
+		if (tx_bind(qp, fd, (struct sockaddr *)&s, sizeof(s), false))
 			goto err;
 	}
 	tx_mcast_opts(fd, v4, qp->ctx->nd.ifindex);
@@ -297,78 +330,155 @@ static int flow_socket_open(struct sr_qp *qp, const struct sockaddr_in6 *local, 
 	return fd;
 }
 
-static int rx_socket_open(struct sr_qp *qp)
+/* The receive buffer a flow socket will be granted, before there is one
+ * (the window is sized by it at RTR): asked of a throwaway socket once. */
+static int rcvbuf_grant(void)
+{
+	static atomic_int granted;
+	int g = atomic_load_explicit(&granted, memory_order_relaxed);
+
+	if (!g) {
+		int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		g = fd >= 0 ? set_rcvbuf(fd) : 212992;
+		if (fd >= 0)
+			close(fd);
+		atomic_store_explicit(&granted, g, memory_order_relaxed);
+	}
+	return g;
+}
+
+static void via_daemon(struct sr_qp *qp, bool on)
+{
+	struct sr_roce_qp *r = rqp(qp);
+
+	if (r->rx_via_daemon == on)
+		return;
+	r->rx_via_daemon = on;
+	if (on)
+		atomic_fetch_add(&qp->ctx->n_ud_qps, 1);
+	else
+		atomic_fetch_sub(&qp->ctx->n_ud_qps, 1);
+}
+
+static void peer_port_learn(struct sr_qp *qp, uint16_t port);
+
+/* RTR: the peer's packets come through the daemon until the first one in
+ * sequence tells its source port (peer_port_learn); for a peer on this
+ * host the daemon may have told it already (roce_modify_prepare). */
+static void rx_socket_open(struct sr_qp *qp)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	uint16_t hint = atomic_exchange(&r->peer_sport_hint, 0);
+
+	r->peer_sport = 0;
+	r->rcvbuf = rcvbuf_grant();
+	via_daemon(qp, true);
+	if (hint)
+		peer_port_learn(qp, hint);
+}
+
+/* The peer sends from port (qp->lock held): the flow socket is connected
+ * to it from now on (again, if the peer moved). */
+static void peer_port_learn(struct sr_qp *qp, uint16_t port)
 {
 	struct sr_roce_qp *r = rqp(qp);
 	struct sockaddr_in6 peer = qp->av.dst;
-	peer.sin6_port = htons(sr_qpn_src_port(qp->attr.dest_qp_num));
+
+	SR_DBG("QP %u: the peer sends from UDP port %u%s", sr_roce_qpn(qp), port, r->peer_sport ? " now" : "");
+	r->peer_sport = port;
+	if (r->rx_flow_refused)
+		return;
+	if (r->rx_fd >= 0) {
+		sr_progress_del_fd(qp->ctx, r->rx_fd);
+		close(r->rx_fd);
+		r->rx_fd = -1;
+	}
+	peer.sin6_port = htons(port);
 	int fd = flow_socket_open(qp, &qp->av.src, &peer);
 	if (fd >= 0) {
 		r->rx_fd = fd;
-		return 0;
+		via_daemon(qp, false);
+		return;
 	}
+	via_daemon(qp, true);
 	if (fd == -EADDRINUSE) {
 		/* Port 4791 belongs to a daemon of another user (root's).  The
 		 * flow then reaches us through that daemon, which routes it by
 		 * QPN: slower, still correct. */
 		SR_DBG("QP %u: no flow socket (UDP 4791 is another user's): receiving through softrdmad",
 		       sr_roce_qpn(qp));
-		r->rx_via_daemon = true;
-		atomic_fetch_add(&qp->ctx->n_ud_qps, 1);
-		return 0;
+		r->rx_flow_refused = true;
+		return;
 	}
-	sr_log("QP %u: cannot open flow socket to peer: %s", sr_roce_qpn(qp), strerror(-fd));
-	return fd;
+	sr_log("QP %u: cannot open flow socket to peer: %s (receiving through softrdmad)", sr_roce_qpn(qp),
+	       strerror(-fd));
 }
 
-/* UD: before sending to peer QP dqpn at av->dst, make sure its answers
- * (from its source port, as rxe picks it) reach this QP directly.  Not for
- * QP1 (the CM's, routed by the daemon), multicast, or beyond
+/* UD: before sending to peer QP dqpn at av->dst, ask for its answers to
+ * reach this QP directly: a flow socket, opened when a datagram of that
+ * QP comes through the daemon (ud_flow_learn) and tells its source port.
+ * Not for QP1 (the CM's, routed by the daemon), multicast, or beyond
  * SR_UD_FLOWS_MAX peers: those keep going through the daemon. */
 void sr_roce_ud_flow(struct sr_qp *qp, const struct sr_av *av, uint32_t dqpn)
 {
 	struct sr_roce_qp *r = rqp(qp);
 	if (r->ud_flows_off || dqpn == SR_MCAST_QPN || dqpn <= 1 || sr_roce_qpn(qp) <= 1)
 		return;
-	struct sockaddr_in6 peer = av->dst;
-	peer.sin6_port = htons(sr_qpn_src_port(dqpn));
 	for (int i = 0; i < r->n_ud_flows; i++)
-		if (r->ud_flows[i].peer.sin6_port == peer.sin6_port &&
-		    IN6_ARE_ADDR_EQUAL(&r->ud_flows[i].peer.sin6_addr, &peer.sin6_addr) &&
+		if (r->ud_flows[i].dqpn == dqpn && IN6_ARE_ADDR_EQUAL(&r->ud_flows[i].peer.sin6_addr, &av->dst.sin6_addr) &&
 		    IN6_ARE_ADDR_EQUAL(&r->ud_flows[i].local.sin6_addr, &av->src.sin6_addr))
 			return;
-	if (r->n_ud_flows >= SR_UD_FLOWS_MAX || IN6_IS_ADDR_MULTICAST(&peer.sin6_addr) ||
-	    (is_v4(&peer) && (peer.sin6_addr.s6_addr[12] & 0xf0) == 0xe0))
+	if (r->n_ud_flows >= SR_UD_FLOWS_MAX || sr_in6_is_mcast(&av->dst.sin6_addr))
 		return;
 	if (!r->ud_flows && !(r->ud_flows = calloc(SR_UD_FLOWS_MAX, sizeof(*r->ud_flows))))
 		return;
-	int fd = flow_socket_open(qp, &av->src, &peer);
-	if (fd < 0) {
-		if (fd == -EADDRINUSE)
-			r->ud_flows_off = true;
-		SR_DBG("UD QP %u: no flow socket to QP %u: %s", sr_roce_qpn(qp), dqpn, strerror(-fd));
+	struct sr_ud_flow *f = &r->ud_flows[r->n_ud_flows++];
+	f->fd = -1;
+	f->dqpn = dqpn;
+	f->peer = av->dst;
+	f->local = av->src;
+}
+
+/* UD: a datagram from QP sqpn came through the daemon: if this QP has
+ * sent to that QP there, its flow socket is opened now. */
+static void ud_flow_learn(struct sr_qp *qp, uint32_t sqpn, const struct sr_rx_env *env)
+{
+	struct sr_roce_qp *r = rqp(qp);
+
+	for (int i = 0; i < r->n_ud_flows && !r->ud_flows_off; i++) {
+		struct sr_ud_flow *f = &r->ud_flows[i];
+
+		if (f->fd >= 0 || f->dqpn != sqpn || !IN6_ARE_ADDR_EQUAL(&f->peer.sin6_addr, &env->src.sin6_addr) ||
+		    !IN6_ARE_ADDR_EQUAL(&f->local.sin6_addr, &env->dst.sin6_addr))
+			continue;
+		f->peer.sin6_port = env->src.sin6_port;
+		int fd = flow_socket_open(qp, &f->local, &f->peer);
+		if (fd >= 0) {
+			f->fd = fd;
+		} else {
+			if (fd == -EADDRINUSE)
+				r->ud_flows_off = true;
+			SR_DBG("UD QP %u: no flow socket to QP %u: %s", sr_roce_qpn(qp), sqpn, strerror(-fd));
+		}
 		return;
 	}
-	struct sr_ud_flow *f = &r->ud_flows[r->n_ud_flows++];
-	f->fd = fd;
-	f->peer = peer;
-	f->local = av->src;
 }
 
 static void rx_socket_close(struct sr_qp *qp)
 {
 	struct sr_roce_qp *r = rqp(qp);
 	for (int i = 0; i < r->n_ud_flows; i++) {
+		if (r->ud_flows[i].fd < 0)
+			continue;
 		sr_progress_del_fd(qp->ctx, r->ud_flows[i].fd);
 		close(r->ud_flows[i].fd);
 	}
 	r->n_ud_flows = 0;
 	free(r->ud_flows);
 	r->ud_flows = NULL;
-	if (r->rx_via_daemon) {
-		r->rx_via_daemon = false;
-		atomic_fetch_sub(&qp->ctx->n_ud_qps, 1);
-	}
+	via_daemon(qp, false);
+	r->rx_flow_refused = false;
+	r->peer_sport = 0;
 	if (r->rx_fd >= 0) {
 		sr_progress_del_fd(qp->ctx, r->rx_fd);
 		close(r->rx_fd);
@@ -384,7 +494,7 @@ static struct sr_icrc_env tx_env(struct sr_qp *qp, const struct sr_av *av, uint1
 		.ipv6 = !is_v4(&av->dst),
 		.saddr = av->src.sin6_addr,
 		.daddr = av->dst.sin6_addr,
-		.sport = rqp(qp)->sport,
+		.sport = rqp(qp)->sport[!is_v4(&av->dst)],
 		.dport = SR_ROCE_UDP_PORT,
 		.ipv4_id = id,
 		.ipv4_df = true,
@@ -726,6 +836,18 @@ static bool icrc_ok(struct sr_qp *qp, const uint8_t *buf, size_t len, const stru
 
 static bool pkey_ok(uint16_t pkey) { return (pkey & 0x7fff) == 0x7fff; }
 
+/* A request with the PSN the responder expects, or a response to a PSN
+ * the requester has sent and not seen acknowledged. */
+static bool in_sequence(struct sr_qp *qp, const struct sr_pkt *pkt)
+{
+	struct sr_roce_qp *r = rqp(qp);
+
+	if (pkt->mask & SR_OP_REQ)
+		return pkt->psn == r->epsn;
+	return qp->attr.qp_state != IBV_QPS_RTR && psn_diff(pkt->psn, r->una_psn) >= 0 &&
+	       psn_diff(pkt->psn, r->next_psn) < 0;
+}
+
 /* One datagram addressed to this QP (qp->lock held). */
 static void roce_rx_one(struct sr_qp *qp, const uint8_t *buf, size_t len, const struct sr_rx_env *env)
 {
@@ -755,20 +877,44 @@ static void roce_rx_one(struct sr_qp *qp, const uint8_t *buf, size_t len, const 
 		r->stat_drop++;
 		return;
 	}
-	if (t != IBV_QPT_UD && memcmp(&env->src.sin6_addr, &qp->av.dst.sin6_addr, 16)) {
+	if (t == IBV_QPT_UD) {
+		if (env->via_daemon && r->n_ud_flows)
+			ud_flow_learn(qp, pkt.deth_sqpn, env);
+		sr_resp_rx(qp, &pkt, env);
+		return;
+	}
+	if (memcmp(&env->src.sin6_addr, &qp->av.dst.sin6_addr, 16)) {
 		r->stat_drop++; /* not from our connected peer */
 		return;
+	}
+	/* The peer's port is learnt from its first packet in sequence (any
+	 * first packet for UC, which follows the sender's PSN).  Once known,
+	 * a packet from the peer's address but another port is dropped
+	 * without an answer unless it is in sequence: then the peer moved
+	 * (its send socket was reopened on another port). */
+	uint16_t port = ntohs(env->src.sin6_port);
+	bool learn = false;
+	if (port != r->peer_sport) {
+		bool in_seq = in_sequence(qp, &pkt);
+		if (r->peer_sport && !in_seq) {
+			r->stat_wrong_port++;
+			r->stat_drop++;
+			return;
+		}
+		learn = in_seq || t == IBV_QPT_UC;
 	}
 	if (pkt.mask & SR_OP_REQ)
 		sr_resp_rx(qp, &pkt, env);
 	else if (st != IBV_QPS_RTR)
 		sr_comp_rx(qp, &pkt);
+	if (learn && qp->attr.qp_state != IBV_QPS_ERR && !qp->dead)
+		peer_port_learn(qp, port);
 }
 
 /* Datagram routed to us by the daemon (qp->lock held). */
 static void roce_deliver(struct sr_qp *qp, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len)
 {
-	struct sr_rx_env env = { .src = meta->src, .dst = meta->dst, .tclass = meta->tclass };
+	struct sr_rx_env env = { .src = meta->src, .dst = meta->dst, .tclass = meta->tclass, .via_daemon = true };
 	roce_rx_one(qp, data, len, &env);
 	sr_resp_flush_ack(qp);
 	sr_req_progress(qp);
@@ -838,7 +984,8 @@ static void roce_on_readable(struct sr_qp *qp, int fd_unused)
 	if (r->rx_fd >= 0)
 		rx_drain(qp, r->rx_fd, &qp->av.src);
 	for (int i = 0; i < r->n_ud_flows && !qp->dead; i++)
-		rx_drain(qp, r->ud_flows[i].fd, &r->ud_flows[i].local);
+		if (r->ud_flows[i].fd >= 0)
+			rx_drain(qp, r->ud_flows[i].fd, &r->ud_flows[i].local);
 }
 
 /* Receive what flow socket fd (bound to local) holds, in batches. */
@@ -947,7 +1094,12 @@ static int roce_qp_create(struct sr_qp *qp)
 		return (int)-qpn;
 	}
 	qp->ibqp.qp_base.qp_num = (uint32_t)qpn;
-	r->sport = sr_qpn_src_port((uint32_t)qpn);
+	r->sport[0] = r->sport[1] = random_src_port();
+	/* for local peers' flow sockets (ipc.h, "Ports"); a daemon without
+	 * it answers -EOPNOTSUPP, and peers learn the port from our packets */
+	struct sr_ipc_qp_port port = { .qpn = (uint32_t)qpn, .port = r->sport[0] };
+	if (qp->ibqp.qp_base.qp_type != IBV_QPT_UD)
+		sr_daemon_call(d, SR_IPC_QP_PORT, &port, sizeof(port));
 	/* SOFTRDMA_GSO=0: one datagram per sendmsg (packet captures then show
 	 * each RoCE packet as the wire carries it) */
 	const char *gso = getenv("SOFTRDMA_GSO");
@@ -1028,11 +1180,8 @@ static int roce_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask, 
 	if (!r->cwnd || r->cwnd > r->window || r->cwnd == old_window)
 		r->cwnd = r->window;
 
-	if (next == IBV_QPS_RTR && old == IBV_QPS_INIT && t != IBV_QPT_UD) {
-		int err = rx_socket_open(qp);
-		if (err)
-			return -err;
-	}
+	if (next == IBV_QPS_RTR && old == IBV_QPS_INIT && t != IBV_QPT_UD)
+		rx_socket_open(qp);
 	if (next == IBV_QPS_RESET) {
 		if (sr_faults_on(qp))
 			sr_delay_clear(&qp->faults->delay);
@@ -1047,6 +1196,30 @@ static int roce_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask, 
 		r->retrans_deadline = r->rnr_deadline = 0;
 	}
 	return 0;
+}
+
+/* A modify to RTR of an RC/UC QP whose peer is on this host (its address
+ * one of the device's): the port the peer sends from, if softrdmad knows
+ * it (a QP of our user), for its flow socket to be there from the first
+ * packet on.  Without qp->lock: the answer may come behind datagrams for
+ * this QP, whose delivery takes that lock. */
+static void roce_modify_prepare(struct sr_qp *qp, const struct ibv_qp_attr *attr, int mask)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	struct sr_context *ctx = qp->ctx;
+	struct sr_daemon_conn *d = ctx->daemon;
+	bool local = false;
+
+	if (!r || !d || qp->ibqp.qp_base.qp_type == IBV_QPT_UD || !(mask & IBV_QP_STATE) ||
+	    attr->qp_state != IBV_QPS_RTR || !(mask & IBV_QP_DEST_QPN) || !(mask & IBV_QP_AV))
+		return;
+	for (int i = 0; i < ctx->ngid && !local; i++)
+		local = !memcmp(&ctx->gid[i].gid, &attr->ah_attr.grh.dgid, sizeof(union ibv_gid));
+	if (!local)
+		return;
+	struct sr_ipc_qp_port q = { .qpn = attr->dest_qp_num };
+	int64_t port = sr_daemon_call(d, SR_IPC_QP_PORT_GET, &q, sizeof(q));
+	atomic_store(&r->peer_sport_hint, port > 0 && port <= 0xffff ? (uint16_t)port : 0);
 }
 
 static void roce_sq_kick(struct sr_qp *qp)
@@ -1079,6 +1252,7 @@ const struct sr_transport_ops sr_roce_ops = {
 	.qp_create = roce_qp_create,
 	.qp_destroy = roce_qp_destroy,
 	.qp_modify = roce_qp_modify,
+	.modify_prepare = roce_modify_prepare,
 	.sq_kick = roce_sq_kick,
 	.rq_kick = roce_rq_kick,
 	.on_timer = roce_on_timer,

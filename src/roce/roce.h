@@ -16,6 +16,7 @@ struct sr_rx_env {
 	uint16_t ipv4_id_guess; /* segment index within a GRO batch: what a GSO sender used */
 	uint8_t tclass; /* IPv4 TOS / IPv6 traffic class it arrived with (UD: 0 unless reported) */
 	bool batch_more;        /* more of the receive batch follows this packet (resp.c, resp_read) */
+	bool via_daemon;        /* routed to us by softrdmad, not caught by a flow socket */
 };
 
 /* Packets to one destination, sent with one sendmmsg: the batch is cut
@@ -57,25 +58,32 @@ struct sr_atomic_res {
 #define SR_RX_BATCH 32
 #define SR_RX_BUF 8192
 
-/* A UD QP's flow socket to one peer QP (see net.c). */
+/* A UD QP's flow socket to one peer QP (see net.c): fd -1 until a
+ * datagram of that QP tells its source port. */
 struct sr_ud_flow {
 	struct sockaddr_in6 local, peer; /* our address:4791, the peer's address:sport */
+	uint32_t dqpn;
 	int fd;
 };
 #define SR_UD_FLOWS_MAX 64
 
 struct sr_roce_qp {
-	int tx4, tx6;            /* unconnected send sockets bound to :sport */
+	int tx4, tx6;            /* unconnected send sockets bound to :sport[0], :sport[1] */
 	/* ctx->txs list: QPs holding send sockets, oldest first; what gives
 	 * up its sockets when the process runs out of descriptors */
 	struct sr_qp *txs_next, *txs_prev;
 	bool txs_listed;
 	int rx_fd;               /* RC/UC: connected per-flow socket on :4791, else -1 */
-	bool rx_via_daemon;      /* RC/UC without one: port 4791 is another user's */
+	bool rx_via_daemon;      /* RC/UC from RTR on without one: counted in ctx->n_ud_qps */
+	bool rx_flow_refused;    /* RC/UC: port 4791 is another user's: never a flow socket */
+	uint16_t peer_sport;     /* RC/UC: the port the peer sends from, learnt from its first
+	                          * packet in sequence; 0 until then (net.c) */
+	_Atomic uint16_t peer_sport_hint; /* RC/UC: the port a local peer sends from, as
+	                          * softrdmad knows it (modify_prepare); 0 = none */
 	struct sr_ud_flow *ud_flows; /* UD: flow sockets to the peers we sent to */
 	int n_ud_flows;
 	bool ud_flows_off;       /* UD: port 4791 is another user's: all through the daemon */
-	uint16_t sport;          /* our UDP source port, from our QPN */
+	uint16_t sport[2];       /* our UDP source port for IPv4, IPv6: random (net.c) */
 	uint32_t mtu;            /* path MTU in bytes */
 
 	/* requester / completer */
@@ -118,6 +126,7 @@ struct sr_roce_qp {
 	struct sr_recv_wqe *rwqe; /* current receive WQE (the RQ's or SRQ's max_sge entries) */
 	uint64_t stat_drop;
 	uint64_t stat_sport_fallback;  /* tx sockets bound to a kernel-chosen port */
+	uint64_t stat_wrong_port;      /* dropped: from the peer's address, not its port */
 	bool no_gso;
 	bool tx_hold;            /* small requests may wait for a batch (req.c; SOFTRDMA_TX_HOLD=0: never) */
 	bool ack_hold;           /* ACKs may wait for a request (resp.c; SOFTRDMA_ACK_HOLD=0: never) */

@@ -14,10 +14,9 @@ import socket
 import struct
 import sys
 import time
-import zlib
 
 from sr_ipc import (CLAIM, FREE_COMM_ID, GSI_QKEY, LISTEN, META, Client, counters as parse_counters,
-                    failed, mapped, ok)
+                    failed, icrc, mapped, ok)
 
 SAMPLES = sys.argv[1] if len(sys.argv) > 1 else ""
 REQ, MRA, REJ, REP, RTU, DREQ, DREP, SIDR_REQ, SIDR_REP, LAP, APR = range(0x10, 0x1B)
@@ -31,21 +30,6 @@ def counters():
 
 
 # ---- RoCEv2 CM datagrams ----
-
-def icrc(pkt, src, dst, sport, dport=4791, ipv4_id=0):
-    """ICRC of pkt (BTH .. ICRC) as sent from src:sport to dst:dport (IBTA A17)."""
-    n = len(pkt)
-    body = bytearray(pkt[:n - 4])
-    body[4] = 0xFF  # BTH resv8a / FECN / BECN
-    if ":" in src:
-        ph = bytes([0x6F, 0xFF, 0xFF, 0xFF]) + struct.pack(">H", 8 + n) + bytes([17, 0xFF])
-        ph += mapped(src) + mapped(dst)
-    else:
-        ph = bytes([0x45, 0xFF]) + struct.pack(">HHH", 20 + 8 + n, ipv4_id, 0x4000)
-        ph += bytes([0xFF, 17, 0xFF, 0xFF]) + socket.inet_aton(src) + socket.inet_aton(dst)
-    ph += struct.pack(">HHH", sport, dport, 8 + n) + b"\xff\xff"
-    return zlib.crc32(b"\xff" * 8 + ph + bytes(body)) & 0xFFFFFFFF
-
 
 def pcapng_udp_payloads(path):
     """UDP payloads to port 4791 of an Ethernet/IPv4 pcapng file."""

@@ -1,12 +1,14 @@
 # softrdmad's protocol (src/common/ipc.h) spoken directly, for the daemon
 # tests (daemon_ipc_test.py, daemon_cm_test.py, daemon_mcast_test.py,
-# security_test.py): the message types, a client connection, the bodies,
-# BTH headers, the STATUS counters, and ok() checks with a failure count.
+# security_test.py, security_attack.py): the message types, a client
+# connection, the bodies, BTH headers, the ICRC, the STATUS counters, and
+# ok() checks with a failure count.
 # Standard library only.
 import os
 import socket
 import struct
 import time
+import zlib
 
 NAME = "\0" + os.environ.get("SOFTRDMA_DAEMON_SOCK", "softrdmad-v1")
 HELLO, ALLOC_QPN, FREE_QPN, CLAIM, PKT, REPLY, STATUS = range(1, 8)
@@ -150,9 +152,19 @@ def bth(qpn, tag=b"", opcode=0x64):
     return bytes([opcode, 0, 0xff, 0xff, 0, (qpn >> 16) & 255, (qpn >> 8) & 255, qpn & 255, 0, 0, 0, 0]) + tag
 
 
-def src_port(q):
-    """The UDP source port of QPN q (rxe's hash, ipc.h sr_qpn_src_port)."""
-    return (0xC000 + (((q * 0x61C88647) & 0xffffffff) >> 18)) & 0xffff
+def icrc(pkt, src, dst, sport, dport=4791, ipv4_id=0):
+    """ICRC of pkt (BTH .. ICRC) as sent from src:sport to dst:dport (IBTA A17)."""
+    n = len(pkt)
+    body = bytearray(pkt[:n - 4])
+    body[4] = 0xFF  # BTH resv8a / FECN / BECN
+    if ":" in src:
+        ph = bytes([0x6F, 0xFF, 0xFF, 0xFF]) + struct.pack(">H", 8 + n) + bytes([17, 0xFF])
+        ph += mapped(src) + mapped(dst)
+    else:
+        ph = bytes([0x45, 0xFF]) + struct.pack(">HHH", 20 + 8 + n, ipv4_id, 0x4000)
+        ph += bytes([0xFF, 17, 0xFF, 0xFF]) + socket.inet_aton(src) + socket.inet_aton(dst)
+    ph += struct.pack(">HHH", sport, dport, 8 + n) + b"\xff\xff"
+    return zlib.crc32(b"\xff" * 8 + ph + bytes(body)) & 0xFFFFFFFF
 
 
 def counters(text):

@@ -12,11 +12,18 @@
 #    QPN predictability, malformed and flooding IPC against root's daemon;
 #  - mallory's rping on 127.0.0.1 cannot take the connections of root's
 #    wildcard rping server;
-#  - mallory's own RC, UD and rdma_cm programs work with root's daemon.
+#  - mallory's own RC, UD and rdma_cm programs work with root's daemon;
+#  - issue 41, against root's live ib_write_bw (security_attack.py as
+#    mallory): the QPN cannot be found from /proc/net/udp plus STATUS
+#    within 1000 probes; no port root's QPs send from can be bound by
+#    mallory; forged requests with future PSNs at 10x the victim's packet
+#    rate (lo limited to 100 Mbit/s, so that the victim's rate is the
+#    link's, not the loaded CPUs') cost it less than 10% of its bandwidth
+#    beside the same flood to a QPN nobody has, alternated in one run.
 # Skips (77) without root.
 . "$(dirname "$0")/lib.sh"
 [ "$(id -u)" -eq 0 ] || sr_skip "needs root (creates a user and a network namespace)"
-sr_need_cmd useradd userdel runuser unshare ip python3 pgrep ibv_rc_pingpong ibv_ud_pingpong rping
+sr_need_cmd useradd userdel runuser unshare ip python3 pgrep ibv_rc_pingpong ibv_ud_pingpong rping ib_write_bw tc stdbuf
 sr_init
 [ -n "${SR_IN_PRIVATE_NETNS:-}" ] || sr_skip "needs a network namespace of its own (sr_init makes one as root)"
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -31,7 +38,7 @@ chmod 755 "$SR_TMP"
 chmod 644 "$SR_CONF"
 STAGE=$SR_TMP/stage
 mkdir -p "$STAGE/bin" "$STAGE/lib/softrdma"
-cp "$B/softrdmad" "$B/softrdma-run" "$B/softrdma-cfg" "$STAGE/bin/" &&
+cp "$B/softrdmad" "$B/softrdma-run" "$B/softrdma-cfg" "$HERE/security_attack.py" "$HERE/sr_ipc.py" "$STAGE/bin/" &&
 	cp -P "$SR_BUILD_DIR"/lib/softrdma/* "$STAGE/lib/softrdma/" || sr_die "cannot stage the build"
 chmod -R a+rX "$STAGE"
 
@@ -148,6 +155,106 @@ port=$(sr_free_port)
 sr_pair "mallory's rping with root's daemon" "cm:$port" \
 	-- "$AS_MALLORY" "$STAGE/bin/softrdma-run" rping -s -a 127.0.0.1 -p "$port" -C 20 -V \
 	-- "$AS_MALLORY" "$STAGE/bin/softrdma-run" rping -c -a 127.0.0.1 -p "$port" -C 20 -V
+# --- issue 41: root's live RC connection, as mallory sees it ---
+# victim DUR [ARGS...]: root's ib_write_bw pair for DUR seconds in the
+# background, connected: VS_QPN (the server's QP, the WRITEs' responder),
+# VC_PSN (the client's first PSN), VS_PID/VC_PID, outputs VS_OUT/VC_OUT.
+victim() {
+	local dur=$1 port
+	shift
+	port=$(sr_free_port)
+	sr_new_log ib_write_bw server
+	VS_OUT=$SR_OUTFILE
+	stdbuf -oL "$SR_RUN" ib_write_bw -x 0 -D "$dur" -p "$port" "$@" >"$VS_OUT" 2>&1 </dev/null &
+	VS_PID=$!
+	SR_PIDS+=("$VS_PID")
+	sr_wait_listen "$port" "$VS_PID" || return 1
+	sr_new_log ib_write_bw client
+	VC_OUT=$SR_OUTFILE
+	stdbuf -oL "$SR_RUN" ib_write_bw -x 0 -D "$dur" -p "$port" "$@" 127.0.0.1 >"$VC_OUT" 2>&1 </dev/null &
+	VC_PID=$!
+	SR_PIDS+=("$VC_PID")
+	for _ in $(seq 100); do grep -q 'remote address' "$VS_OUT" && break; sleep 0.1; done
+	VS_QPN=$(sed -n 's/.*local address:.* QPN \(0x[0-9a-f]*\).*/\1/p' "$VS_OUT")
+	VC_QPN=$(sed -n 's/.*local address:.* QPN \(0x[0-9a-f]*\).*/\1/p' "$VC_OUT")
+	VC_PSN=$(sed -n 's/.*remote address:.* PSN \(0x[0-9a-f]*\).*/\1/p' "$VS_OUT")
+	[ -n "$VS_QPN" ] && [ -n "$VC_PSN" ]
+}
+# victim_end: waits for both; VBW: the client's average MB/s (empty if either failed)
+victim_end() {
+	local crc src
+	wait "$VC_PID"
+	crc=$?
+	wait "$VS_PID"
+	src=$?
+	sr_forget "$VC_PID"
+	sr_forget "$VS_PID"
+	VBW=
+	[ "$crc" -eq 0 ] && [ "$src" -eq 0 ] && VBW=$(awk '/BW average/ { getline; print $4; exit }' "$VC_OUT")
+}
+ATTACK=(env PYTHONPATH="$STAGE/bin" python3 "$STAGE/bin/security_attack.py")
+if victim 30 -s 65536; then
+	sr_pass "root's ib_write_bw runs (server QP $VS_QPN, client QP $VC_QPN)"
+	sleep 2 # its flows set up
+	sr_run "mallory's search for the QPN (/proc/net/udp, STATUS, 1000 probes)" -- "$AS_MALLORY" "${ATTACK[@]}" find-qpn 1000
+	cat "$SR_OUT"
+	found=$(sed -n 's/^found \(0x[0-9a-f]*\).*/\1/p' "$SR_OUT")
+	if [ -n "$found" ] && { [ $((found)) -eq $((VS_QPN)) ] || [ $((found)) -eq $((VC_QPN)) ]; }; then
+		sr_fail "  mallory found root's QPN $found: $(grep '^found' "$SR_OUT")"
+	else
+		sr_pass "  mallory did not find root's QPNs ($(tail -n 1 "$SR_OUT"))"
+	fi
+	sr_run "mallory cannot bind a port root's QPs send from" -- "$AS_MALLORY" "${ATTACK[@]}" bind-ports
+	cat "$SR_OUT"
+	kill "$VC_PID" "$VS_PID" 2>/dev/null
+	victim_end
+else
+	sr_fail "root's ib_write_bw did not connect"
+	sr_dump "$VS_OUT"
+fi
+
+# Forged future-PSN requests from mallory at 10x the victim's packets,
+# against the same flood to a QPN nobody has: their bandwidths alternate
+# within this run.  lo limited to 100 Mbit/s (tail drop) sets the victim's
+# rate, whatever the load on the CPUs.
+tc qdisc add dev lo root tbf rate 100mbit burst 32k limit 150000 || sr_die "tc tbf on lo failed"
+sr_on_exit 'tc qdisc del dev lo root 2>/dev/null'
+if victim 3 -s 65536 && victim_end && bw0=$VBW && [ -n "$bw0" ]; then
+	pps=$(awk -v b="$bw0" 'BEGIN { printf "%d", b * 1048576 / 4096 }') # 4 KiB packets on lo
+	rate=$((12 * pps)) # aimed above 10x: a loaded machine slows the flooder
+	echo "# victim alone: $bw0 MB/s, ~$pps packets/s: the flood aims at $rate a second"
+	declare -A bw
+	for round in 1 2; do
+		for target in nobody victim; do
+			if ! victim 3 -s 65536; then
+				sr_fail "root's ib_write_bw did not connect ($target round $round)"
+				continue
+			fi
+			q=0x7ffff1
+			[ "$target" = victim ] && q=$VS_QPN
+			"$AS_MALLORY" "${ATTACK[@]}" flood "$q" $((VC_PSN + 0x400000)) "$rate" 5 >"$SR_TMP/flood.out" 2>&1 &
+			fpid=$!
+			victim_end
+			bw[$target$round]=$VBW
+			wait "$fpid"
+			echo "# round $round, flood to $target ($q): ${bw[$target$round]:-failed} MB/s; $(cat "$SR_TMP/flood.out")"
+			reached=$(sed -n 's/.*, \([0-9]*\) a second$/\1/p' "$SR_TMP/flood.out")
+			[ "${reached:-0}" -ge $((10 * pps)) ] ||
+				sr_fail "  the flood reached ${reached:-0} datagrams a second, not 10x the victim's $pps"
+		done
+	done
+	ratio=$(awk -v a="${bw[victim1]:-0}" -v b="${bw[victim2]:-0}" -v c="${bw[nobody1]:-0}" -v d="${bw[nobody2]:-0}" \
+		'BEGIN { if (c + d > 0) printf "%.2f", (a + b) / (c + d); else print 0 }')
+	if awk -v r="$ratio" 'BEGIN { exit !(r >= 0.9) }'; then
+		sr_pass "forged future-PSN requests at 10x its packet rate cost the victim less than 10% (bandwidth ratio $ratio)"
+	else
+		sr_fail "forged future-PSN requests cost the victim more than 10%: bandwidth ratio $ratio (victim ${bw[victim1]} ${bw[victim2]}, nobody ${bw[nobody1]} ${bw[nobody2]} MB/s)"
+	fi
+else
+	sr_fail "root's ib_write_bw alone under the 100 Mbit/s limit failed"
+fi
+tc qdisc del dev lo root
+
 kill -0 "$dpid" 2>/dev/null && sr_pass "root's daemon is alive at the end" || sr_fail "root's daemon died"
 "$B/softrdma-cfg" status | grep -E '^  (dropped|received|forwarded|cm wills|user)'
 sr_finish

@@ -6,11 +6,37 @@
  * opened afterwards works with the daemon the library starts again.
  *
  * The test uses a daemon of its own (SOFTRDMA_DAEMON_SOCK), so that the
- * one it kills serves no other test, and only RC traffic, which its flow
- * sockets carry whichever daemon shares UDP port 4791 with it. */
+ * one it kills serves no other test, in a network namespace of its own
+ * where it can have one (root): an RC QP learns its peer's source port
+ * from the first packets, which come through the daemon on UDP port 4791,
+ * and another daemon sharing that port would get them instead. */
 #include "vt.h"
 
+#include <net/if.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+
+/* A network namespace of this process's own, lo up; false if not allowed. */
+static bool own_netns(void)
+{
+	struct ifreq ifr;
+	int fd;
+	bool ok;
+
+	if (unshare(CLONE_NEWNET))
+		return false;
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	ok = fd >= 0 && !ioctl(fd, SIOCGIFFLAGS, &ifr);
+	ifr.ifr_flags |= IFF_UP;
+	ok = ok && !ioctl(fd, SIOCSIFFLAGS, &ifr);
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
 
 /* The pid of the daemon on our socket, from softrdma-cfg status; 0 if none. */
 static pid_t daemon_pid(void)
@@ -57,7 +83,14 @@ int main(void)
 	struct vt_pair p, u;
 	struct vt_buf rb;
 
+	bool netns = own_netns(); /* before any thread: a namespace is per thread */
+	int netns_err = errno;
+
 	vt_begin("test_daemon_death", 120);
+	errno = netns_err;
+	if (!netns)
+		NOTE("no network namespace of its own (%s): another softrdmad on UDP 4791 here would take the "
+		     "connection's first packets", strerror(errno));
 	snprintf(sock, sizeof(sock), "sr-t-death-%d", (int)getpid());
 	setenv("SOFTRDMA_DAEMON_SOCK", sock, 1);
 	if (!vt_open(&d))

@@ -1596,7 +1596,9 @@ struct garbage {
 	uint32_t qpn_a, qpn_b, psn_a, psn_b;
 	uint64_t dup_b_addr, dup_a_addr;
 	uint32_t dup_b_rkey, dup_a_rkey;
-	int fd_any, fd_as_a, fd_as_b;
+	int fd_any;
+	int raw;                 /* sends as A or B from their ports, -1 without CAP_NET_RAW */
+	uint16_t port_a, port_b; /* their UDP source ports */
 	int quota;
 	int sent[8];
 	uint64_t rng;
@@ -1624,8 +1626,8 @@ static void *garbage_thread(void *arg)
 		int kind = (int)(vt_rand64_r(&g->rng) % 8);
 		uint64_t r = vt_rand64_r(&g->rng);
 		bool to_b = r & 1; /* else to A */
-		int fd = (r >> 1) % 3 == 0 ? g->fd_any : to_b ? g->fd_as_a : g->fd_as_b;
-		uint16_t sport = fd == g->fd_any ? vt_local_port(g->fd_any) : to_b ? vt_src_port_of(g->qpn_a) : vt_src_port_of(g->qpn_b);
+		bool spoof = g->raw >= 0 && (r >> 1) % 3 != 0; /* as the other QP, from its port */
+		uint16_t sport = !spoof ? vt_local_port(g->fd_any) : to_b ? g->port_a : g->port_b;
 		uint32_t dqpn = to_b ? g->qpn_b : g->qpn_a;
 		uint32_t behind = ((to_b ? g->psn_a : g->psn_b) - 100000u - (uint32_t)(r >> 40) % 5000) & 0xffffff;
 		uint32_t dl = (uint32_t)((r >> 8) % 257);
@@ -1669,8 +1671,7 @@ static void *garbage_thread(void *arg)
 		case 5: {
 			/* to A, which is the requester: PSNs far ahead of anything sent or far behind */
 			uint32_t psn = (r >> 20) & 1 ? (g->psn_a + 4000000u) & 0xffffff : (g->psn_a - 1000000u) & 0xffffff;
-			sport = fd == g->fd_any ? sport : vt_src_port_of(g->qpn_b);
-			fd = fd == g->fd_any ? fd : g->fd_as_b;
+			sport = spoof ? g->port_b : sport;
 			n = vt_mk_response(pkt, (int)((r >> 21) % 8), g->qpn_a, psn, sport, true);
 			break;
 		}
@@ -1682,7 +1683,10 @@ static void *garbage_thread(void *arg)
 					  to_b ? g->dup_b_rkey : g->dup_a_rkey, data, dl + 1, sport, true);
 			break;
 		}
-		vt_send_to_4791(fd, pkt, n);
+		if (spoof)
+			vt_send_raw(g->raw, sport, pkt, n);
+		else
+			vt_send_to_4791(g->fd_any, pkt, n);
 		g->sent[kind]++;
 		if (i % 32 == 31)
 			vt_sleep_us(150);
@@ -1739,7 +1743,7 @@ static bool spoof_self_check(int fd)
 
 static void garbage_storm(void)
 {
-	SECTION("garbage datagrams to UDP 4791 (also from the peers' source ports) during a verified transfer");
+	SECTION("garbage datagrams to UDP 4791 (also from the peers' source ports, raw) during a verified transfer");
 	vt_crc_init();
 	char path[1024];
 	snprintf(path, sizeof(path), "%s", __FILE__);
@@ -1793,21 +1797,34 @@ static void garbage_storm(void)
 	g.dup_b_addr = (uintptr_t)dupB.p;
 	g.dup_b_rkey = dupB.mr->rkey;
 	g.fd_any = fd_any;
-	g.fd_as_a = vt_udp_socket(vt_src_port_of(A->qp_num));
-	g.fd_as_b = vt_udp_socket(vt_src_port_of(B->qp_num));
 	g.quota = 12000;
 	g.rng = vt_rand64() | 1;
-	if (!CHECK(g.fd_as_a >= 0 && g.fd_as_b >= 0,
-		   "bind plain UDP sockets to 127.0.0.1:%u and :%u, the source ports of QP %u and QP %u (SO_REUSEADDR)\t(%s)",
-		   vt_src_port_of(A->qp_num), vt_src_port_of(B->qp_num), A->qp_num, B->qp_num, strerror(errno))) {
-		if (g.fd_as_a >= 0)
-			close(g.fd_as_a);
-		if (g.fd_as_b >= 0)
-			close(g.fd_as_b);
-		g.fd_as_a = g.fd_as_b = fd_any; /* still send the garbage, through the daemon */
+	g.raw = -1;
+	/* A's and B's source ports, off the wire (a WRITE and its ACK) */
+	int sniff = vt_sniff_open();
+	vt_post_send(A, 7, IBV_WR_RDMA_WRITE, src.p, 64, src.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)dst.p, dst.mr->rkey, 0);
+	EXPECT_WC(p.scq[0], 7, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL, "a WRITE from A to B before the storm");
+	if (sniff >= 0) {
+		g.port_a = vt_sniff_port(sniff, B->qp_num, 2000);
+		g.port_b = vt_sniff_port(sniff, A->qp_num, 2000);
+		close(sniff);
 	}
-	NOTE("sending %d datagrams: A = QP %u (port %u), B = QP %u (port %u)", g.quota, A->qp_num, vt_src_port_of(A->qp_num),
-	     B->qp_num, vt_src_port_of(B->qp_num));
+	if (g.port_a && g.port_b) {
+		int fa = vt_udp_socket(g.port_a), ea = errno, fb = vt_udp_socket(g.port_b), eb = errno;
+		CHECK(fa < 0 && ea == EADDRINUSE && fb < 0 && eb == EADDRINUSE,
+		      "no other socket can bind 127.0.0.1:%u or :%u, the source ports of QP %u and QP %u, even with "
+		      "SO_REUSEADDR\t(%s, %s)", g.port_a, g.port_b, A->qp_num, B->qp_num, fa < 0 ? strerror(ea) : "bound",
+		      fb < 0 ? strerror(eb) : "bound");
+		if (fa >= 0)
+			close(fa);
+		if (fb >= 0)
+			close(fb);
+		g.raw = vt_raw_socket();
+	}
+	if (g.raw < 0)
+		NOTE("no raw socket (CAP_NET_RAW): the garbage comes from another port only, through the daemon");
+	NOTE("sending %d datagrams: A = QP %u (port %u), B = QP %u (port %u)", g.quota, A->qp_num, g.port_a, B->qp_num,
+	     g.port_b);
 
 	pthread_t th;
 	pthread_create(&th, NULL, garbage_thread, &g);
@@ -1879,10 +1896,8 @@ static void garbage_storm(void)
 	CHECK_GUARDS(&back, "READ target");
 	CHECK_GUARDS(&dupA, "duplicate-WRITE target on A");
 	CHECK_GUARDS(&dupB, "duplicate-WRITE target on B");
-	if (g.fd_as_a != fd_any)
-		close(g.fd_as_a);
-	if (g.fd_as_b != fd_any)
-		close(g.fd_as_b);
+	if (g.raw >= 0)
+		close(g.raw);
 	vt_pair_destroy(&p);
 
 	/* the daemon and the device survived: a new pair, and UD through the daemon */

@@ -804,7 +804,7 @@ static void qp_ex_and_uc(void)
 }
 
 /* A Write through a window's rkey, built by hand: the responder QP is
- * connected to a peer that is this test's UDP socket.  The packet is
+ * connected to a peer that is this test (vt_wire_peer).  The packet is
  * what rxe would send (the window's rkey in the RETH like any rkey); it
  * must land where the window says, and the answer must be rxe's: an ACK,
  * or a NAK "remote access error" (AETH syndrome 0x62) for a Write out of
@@ -819,7 +819,7 @@ static void raw_write(void)
 	struct vt_buf tgt;
 	struct ibv_mw *mw[2];
 	uint32_t key[2], peer = 0, psn = 0x123400;
-	int tx = -1, rx = -1;
+	struct vt_wire_peer wp = { .tx = -1, .rx = -1 };
 	uint8_t pkt[9000], data[4096];
 
 	vt_crc_init();
@@ -834,33 +834,9 @@ static void raw_write(void)
 	if (!CHECK(mw[0] && mw[1] && !vt_buf_alloc(&tgt, D.pd, 32768, 4096, ACC_MR), "windows and a region"))
 		return;
 	vt_fill(tgt.p, 32768, 0x3131);
-	/* a peer QP number whose source port this test can have */
-	for (int i = 0; i < 50 && tx < 0; i++) {
-		peer = 0x100000 + (uint32_t)vt_rand(0xeffff);
-		tx = vt_udp_socket(vt_src_port_of(peer));
-	}
-	if (!CHECK(tx >= 0, "a UDP socket on the peer QP %u's source port %u", peer, vt_src_port_of(peer)))
+	if (!vt_wire_peer_open(&wp, &D, qp, &c, psn, 0x777))
 		goto out;
-	if (!CHECK(!vt_qp_connect(qp, &c, IBV_QPS_RTS, peer, psn, 0x777, &D.gid, D.gid_index),
-		   "the QP connected to the raw peer (QPN %u)", peer))
-		goto out;
-	/* the QP's answers go to 127.0.0.1:4791 from its source port: a
-	 * socket connected to that port in the daemon's SO_REUSEPORT group
-	 * gets them (the exact 4-tuple wins) */
-	rx = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	{
-		int one = 1;
-		struct sockaddr_in l = { .sin_family = AF_INET, .sin_port = htons(4791) };
-		struct sockaddr_in r = { .sin_family = AF_INET, .sin_port = htons(vt_src_port_of(qp->qp_num)) };
-
-		memcpy(&l.sin_addr, VT_LO, 4);
-		memcpy(&r.sin_addr, VT_LO, 4);
-		setsockopt(rx, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
-		if (!CHECK(rx >= 0 && !bind(rx, (struct sockaddr *)&l, sizeof(l)) &&
-				   !connect(rx, (struct sockaddr *)&r, sizeof(r)),
-			   "a socket for the QP's answers on 127.0.0.1:4791\t(%s)", strerror(errno)))
-			goto out;
-	}
+	peer = wp.qpn;
 	/* bind both windows through the QP (its own send queue: a type 2
 	 * window is the QP's); the zero-based one covers [8192, +8192) */
 	{
@@ -892,17 +868,15 @@ static void raw_write(void)
 
 		memcpy(snap, tgt.p, 32768);
 		vt_fill(data, klen[k], 500 + (uint32_t)k);
-		size_t len = vt_mk_write_only(pkt, 0x00, 0xffff, qp->qp_num, psn, va, key[kk[k]], data, klen[k],
-					      vt_src_port_of(peer), true);
+		size_t len = vt_mk_write_only(pkt, 0x00, 0xffff, qp->qp_num, psn, va, key[kk[k]], data, klen[k], wp.sport,
+					      true);
 		/* its RETH carries the window's rkey as it is, big endian */
 		CHECK(pkt[0] == 0x0a && vt_be16(pkt + 20) == key[kk[k]] >> 16 && vt_be16(pkt + 22) == (key[kk[k]] & 0xffff),
 		      "%s: an RC WRITE_ONLY with the window's rkey 0x%x in its RETH", what[k], key[kk[k]]);
-		vt_send_to_4791(tx, pkt, len);
+		vt_send_to_4791(wp.tx, pkt, len);
 		n = k == 4 ? -1 : 0;
 		if (k < 4) {
-			struct pollfd pf = { .fd = rx, .events = POLLIN };
-
-			n = poll(&pf, 1, 5000) == 1 ? recv(rx, ans, sizeof(ans), 0) : -1;
+			n = vt_wire_recv(&wp, ans, sizeof(ans), 5000);
 			CHECK(n >= 20 && ans[0] == 0x11 && ((uint32_t)vt_be16(ans + 5) << 8 | ans[7]) == peer &&
 				      ((uint32_t)vt_be16(ans + 9) << 8 | ans[11]) == psn,
 			      "%s: an ACKNOWLEDGE for PSN 0x%x to QP %u comes back\t(%zd bytes, opcode 0x%02x)", what[k],
@@ -938,10 +912,7 @@ static void raw_write(void)
 	CHECK_GUARDS(&tgt, "the region");
 	CHECK(vt_qp_state(qp) == IBV_QPS_ERR, "the QP is in ERR after the remote access error");
 out:
-	if (tx >= 0)
-		close(tx);
-	if (rx >= 0)
-		close(rx);
+	vt_wire_peer_close(&wp);
 	vt_pair_destroy(&p);
 	for (int i = 0; i < 2; i++)
 		if (mw[i])
