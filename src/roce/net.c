@@ -1137,7 +1137,7 @@ static void roce_qp_destroy(struct sr_qp *qp)
 		sr_daemon_call(d, SR_IPC_FREE_QPN, &req, sizeof(req));
 	}
 	free(r->rwqe);
-	free(r->ares);
+	free(r->res);
 	free(r);
 	qp->tp = NULL;
 }

@@ -22,9 +22,23 @@ void sr_resp_reset(struct sr_qp *qp)
 	r->ack_deadline = 0;
 	r->uc_drop = false;
 	r->msn = 0;
-	if (r->ares)
-		memset(r->ares, 0, SR_ATOMIC_RES * sizeof(*r->ares));
+	if (r->res)
+		memset(r->res, 0, SR_RESP_RES * sizeof(*r->res));
+	r->dup_ack_ns = 0;
 }
+
+/* The PSNs around the expected one a request of the peer's can carry.
+ * Ahead: the gap a lost request leaves, at most what the requester has
+ * outstanding -- here at most 512 packets (net.c, window_for) plus the
+ * responses of its outstanding READs, rxe 128 unacknowledged PSNs plus
+ * those; 2^16 leaves room for READs of 64 MiB at MTU 1024.  Behind: what
+ * it may retransmit, as much.  A request further ahead gets no sequence
+ * NAK and one further behind no ACK (IBTA 9.7.5.1.2 would NAK or ACK
+ * anything in the half of the PSN space on either side): a forger who
+ * does not know the PSN gets an answer for 1 in 128 instead of every
+ * one.  The requester's retransmission timer recovers the rare gap that
+ * is wider (a lost request before a READ larger than that). */
+#define SR_RESP_PSN_WINDOW (1u << 16)
 
 static void aeth_hdr(struct sr_qp *qp, struct sr_pkt *h, uint32_t psn, uint8_t syndrome)
 {
@@ -347,6 +361,34 @@ static bool qp_allows(struct sr_qp *qp, unsigned int access)
 	return (qp->attr.qp_access_flags & access) == access;
 }
 
+/* Keep what a READ or atomic was, for its duplicates; false when out of
+ * memory (most QPs never see one: the table comes with the first). */
+static bool res_add(struct sr_qp *qp, uint32_t psn, uint32_t npkts, uint32_t rkey, bool atomic, uint64_t orig)
+{
+	struct sr_roce_qp *r = rqp(qp);
+
+	if (!r->res && !(r->res = calloc(SR_RESP_RES, sizeof(*r->res))))
+		return false;
+	r->res[r->res_next++ % SR_RESP_RES] =
+		(struct sr_resp_res){ .psn = psn, .npkts = npkts, .rkey = rkey, .valid = true, .atomic = atomic, .orig = orig };
+	return true;
+}
+
+/* The newest kept READ or atomic holding psn (an entry from 2^24 PSNs
+ * ago may still be in the table, and is not this request's), or NULL. */
+static const struct sr_resp_res *res_find(struct sr_qp *qp, uint32_t psn, bool atomic)
+{
+	struct sr_roce_qp *r = rqp(qp);
+
+	for (uint32_t k = 1; r->res && k <= SR_RESP_RES; k++) {
+		const struct sr_resp_res *e = &r->res[(r->res_next - k) % SR_RESP_RES];
+		int32_t d = psn_diff(psn, e->psn);
+		if (e->valid && e->atomic == atomic && d >= 0 && (uint32_t)d < e->npkts)
+			return e;
+	}
+	return NULL;
+}
+
 static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate, const struct sr_rx_env *env)
 {
 	struct sr_roce_qp *r = rqp(qp);
@@ -409,11 +451,15 @@ static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate, cons
 		pthread_rwlock_unlock(&qp->ctx->mr_lock);
 	}
 	if (!duplicate) {
+		if (!res_add(qp, pkt->psn, npkts, pkt->reth_rkey, false, 0))
+			sr_log("QP %u: out of memory: a duplicate of read psn %u will not be answered", sr_roce_qpn(qp),
+			       pkt->psn);
 		r->epsn = psn_add(r->epsn, npkts);
 		r->msn = (r->msn + 1) & 0xffffff;
 	} else if (psn_diff(psn_add(pkt->psn, npkts), r->epsn) > 0) {
 		/* A retried read may be cut differently from the original and
 		 * reach past what we have served: the rest is new work. */
+		res_add(qp, pkt->psn, npkts, pkt->reth_rkey, false, 0);
 		r->epsn = psn_add(pkt->psn, npkts);
 		r->msn = (r->msn + 1) & 0xffffff;
 		r->nak_seq_sent = false;
@@ -527,43 +573,53 @@ static void resp_atomic(struct sr_qp *qp, struct sr_pkt *pkt)
 		resp_fatal(qp, pkt->psn, SR_AETH_NAK_REM_ACCESS);
 		return;
 	}
-	/* most QPs never see an atomic: the replay table comes with the first */
-	if (!r->ares)
-		r->ares = calloc(SR_ATOMIC_RES, sizeof(*r->ares));
-	if (r->ares) {
-		struct sr_atomic_res *res = &r->ares[r->ares_next++ % SR_ATOMIC_RES];
-		res->psn = pkt->psn;
-		res->orig = orig;
-		res->valid = true;
-	} else {
+	if (!res_add(qp, pkt->psn, 1, pkt->atm_rkey, true, orig))
 		sr_log("QP %u: out of memory: a duplicate of atomic psn %u will not be answered", sr_roce_qpn(qp),
 		       pkt->psn);
-	}
 	r->epsn = psn_add(r->epsn, 1);
 	r->msn = (r->msn + 1) & 0xffffff;
 	send_atomic_ack(qp, pkt->psn, orig);
 }
 
+/* A duplicate (PSN before the expected one).  A READ is served again if
+ * it starts within a READ kept in the table (rxe: a responder resource)
+ * with its rkey: a retry, which may be cut differently from the original
+ * and reach on into new work; an atomic gets its saved result.  Anything
+ * else gets an ACK of what we have -- once after new requests came, then
+ * at most every SR_DUP_ACK_NS: a requester retransmits after far longer
+ * (4 ms at least here, rxe's and RNICs' timers alike), and a stream of
+ * forged duplicates gets no stream of ACKs. */
+#define SR_DUP_ACK_NS 1000000ull
 static void resp_duplicate(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_env *env)
 {
 	struct sr_roce_qp *r = rqp(qp);
 	if (pkt->mask & SR_OP_READ) {
-		resp_read(qp, pkt, true, env); /* re-execute: reads are idempotent */
+		const struct sr_resp_res *e = res_find(qp, pkt->psn, false);
+		if (e && e->rkey == pkt->reth_rkey)
+			resp_read(qp, pkt, true, env); /* re-execute: reads are idempotent */
+		else
+			r->stat_drop++;
 		return;
 	}
 	if (pkt->mask & SR_OP_ATOMIC) {
-		/* newest first: an entry of the same PSN from 2^24 PSNs ago
-		 * may still be in the table, and is not this request's */
-		for (uint32_t k = 1; r->ares && k <= SR_ATOMIC_RES; k++) {
-			struct sr_atomic_res *a = &r->ares[(r->ares_next - k) % SR_ATOMIC_RES];
-			if (a->valid && a->psn == pkt->psn) {
-				send_atomic_ack(qp, pkt->psn, a->orig);
-				return;
-			}
-		}
-		return; /* too old to replay */
+		const struct sr_resp_res *e = res_find(qp, pkt->psn, true);
+		if (e)
+			send_atomic_ack(qp, pkt->psn, e->orig);
+		else
+			r->stat_drop++; /* too old to replay */
+		return;
 	}
-	/* a duplicate SEND/WRITE: re-acknowledge what we have */
+	if (psn_diff(r->epsn, pkt->psn) > (int32_t)SR_RESP_PSN_WINDOW) {
+		r->stat_drop++; /* further back than any requester retransmits */
+		return;
+	}
+	uint64_t now = sr_rx_batch_ns ? sr_rx_batch_ns : sr_now_ns();
+	if (r->dup_ack_ns && r->dup_ack_epsn == r->epsn && now - r->dup_ack_ns < SR_DUP_ACK_NS) {
+		r->stat_drop++;
+		return;
+	}
+	r->dup_ack_ns = now;
+	r->dup_ack_epsn = r->epsn;
 	r->ack_pending = true;
 }
 
@@ -586,6 +642,10 @@ static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_
 	int32_t d = psn_diff(pkt->psn, r->epsn);
 
 	if (rc) {
+		if (d > (int32_t)SR_RESP_PSN_WINDOW) {
+			r->stat_drop++; /* no gap a requester leaves: not its request */
+			return;
+		}
 		if (d > 0) {
 			if (!r->nak_seq_sent) {
 				r->nak_seq_sent = true;

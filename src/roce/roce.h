@@ -47,14 +47,18 @@ struct sr_tx_batch {
 	uint8_t icrc[SR_TX_MAX_PKTS][4];
 };
 
-/* A saved atomic result, replayed for a duplicate atomic request. */
-struct sr_atomic_res {
-	uint32_t psn;
-	bool valid;
-	uint64_t orig;
+/* A READ or atomic the responder served, as rxe keeps its responder
+ * resources: a duplicate READ is served again only if it starts within
+ * one of them (with its rkey), a duplicate atomic gets the saved result. */
+struct sr_resp_res {
+	uint32_t psn;        /* first PSN */
+	uint32_t npkts;      /* PSNs it took: READ response packets, 1 for an atomic */
+	uint32_t rkey;
+	bool valid, atomic;
+	uint64_t orig;       /* atomic: the original value */
 };
 
-#define SR_ATOMIC_RES 256 /* >= max_dest_rd_atomic: every unacknowledged atomic can be replayed */
+#define SR_RESP_RES 256 /* >= max_dest_rd_atomic: every unacknowledged READ and atomic can be served again */
 #define SR_RX_BATCH 32
 #define SR_RX_BUF 8192
 
@@ -121,8 +125,10 @@ struct sr_roce_qp {
 	uint64_t ack_deadline;
 	uint64_t last_post_ns;   /* the application last posted a send WR */
 	bool uc_drop;            /* UC: dropping the rest of a damaged message */
-	struct sr_atomic_res *ares; /* SR_ATOMIC_RES entries, from the first atomic on */
-	uint32_t ares_next;
+	struct sr_resp_res *res; /* SR_RESP_RES entries, from the first READ or atomic on */
+	uint32_t res_next;
+	uint64_t dup_ack_ns;     /* when a duplicate last had an ACK (resp.c, resp_duplicate) */
+	uint32_t dup_ack_epsn;   /* ... and epsn then */
 	struct sr_recv_wqe *rwqe; /* current receive WQE (the RQ's or SRQ's max_sge entries) */
 	uint64_t stat_drop;
 	uint64_t stat_sport_fallback;  /* tx sockets bound to a kernel-chosen port */
