@@ -522,6 +522,12 @@ static struct ibv_mr *op_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm, uint64_
 {
 	return sr_reg_dm_mr(pd, dm, off, len, access);
 }
+static struct ibv_td *op_alloc_td(struct ibv_context *c, struct ibv_td_init_attr *a) { return sr_alloc_td(c, a); }
+static int op_dealloc_td(struct ibv_td *td) { return sr_dealloc_td(td); }
+static struct ibv_pd *op_alloc_parent_domain(struct ibv_context *c, struct ibv_parent_domain_init_attr *a)
+{
+	return sr_alloc_parent_domain(c, a);
+}
 static int op_query_rt_values(struct ibv_context *c, struct ibv_values_ex *v) { return sr_query_rt_values(c, v); }
 static struct ibv_cq_ex *op_create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr_ex *a)
 {
@@ -554,5 +560,8 @@ void sr_fill_ops(struct sr_context *ctx)
 	ctx->vctx.alloc_dm = op_alloc_dm;
 	ctx->vctx.free_dm = op_free_dm;
 	ctx->vctx.reg_dm_mr = op_reg_dm_mr;
+	ctx->vctx.alloc_td = op_alloc_td;
+	ctx->vctx.dealloc_td = op_dealloc_td;
+	ctx->vctx.alloc_parent_domain = op_alloc_parent_domain;
 	ctx->vctx.create_qp_ex = op_create_qp_ex;
 }

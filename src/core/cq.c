@@ -168,8 +168,10 @@ static uint8_t ex_read_dlid_path_bits(struct ibv_cq_ex *c) { return ex_cq(c)->cu
 static uint64_t ex_read_completion_ts(struct ibv_cq_ex *c) { return ex_cq(c)->cur_ts.raw; }
 static uint64_t ex_read_completion_wallclock_ns(struct ibv_cq_ex *c) { return ex_cq(c)->cur_ts.wall; }
 
-/* ch has been resolved (cq_channel); vector is checked by the caller. */
-static struct sr_cq *cq_alloc(struct ibv_context *c, int cqe, void *cq_context, struct ibv_comp_channel *ch)
+/* ch and pdom (a parent domain, or NULL) have been resolved; vector is
+ * checked by the caller. */
+static struct sr_cq *cq_alloc(struct ibv_context *c, int cqe, void *cq_context, struct ibv_comp_channel *ch,
+			      struct ibv_pd *pdom)
 {
 	struct sr_cq *cq;
 	int err;
@@ -189,7 +191,7 @@ static struct sr_cq *cq_alloc(struct ibv_context *c, int cqe, void *cq_context, 
 		return NULL;
 	}
 	cq->size = sr_ring_slots((uint32_t)cqe + 1);
-	cq->ring = calloc(cq->size, sizeof(*cq->ring));
+	cq->ring = sr_ring_alloc(pdom, cq->size * sizeof(*cq->ring), SR_RES_TYPE_CQ, &cq->ring_mem);
 	if (!cq->ring) {
 		sr_obj_del(&cq->obj);
 		free(cq);
@@ -197,6 +199,10 @@ static struct sr_cq *cq_alloc(struct ibv_context *c, int cqe, void *cq_context, 
 		return NULL;
 	}
 	pthread_mutex_init(&cq->lock, NULL);
+	if (pdom) {
+		cq->pdom = sr_parent_domain(pdom);
+		atomic_fetch_add(&cq->pdom->usecnt, 1);
+	}
 	struct ibv_cq_ex *x = &cq->ibcq;
 	x->context = c;
 	x->channel = ch;
@@ -231,7 +237,7 @@ struct ibv_cq *sr_create_cq(struct ibv_context *c, int cqe, void *cq_context, st
 	else if (vec < 0 || vec >= c->num_comp_vectors)
 		errno = EINVAL;
 	else
-		cq = cq_alloc(c, cqe, cq_context, ch);
+		cq = cq_alloc(c, cqe, cq_context, ch, NULL);
 	if (cho)
 		sr_obj_put(cho);
 	return cq ? (struct ibv_cq *)&cq->ibcq : NULL;
@@ -258,16 +264,29 @@ struct ibv_cq_ex *sr_create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr
 	}
 	int err;
 	struct sr_obj *cho = cq_channel(c, attr->channel, &err);
+	struct sr_obj *pdo = NULL;
+	struct ibv_pd *pdom = NULL;
 	struct sr_cq *cq = NULL;
 
+	/* as mlx5: IBV_CQ_INIT_ATTR_MASK_PD names a parent domain, whose
+	 * allocator the CQ's ring comes from */
+	if (!err && (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD)) {
+		pdom = attr->parent_domain;
+		if (!pdom)
+			err = EINVAL;
+		else if ((pdo = sr_obj_get(pdom, SR_OBJ_PD, c, &err)) && !sr_parent_domain(pdom))
+			err = EINVAL;
+	}
 	if (err)
 		errno = err;
 	else if (attr->comp_vector >= (uint32_t)c->num_comp_vectors)
 		errno = EINVAL;
 	else
-		cq = cq_alloc(c, (int)attr->cqe, attr->cq_context, attr->channel);
+		cq = cq_alloc(c, (int)attr->cqe, attr->cq_context, attr->channel, pdom);
 	if (cho)
 		sr_obj_put(cho);
+	if (pdo)
+		sr_obj_put(pdo);
 	if (!cq)
 		return NULL;
 	if ((attr->wc_flags & stamps) && !(cq->ts = calloc(cq->size, sizeof(*cq->ts)))) {
@@ -347,8 +366,10 @@ int sr_destroy_cq(struct ibv_cq *ibcq)
 	pthread_mutex_lock(&ctx->progress_lock);
 	pthread_mutex_unlock(&ctx->progress_lock);
 	sr_obj_del(o);
-	free(cq->ring);
+	sr_ring_free(cq->ring, &cq->ring_mem);
 	free(cq->ts);
+	if (cq->pdom)
+		atomic_fetch_sub(&cq->pdom->usecnt, 1);
 	free(cq);
 	return 0;
 }
@@ -369,11 +390,12 @@ static int resize_cq(struct ibv_cq *ibcq, int cqe)
 		return EINVAL;
 	}
 	nsize = sr_ring_slots((uint32_t)cqe + 1);
-	nring = calloc(nsize, sizeof(*nring));
+	struct sr_ring_mem nmem;
+	nring = sr_ring_alloc(cq->pdom ? &cq->pdom->ibpd : NULL, nsize * sizeof(*nring), SR_RES_TYPE_CQ, &nmem);
 	nts = cq->ts ? calloc(nsize, sizeof(*nts)) : NULL;
 	if (!nring || (cq->ts && !nts)) {
 		pthread_mutex_unlock(&cq->lock);
-		free(nring);
+		sr_ring_free(nring, &nmem);
 		return ENOMEM;
 	}
 	for (uint32_t i = 0; i < count; i++) {
@@ -381,9 +403,10 @@ static int resize_cq(struct ibv_cq *ibcq, int cqe)
 		if (nts)
 			nts[i] = cq->ts[(cq->tail + i) & (cq->size - 1)];
 	}
-	free(cq->ring);
+	sr_ring_free(cq->ring, &cq->ring_mem);
 	free(cq->ts);
 	cq->ring = nring;
+	cq->ring_mem = nmem;
 	cq->ts = nts;
 	cq->size = nsize;
 	cq->tail = 0;

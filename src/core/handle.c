@@ -166,8 +166,15 @@ static uint32_t *ib_handle(void *ib, enum sr_obj_type t)
 	case SR_OBJ_QP: return &((struct ibv_qp *)ib)->handle;
 	case SR_OBJ_AH: return &((struct ibv_ah *)ib)->handle;
 	case SR_OBJ_DM: return &((struct ibv_dm *)ib)->handle;
-	default: return NULL;
+	default: return NULL; /* no handle */
 	}
+}
+
+/* A channel is named by its fd, a thread domain by nothing but its
+ * address: neither has a handle, nor counts against a limit. */
+static bool has_handle(enum sr_obj_type t)
+{
+	return t != SR_OBJ_CHANNEL && t != SR_OBJ_TD;
 }
 
 /* ---- limits ---- */
@@ -208,20 +215,20 @@ int sr_obj_add(struct sr_context *ctx, struct sr_obj *o, void *ib, enum sr_obj_t
 	o->ctx = ctx;
 	o->type = (uint8_t)t;
 	pthread_mutex_lock(&obj_lock);
-	if (t != SR_OBJ_CHANNEL && dev->n_obj[t] >= sr_obj_limit(dev, t)) {
+	if (has_handle(t) && dev->n_obj[t] >= sr_obj_limit(dev, t)) {
 		err = limit_errno(dev, t);
 		goto out;
 	}
 	if (t == SR_OBJ_CHANNEL)
 		o->handle = (uint32_t)((struct ibv_comp_channel *)ib)->fd;
-	else if ((err = htab_alloc(&ctx->handles, o, &o->handle)))
+	else if (has_handle(t) && (err = htab_alloc(&ctx->handles, o, &o->handle)))
 		goto out;
 	if ((err = live_insert(o))) {
-		if (t != SR_OBJ_CHANNEL)
+		if (has_handle(t))
 			htab_free(&ctx->handles, o->handle);
 		goto out;
 	}
-	if (t != SR_OBJ_CHANNEL) {
+	if (has_handle(t)) {
 		*ib_handle(ib, t) = o->handle;
 		dev->n_obj[t]++;
 	}
@@ -230,14 +237,47 @@ out:
 	return err;
 }
 
+int sr_obj_add_alias(struct sr_obj *alias, void *ib, struct sr_obj *base, enum sr_obj_alias a)
+{
+	int err;
+
+	memset(alias, 0, sizeof(*alias));
+	alias->ib = ib;
+	alias->type = base->type;
+	alias->alias = (uint8_t)a;
+	pthread_mutex_lock(&obj_lock);
+	alias->ctx = base->ctx;
+	alias->handle = base->handle;
+	alias->alias_of = base;
+	if (!(err = live_insert(alias))) {
+		*ib_handle(ib, (enum sr_obj_type)base->type) = base->handle;
+		base->n_alias++;
+	}
+	pthread_mutex_unlock(&obj_lock);
+	return err;
+}
+
 static void obj_forget(struct sr_obj *o) /* obj_lock held */
 {
 	live_remove(o);
-	if (o->type != SR_OBJ_CHANNEL) {
+	if (o->alias) {
+		if (o->alias_of)
+			o->alias_of->n_alias--;
+		o->alias_of = NULL;
+		o->ctx = NULL;
+		return;
+	}
+	if (has_handle((enum sr_obj_type)o->type)) {
 		if (htab_find(&o->ctx->handles, o->handle) == o)
 			htab_free(&o->ctx->handles, o->handle);
 		o->ctx->dev->n_obj[o->type]--;
 	}
+	/* its aliases name nothing from now on */
+	for (size_t i = 0; o->n_alias && i < live_cap; i++)
+		if (live[i].key > LIVE_GONE && live[i].o->alias_of == o) {
+			live[i].o->alias_of = NULL;
+			o->n_alias--;
+		}
 	if (o->type == SR_OBJ_DM)
 		sr_dm_forget((struct sr_dm *)o->ib);
 	o->ctx = NULL;
@@ -259,7 +299,8 @@ void sr_obj_ctx_fini(struct sr_context *ctx)
 	for (uint32_t i = 0; i < h->cap; i++)
 		if (h->obj[i])
 			obj_forget(h->obj[i]);
-	/* the channels have no handle: look for them in the set */
+	/* channels, thread domains and aliases have no handle entry of
+	 * their own: look for them in the set */
 	for (size_t i = 0; i < live_cap; i++)
 		if (live[i].key > LIVE_GONE && live[i].o->ctx == ctx)
 			obj_forget(live[i].o);
@@ -286,16 +327,26 @@ static struct sr_obj *resolve(void *ib, enum sr_obj_type t, struct ibv_context *
 		}
 		return o;
 	}
-	if (!o || o->type == SR_OBJ_CHANNEL) {
+	if (t == SR_OBJ_TD || (o && o->type == SR_OBJ_TD)) {
+		/* the library's own: no handle to look at */
+		if (!o || o->type != t || (target && target != &o->ctx->vctx.context)) {
+			*err = !o ? ENOENT : EINVAL;
+			return NULL;
+		}
+		return o;
+	}
+	if (!o || o->type == SR_OBJ_CHANNEL || (o->alias && !o->alias_of)) {
 		*err = ENOENT;
 		return NULL;
 	}
+	/* an alias resolves as its object: by the handle it carries */
+	struct sr_obj *base = o->alias ? o->alias_of : o;
 	/* sent to the context the object names, unless the verb names one:
 	 * another context's handle table is only consulted when it is the
 	 * verb's, as the object's own field might point anywhere */
 	struct ibv_context *to = target ? target : ib_context(ib);
-	struct sr_context *tctx = to == &o->ctx->vctx.context ? o->ctx : target ? to_sctx(target) : NULL;
-	struct sr_obj *named = tctx ? htab_find(&tctx->handles, *ib_handle(ib, o->type)) : NULL;
+	struct sr_context *tctx = to == &base->ctx->vctx.context ? base->ctx : target ? to_sctx(target) : NULL;
+	struct sr_obj *named = tctx ? htab_find(&tctx->handles, *ib_handle(ib, (enum sr_obj_type)o->type)) : NULL;
 
 	if (!named) {
 		*err = ENOENT;
@@ -305,7 +356,7 @@ static struct sr_obj *resolve(void *ib, enum sr_obj_type t, struct ibv_context *
 		*err = EINVAL;
 		return NULL;
 	}
-	if (named != o) {
+	if (named != base) {
 		/* uverbs would act on the object the handle names: refused */
 		*err = ENOENT;
 		return NULL;
@@ -319,12 +370,15 @@ struct sr_obj *sr_obj_get(void *ib, enum sr_obj_type t, struct ibv_context *targ
 
 	pthread_mutex_lock(&obj_lock);
 	o = resolve(ib, t, target, err);
-	if (o && o->users < 0) {
+	if (o && (o->users < 0 || (o->alias_of && o->alias_of->users < 0))) {
 		*err = EBUSY;
 		o = NULL;
 	}
-	if (o)
+	if (o) {
 		o->users++;
+		if (o->alias_of)
+			o->alias_of->users++;
+	}
 	pthread_mutex_unlock(&obj_lock);
 	return o;
 }
@@ -345,13 +399,21 @@ struct sr_obj *sr_obj_claim(void *ib, enum sr_obj_type t, int *err)
 	return o;
 }
 
-void sr_obj_put(struct sr_obj *o)
+static void unuse(struct sr_obj *o) /* obj_lock held */
 {
-	pthread_mutex_lock(&obj_lock);
 	if (o->users < 0)
 		o->users = 0;
 	else if (o->users > 0)
 		o->users--;
+}
+
+void sr_obj_put(struct sr_obj *o)
+{
+	pthread_mutex_lock(&obj_lock);
+	/* a claim (users -1) of an alias took nothing of its object */
+	if (o->alias_of && o->users > 0)
+		unuse(o->alias_of);
+	unuse(o);
 	pthread_mutex_unlock(&obj_lock);
 }
 

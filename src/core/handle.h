@@ -34,7 +34,16 @@ enum sr_obj_type {
 	SR_OBJ_AH,
 	SR_OBJ_DM,      /* limited by its bytes, not its count (dm.c) */
 	SR_OBJ_CHANNEL, /* not counted, no handle: its fd names it */
+	SR_OBJ_TD,      /* not counted, no handle: the library's own (a thread domain) */
 	SR_OBJ_NTYPES
+};
+
+/* An alias is a second ibv_* object for an object of the context: it
+ * carries the object's handle, as rdma-core's user-space objects that
+ * name one kernel object do, and resolves as that object. */
+enum sr_obj_alias {
+	SR_ALIAS_NONE,
+	SR_ALIAS_PARENT, /* a parent domain (a PD's) */
 };
 
 /* Embedded in every object (after its ibv_* struct).  All of it is
@@ -44,7 +53,10 @@ struct sr_obj {
 	struct sr_context *ctx;
 	uint32_t handle;         /* as in ib's handle field (a channel: its fd) */
 	uint8_t type;            /* enum sr_obj_type */
+	uint8_t alias;           /* enum sr_obj_alias */
 	int32_t users;           /* verbs using it now; -1: claimed by a destroy */
+	struct sr_obj *alias_of; /* an alias: its object (NULL once that is gone) */
+	uint32_t n_alias;        /* aliases of this object */
 };
 
 /* The handles of a context: handle -> object. */
@@ -59,19 +71,24 @@ struct sr_handle_tab {
  * field) and a place in its device's limit.  0, ENOMEM, or past the limit
  * what the kernel's driver gives (limit_errno in handle.c). */
 int sr_obj_add(struct sr_context *ctx, struct sr_obj *o, void *ib, enum sr_obj_type t);
+/* Registers ib as an alias of kind a for base (in use by the caller): it
+ * gets base's handle, is no object of its own to the limits, and
+ * resolves as base until base is destroyed, then as nothing (ENOENT). */
+int sr_obj_add_alias(struct sr_obj *alias, void *ib, struct sr_obj *base, enum sr_obj_alias a);
 /* Forgets it (destroyed, or a create that failed after sr_obj_add). */
 void sr_obj_del(struct sr_obj *o);
 
 /* Resolves ib for a verb on an object of type t sent to context target
  * (NULL: to the object's own, ib->context), as uverbs resolves a handle.
- * Returns the object, in use until sr_obj_put, or NULL with *err set:
+ * Returns the object (an alias: its own sr_obj; its object is in use
+ * as well), in use until sr_obj_put, or NULL with *err set:
  * ENOENT (not a live object, or its handle does not name it in target),
  * EINVAL (its handle names another type's object there), EBUSY (being
  * destroyed); for a channel EBADF.  ib is not read unless it is live. */
 struct sr_obj *sr_obj_get(void *ib, enum sr_obj_type t, struct ibv_context *target, int *err);
 /* The same for destroying it: the object is claimed (no other verb may
  * use it; EBUSY if one does now) until sr_obj_del, or sr_obj_put if the
- * destroy fails. */
+ * destroy fails.  An alias is claimed itself, not its object. */
 struct sr_obj *sr_obj_claim(void *ib, enum sr_obj_type t, int *err);
 void sr_obj_put(struct sr_obj *o);
 

@@ -29,6 +29,7 @@ struct ibv_pd *sr_alloc_pd(struct ibv_context *c)
 		return NULL;
 	}
 	pd->ibpd.context = c;
+	pd->real = pd;
 	if ((err = sr_obj_add(to_sctx(c), &pd->obj, &pd->ibpd, SR_OBJ_PD))) {
 		free(pd);
 		errno = err;
@@ -44,7 +45,10 @@ int sr_dealloc_pd(struct ibv_pd *ibpd)
 
 	if (!o)
 		return err;
-	/* as uverbs: a PD still used by an MR, QP, SRQ or AH can't go */
+	if (sr_parent_domain(ibpd))
+		return sr_dealloc_parent_domain(sr_parent_domain(ibpd), o);
+	/* as uverbs: a PD still used by an MR, QP, SRQ or AH can't go (nor,
+	 * as mlx5's, one that a parent domain was made on) */
 	if (atomic_load(&to_spd(ibpd)->usecnt)) {
 		sr_obj_put(o);
 		return EBUSY;

@@ -315,9 +315,9 @@ static void free_zombies(struct sr_context *ctx)
 	}
 	while (z) {
 		struct sr_qp *n = z->zombie_next;
-		free(z->sq.buf);
+		sr_ring_free(z->sq.buf, &z->sq.mem);
 		free(z->sq.ud_av);
-		free(z->rq.buf);
+		sr_ring_free(z->rq.buf, &z->rq.mem);
 		free(z);
 		z = n;
 	}

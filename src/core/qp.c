@@ -239,13 +239,13 @@ static void rq_set_stride(struct sr_rq *rq)
 	rq->stride = (uint32_t)((s + 7) & ~(size_t)7);
 }
 
-int sr_rq_init(struct sr_rq *rq, uint32_t max_wr, uint32_t max_sge)
+int sr_rq_init(struct sr_rq *rq, struct ibv_pd *pd, uint64_t type, uint32_t max_wr, uint32_t max_sge)
 {
 	rq->max_wr = max_wr ? max_wr : 1;
 	rq->max_sge = max_sge ? max_sge : 1;
 	rq->mask = sr_ring_slots(rq->max_wr) - 1;
 	rq_set_stride(rq);
-	rq->buf = calloc((size_t)rq->mask + 1, rq->stride);
+	rq->buf = sr_ring_alloc(pd, ((size_t)rq->mask + 1) * rq->stride, type, &rq->mem);
 	return rq->buf ? 0 : ENOMEM;
 }
 
@@ -369,7 +369,7 @@ static struct ibv_qp *create_qp(struct ibv_context *c, struct ibv_qp_init_attr_e
 		qp->sq.max_inline = SR_MAX_INLINE;
 	sq_set_stride(&qp->sq);
 	qp->sq.mask = sr_ring_slots(qp->sq.max_wr) - 1;
-	qp->sq.buf = calloc((size_t)qp->sq.mask + 1, qp->sq.stride);
+	qp->sq.buf = sr_ring_alloc(ia->pd, ((size_t)qp->sq.mask + 1) * qp->sq.stride, SR_RES_TYPE_SQ, &qp->sq.mem);
 	if (!qp->sq.buf)
 		goto nomem;
 	if (ia->qp_type == IBV_QPT_UD) {
@@ -378,7 +378,7 @@ static struct ibv_qp *create_qp(struct ibv_context *c, struct ibv_qp_init_attr_e
 			goto nomem;
 	}
 	if (!ia->srq) {
-		if (sr_rq_init(&qp->rq, cap->max_recv_wr, cap->max_recv_sge))
+		if (sr_rq_init(&qp->rq, ia->pd, SR_RES_TYPE_RQ, cap->max_recv_wr, cap->max_recv_sge))
 			goto nomem;
 	}
 	qp->scq = to_scq(ia->send_cq);
@@ -430,18 +430,11 @@ static struct ibv_qp *create_qp(struct ibv_context *c, struct ibv_qp_init_attr_e
 		if (err)
 			ctx->dev->tops->qp_destroy(qp);
 	}
-	if (err) {
-		sr_obj_del(&qp->obj);
-		free(qp->sq.buf);
-		free(qp->sq.ud_av);
-		free(qp->rq.buf);
-		free(qp);
-		errno = err;
-		return NULL;
-	}
+	if (err)
+		goto fail;
 	qp->stats = sr_stats_qp_open(ctx->dev->conf.name, ctx->dev->conf.type, q->qp_num, q->qp_type,
 				     &qp->stats_slot);
-	atomic_fetch_add(&to_spd(ia->pd)->usecnt, 1);
+	sr_pd_use(ia->pd, 1);
 	if (ia->qp_type == IBV_QPT_UD)
 		atomic_fetch_add(&ctx->n_ud_qps, 1);
 	/* what destroying a CQ or SRQ checks, without walking every QP */
@@ -451,12 +444,14 @@ static struct ibv_qp *create_qp(struct ibv_context *c, struct ibv_qp_init_attr_e
 		atomic_fetch_add(&qp->srq->n_qps, 1);
 	return q;
 nomem:
+	err = ENOMEM;
+fail:
 	sr_obj_del(&qp->obj);
-	free(qp->sq.buf);
+	sr_ring_free(qp->sq.buf, &qp->sq.mem);
 	free(qp->sq.ud_av);
-	free(qp->rq.buf);
+	sr_ring_free(qp->rq.buf, &qp->rq.mem);
 	free(qp);
-	errno = ENOMEM;
+	errno = err;
 	return NULL;
 }
 
@@ -791,7 +786,19 @@ int sr_destroy_qp(struct ibv_qp *ibqp)
 	sr_fault_qp_fini(qp);
 	sr_stats_qp_close(qp->stats_slot, qp->stats);
 	qp->stats = &sr_stats_sink;
-	atomic_fetch_sub(&to_spd(ibqp->pd)->usecnt, 1);
+	if (qp->sq.mem.pd || qp->rq.mem.pd) {
+		/* the application's rings go back now, while its parent domain
+		 * is sure to live (the QP itself is freed later): once receivers
+		 * in flight are done, nothing touches a dead QP's rings */
+		pthread_mutex_lock(&ctx->progress_lock);
+		pthread_mutex_unlock(&ctx->progress_lock);
+		pthread_mutex_lock(&qp->lock);
+		sr_ring_free(qp->sq.buf, &qp->sq.mem);
+		sr_ring_free(qp->rq.buf, &qp->rq.mem);
+		qp->sq.buf = qp->rq.buf = NULL;
+		pthread_mutex_unlock(&qp->lock);
+	}
+	sr_pd_use(ibqp->pd, -1);
 	if (ibqp->qp_type == IBV_QPT_UD)
 		atomic_fetch_sub(&ctx->n_ud_qps, 1);
 	atomic_fetch_sub(&qp->scq->n_qps, 1);

@@ -73,6 +73,20 @@ struct sr_gid_entry {
 struct sr_qp;
 struct sr_cq;
 
+/* Where a ring of a QP, SRQ or CQ came from: a parent domain's allocator
+ * (pd set: its free gives it back, with type) or the library's. */
+struct sr_ring_mem {
+	struct sr_pd *pd;
+	uint64_t type;
+};
+/* The parent domain's resource types, the second word of each being
+ * rdma-core's driver id of rxe, as the devices present themselves. */
+#define SR_RES_TYPE(n) (((uint64_t)RDMA_DRIVER_RXE << 32) | (n))
+#define SR_RES_TYPE_SQ SR_RES_TYPE(1)
+#define SR_RES_TYPE_RQ SR_RES_TYPE(2)
+#define SR_RES_TYPE_SRQ SR_RES_TYPE(3)
+#define SR_RES_TYPE_CQ SR_RES_TYPE(4)
+
 struct sr_context {
 	struct verbs_context vctx; /* vctx.context is the ibv_context */
 	struct sr_device *dev;
@@ -180,11 +194,30 @@ struct sr_context {
 	atomic_int tp_notify;
 };
 
+/* A protection domain, or a parent domain (domain.c): an ibv_pd too,
+ * an alias of its protection domain (the one every key and access check
+ * goes by, to_spd) with the application's allocators for the rings of
+ * the QPs, SRQs and CQs made on it, and perhaps a thread domain. */
 struct sr_pd {
 	struct ibv_pd ibpd;
 	struct sr_obj obj;
-	atomic_int usecnt;  /* MRs, QPs, SRQs, AHs using it */
+	atomic_int usecnt;  /* MRs, QPs, SRQs, AHs, parent domains using it; a parent domain's: its QPs, SRQs, CQs */
+	struct sr_pd *real; /* itself; a parent domain's: its protection domain */
+	struct sr_td *td;   /* a parent domain's thread domain, or NULL */
+	void *(*alloc)(struct ibv_pd *pd, void *pd_context, size_t size, size_t alignment, uint64_t resource_type);
+	void (*free)(struct ibv_pd *pd, void *pd_context, void *ptr, uint64_t resource_type);
+	void *pd_context;
 };
+
+/* A thread domain (domain.c): the application keeps the objects of its
+ * parent domains to one thread at a time.  Here a hint that changes
+ * nothing: each QP's lock is shared with the progress thread. */
+struct sr_td {
+	struct ibv_td ibtd;
+	struct sr_obj obj;
+	atomic_int usecnt;  /* parent domains using it */
+};
+
 
 struct sr_mr {
 	struct ibv_mr ibmr;
@@ -249,6 +282,8 @@ struct sr_cq {
 	/* lock protects the ring and armed state */
 	pthread_mutex_t lock;
 	struct ibv_wc *ring;
+	struct sr_ring_mem ring_mem; /* where ring came from */
+	struct sr_pd *pdom;     /* the parent domain it was made on, or NULL */
 	uint32_t size;          /* entries; power of two >= cqe+1 */
 	uint32_t head, tail;    /* producer writes at head, consumer reads at tail */
 	int armed;              /* 0, 1 = any, 2 = solicited only */
@@ -294,6 +329,7 @@ struct sr_rq {
 	uint32_t max_wr, max_sge;
 	uint32_t mask;          /* sr_ring_slots(max_wr) - 1 */
 	uint32_t head, tail;    /* free running; count = head - tail */
+	struct sr_ring_mem mem; /* where buf came from */
 };
 
 struct sr_srq {
@@ -359,6 +395,7 @@ struct sr_sq {
 	uint32_t head;   /* next slot to post (free running) */
 	uint32_t tail;   /* oldest not yet completed */
 	uint32_t cur;    /* next WQE to transmit */
+	struct sr_ring_mem mem; /* where buf came from */
 };
 
 static inline struct sr_send_wqe *sr_sq_wqe(struct sr_sq *sq, uint32_t idx)
@@ -457,7 +494,23 @@ static inline struct sr_context *to_sctx(struct ibv_context *c)
 #define SR_CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - __builtin_offsetof(type, member)))
 static inline struct sr_qp *to_sqp(struct ibv_qp *q) { return (struct sr_qp *)q; }
 static inline struct sr_cq *to_scq(struct ibv_cq *c) { return (struct sr_cq *)c; }
-static inline struct sr_pd *to_spd(struct ibv_pd *p) { return (struct sr_pd *)p; }
+/* The protection domain of p (a parent domain's is the one it was made on). */
+static inline struct sr_pd *to_spd(struct ibv_pd *p) { return ((struct sr_pd *)p)->real; }
+/* A parent domain, or NULL if p is none. */
+static inline struct sr_pd *sr_parent_domain(struct ibv_pd *p)
+{
+	struct sr_pd *pd = (struct sr_pd *)p;
+	return pd->obj.alias == SR_ALIAS_PARENT ? pd : NULL;
+}
+/* An object made on p (a QP, SRQ, AH) uses p's protection domain, and a
+ * parent domain too (a CQ: the parent domain alone). */
+static inline void sr_pd_use(struct ibv_pd *p, int delta)
+{
+	struct sr_pd *pd = (struct sr_pd *)p;
+	atomic_fetch_add(&pd->real->usecnt, delta);
+	if (pd->real != pd)
+		atomic_fetch_add(&pd->usecnt, delta);
+}
 static inline struct sr_mr *to_smr(struct ibv_mr *m) { return (struct sr_mr *)m; }
 static inline struct sr_mw *to_smw(struct ibv_mw *m) { return (struct sr_mw *)m; }
 static inline struct sr_srq *to_ssrq(struct ibv_srq *s) { return (struct sr_srq *)s; }
@@ -642,6 +695,19 @@ enum {
 int sr_sge_copy(struct sr_context *ctx, struct sr_pd *pd, const struct ibv_sge *sge, uint32_t num_sge,
 		uint64_t offset, void *buf, uint64_t len, int how);
 
+/* domain.c: thread domains, parent domains, and the rings' memory */
+struct ibv_td *sr_alloc_td(struct ibv_context *c, struct ibv_td_init_attr *attr);
+int sr_dealloc_td(struct ibv_td *td);
+struct ibv_pd *sr_alloc_parent_domain(struct ibv_context *c, struct ibv_parent_domain_init_attr *attr);
+/* ibv_dealloc_pd of a parent domain (its object claimed) */
+int sr_dealloc_parent_domain(struct sr_pd *pd, struct sr_obj *o);
+/* size bytes for a ring of an object made on pd (NULL: none), zeroed:
+ * from a parent domain's allocator (alignment: a page) unless it has
+ * none or says IBV_ALLOCATOR_USE_DEFAULT; *m says which, for
+ * sr_ring_free.  NULL without memory. */
+void *sr_ring_alloc(struct ibv_pd *pd, size_t size, uint64_t type, struct sr_ring_mem *m);
+void sr_ring_free(void *p, const struct sr_ring_mem *m);
+
 /* dm.c */
 struct ibv_dm *sr_alloc_dm(struct ibv_context *c, struct ibv_alloc_dm_attr *attr);
 int sr_free_dm(struct ibv_dm *dm);
@@ -706,7 +772,7 @@ int sr_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr *
 int sr_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 /* A receive ring (a QP's RQ or an SRQ's): 0 or ENOMEM; post one work
  * request, 0 or an errno (the owner's lock held). */
-int sr_rq_init(struct sr_rq *rq, uint32_t max_wr, uint32_t max_sge);
+int sr_rq_init(struct sr_rq *rq, struct ibv_pd *pd, uint64_t type, uint32_t max_wr, uint32_t max_sge);
 int sr_rq_post(struct sr_rq *rq, const struct ibv_recv_wr *wr);
 /* Flush the SQ's WQEs with IBV_WC_WR_FLUSH_ERR (qp->lock held). */
 void sr_flush_sq(struct sr_qp *qp);

@@ -30,7 +30,7 @@ struct ibv_srq *sr_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
 	}
 	if ((err = sr_obj_add(to_sctx(pd->context), &srq->obj, &srq->ibsrq, SR_OBJ_SRQ)))
 		goto fail;
-	if (sr_rq_init(&srq->rq, attr->attr.max_wr, attr->attr.max_sge)) {
+	if (sr_rq_init(&srq->rq, pd, SR_RES_TYPE_SRQ, attr->attr.max_wr, attr->attr.max_sge)) {
 		sr_obj_del(&srq->obj);
 		err = ENOMEM;
 		goto fail;
@@ -39,7 +39,7 @@ struct ibv_srq *sr_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
 	srq->limit = attr->attr.srq_limit;
 	attr->attr.max_wr = srq->rq.max_wr;
 	attr->attr.max_sge = srq->rq.max_sge;
-	atomic_fetch_add(&to_spd(pd)->usecnt, 1);
+	sr_pd_use(pd, 1);
 	srq->ibsrq.context = pd->context;
 	srq->ibsrq.srq_context = attr->srq_context;
 	srq->ibsrq.pd = pd;
@@ -72,7 +72,7 @@ static int modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr, int mask
 		struct sr_rq nrq = srq->rq;
 		nrq.max_wr = attr->max_wr;
 		nrq.mask = sr_ring_slots(nrq.max_wr) - 1;
-		nrq.buf = calloc((size_t)nrq.mask + 1, nrq.stride);
+		nrq.buf = sr_ring_alloc(ibsrq->pd, ((size_t)nrq.mask + 1) * nrq.stride, SR_RES_TYPE_SRQ, &nrq.mem);
 		if (!nrq.buf) {
 			err = ENOMEM;
 			goto out;
@@ -81,7 +81,7 @@ static int modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr, int mask
 			memcpy(nrq.buf + (size_t)i * nrq.stride, sr_rq_wqe(&srq->rq, srq->rq.tail + i), nrq.stride);
 		nrq.tail = 0;
 		nrq.head = count;
-		free(srq->rq.buf);
+		sr_ring_free(srq->rq.buf, &srq->rq.mem);
 		srq->rq = nrq;
 	}
 	if (mask & IBV_SRQ_LIMIT) {
@@ -135,9 +135,9 @@ int sr_destroy_srq(struct ibv_srq *ibsrq)
 	pthread_mutex_lock(&ctx->progress_lock);
 	pthread_mutex_unlock(&ctx->progress_lock);
 	sr_obj_del(o);
-	atomic_fetch_sub(&to_spd(ibsrq->pd)->usecnt, 1);
 	sr_purge_async_events(ctx, ibsrq);
-	free(srq->rq.buf);
+	sr_ring_free(srq->rq.buf, &srq->rq.mem);
+	sr_pd_use(ibsrq->pd, -1); /* after the ring: its parent domain's free may be called */
 	free(srq);
 	return 0;
 }

@@ -25,7 +25,7 @@ mv "$SR_TMP/suite" "$SR_TMP/tests"
 ALLOWED='non MLX5 device|not an MLX5 device|non EFA device|cuda-python|PCI device must be passed'
 ALLOWED+='|ODP is not supported|Device memory is not supported|Allocating dmabuf is not supported'
 ALLOWED+='|Create XRCD is not supported|Create QP type 8 is not supported|Raw Packet QP'
-ALLOWED+='|Parent Domain is not supported|Extended QP is not supported on this device'
+ALLOWED+='|Extended QP is not supported on this device'
 # tag matching: a CQ with IBV_WC_EX_WITH_TM_INFO is refused (docs/verbs.md)
 ALLOWED+="|'Extended CQ is not supported"
 # mlx5dv_ts_to_ns converts a free-running timestamp: mlx5's own
@@ -89,6 +89,9 @@ passed test_timestamp_real_time_rc_traffic
 passed test_create_dm test_destroy_dm test_create_dm_bad_flow test_destroy_dm_bad_flow test_dm_write \
 	test_dm_write_bad_flow test_dm_read test_multi_process_alloc_dm test_create_dm_mr test_dm_bad_access \
 	test_dm_bad_registration test_dm_traffic test_dm_remote_traffic
+# parent domains
+passed test_without_allocators_rc_traffic test_default_allocators_rc_traffic test_mem_align_rc_traffic \
+	test_mem_align_ud_traffic test_mem_align_srq_excq_rc_traffic
 
 IW_CONF=$SR_TMP/iwarp.conf
 sr_write_conf "$IW_CONF" lo iwarp
