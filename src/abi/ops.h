@@ -2,6 +2,6 @@
  * pointers, through which verbs.h's inline functions reach softrdma. */
 #ifndef SR_ABI_OPS_H
 #define SR_ABI_OPS_H
-struct sr_context;
-void sr_fill_ops(struct sr_context *ctx);
+struct verbs_context;
+void sr_fill_ops(struct verbs_context *v);
 #endif

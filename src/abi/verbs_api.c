@@ -88,40 +88,38 @@ SR_EXPORT int ibv_close_device(struct ibv_context *c)
 
 SR_EXPORT struct ibv_context *ibv_import_device(int cmd_fd)
 {
-	(void)cmd_fd;
-	errno = EOPNOTSUPP; /* no kernel uverbs file to share */
-	return NULL;
+	return sr_import_device(cmd_fd);
 }
 
 SR_EXPORT struct ibv_pd *ibv_import_pd(struct ibv_context *c, uint32_t h)
 {
-	(void)c;
-	(void)h;
-	errno = EOPNOTSUPP;
-	return NULL;
+	return sr_import_pd(c, h);
 }
 
-SR_EXPORT void ibv_unimport_pd(struct ibv_pd *pd) { (void)pd; }
+SR_EXPORT void ibv_unimport_pd(struct ibv_pd *pd)
+{
+	sr_unimport_pd(pd);
+}
 
 SR_EXPORT struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t h)
 {
-	(void)pd;
-	(void)h;
-	errno = EOPNOTSUPP;
-	return NULL;
+	return sr_import_mr(pd, h);
 }
 
-SR_EXPORT void ibv_unimport_mr(struct ibv_mr *mr) { (void)mr; }
+SR_EXPORT void ibv_unimport_mr(struct ibv_mr *mr)
+{
+	sr_unimport_mr(mr);
+}
 
 SR_EXPORT struct ibv_dm *ibv_import_dm(struct ibv_context *c, uint32_t h)
 {
-	(void)c;
-	(void)h;
-	errno = EOPNOTSUPP;
-	return NULL;
+	return sr_import_dm(c, h);
 }
 
-SR_EXPORT void ibv_unimport_dm(struct ibv_dm *dm) { (void)dm; }
+SR_EXPORT void ibv_unimport_dm(struct ibv_dm *dm)
+{
+	sr_unimport_dm(dm);
+}
 
 SR_EXPORT int ibv_get_async_event(struct ibv_context *c, struct ibv_async_event *ev)
 {
@@ -542,9 +540,9 @@ static struct ibv_mw *op_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type) { re
 static int op_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *b) { return sr_bind_mw(qp, mw, b); }
 static int op_dealloc_mw(struct ibv_mw *mw) { return with_errno(sr_dealloc_mw(mw)); }
 
-void sr_fill_ops(struct sr_context *ctx)
+void sr_fill_ops(struct verbs_context *v)
 {
-	struct ibv_context_ops *o = &ctx->vctx.context.ops;
+	struct ibv_context_ops *o = &v->context.ops;
 	o->poll_cq = op_poll_cq;
 	o->req_notify_cq = op_req_notify;
 	o->post_send = op_post_send;
@@ -553,15 +551,15 @@ void sr_fill_ops(struct sr_context *ctx)
 	o->alloc_mw = op_alloc_mw;
 	o->bind_mw = op_bind_mw;
 	o->dealloc_mw = op_dealloc_mw;
-	ctx->vctx.query_port = op_query_port;
-	ctx->vctx.query_device_ex = op_query_device_ex;
-	ctx->vctx.create_cq_ex = op_create_cq_ex;
-	ctx->vctx.query_rt_values = op_query_rt_values;
-	ctx->vctx.alloc_dm = op_alloc_dm;
-	ctx->vctx.free_dm = op_free_dm;
-	ctx->vctx.reg_dm_mr = op_reg_dm_mr;
-	ctx->vctx.alloc_td = op_alloc_td;
-	ctx->vctx.dealloc_td = op_dealloc_td;
-	ctx->vctx.alloc_parent_domain = op_alloc_parent_domain;
-	ctx->vctx.create_qp_ex = op_create_qp_ex;
+	v->query_port = op_query_port;
+	v->query_device_ex = op_query_device_ex;
+	v->create_cq_ex = op_create_cq_ex;
+	v->query_rt_values = op_query_rt_values;
+	v->alloc_dm = op_alloc_dm;
+	v->free_dm = op_free_dm;
+	v->reg_dm_mr = op_reg_dm_mr;
+	v->alloc_td = op_alloc_td;
+	v->dealloc_td = op_dealloc_td;
+	v->alloc_parent_domain = op_alloc_parent_domain;
+	v->create_qp_ex = op_create_qp_ex;
 }

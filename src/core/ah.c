@@ -28,7 +28,7 @@ struct ibv_ah *sr_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 	}
 	ah->ibah.context = pd->context;
 	ah->ibah.pd = pd;
-	atomic_fetch_add(&to_spd(pd)->usecnt, 1);
+	sr_pd_use(pd, 1);
 out:
 	if (pdo)
 		sr_obj_put(pdo);
@@ -45,7 +45,7 @@ int sr_destroy_ah(struct ibv_ah *ah)
 	if (!o)
 		return err;
 	sr_obj_del(o);
-	atomic_fetch_sub(&to_spd(ah->pd)->usecnt, 1);
+	sr_pd_use(ah->pd, -1);
 	free(to_sah(ah));
 	return 0;
 }

@@ -9,7 +9,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 
 #include "core/sr.h"
@@ -75,6 +76,7 @@ static void sr_devices_load(void)
 			return;
 		d->conf = conf.dev[i];
 		d->crc = conf.crc;
+		pthread_mutex_init(&d->ctx_lock, NULL);
 		if (d->conf.type == SR_DEV_IWARP) {
 			d->ibdev.node_type = IBV_NODE_RNIC;
 			d->ibdev.transport_type = IBV_TRANSPORT_IWARP;
@@ -200,6 +202,7 @@ struct ibv_context *sr_open_device(struct ibv_device *ibdev)
 	}
 	ctx_refresh_netdev(ctx);
 	ctx->node_guid = guid_from_netdev(&ctx->nd, dev->conf.name);
+	ctx->owner = ctx;
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_mutex_init(&ctx->async_lock, NULL);
 	pthread_mutex_init(&ctx->progress_lock, NULL);
@@ -220,38 +223,65 @@ struct ibv_context *sr_open_device(struct ibv_device *ibdev)
 	ctx->async_wr = p[1];
 
 	struct ibv_context *ic = &ctx->vctx.context;
-	ic->device = ibdev;
-	/* A descriptor of its own, as rdma-core's context has its uverbs
-	 * file: programs dup() it to share the context (ibv_import_device). */
-	ic->cmd_fd = eventfd(0, EFD_CLOEXEC);
-	ic->async_fd = p[0];
-	ic->num_comp_vectors = 1;
-	pthread_mutex_init(&ic->mutex, NULL);
-	ic->abi_compat = __VERBS_ABI_IS_EXTENDED;
-	ctx->vctx.sz = sizeof(ctx->vctx);
-	sr_fill_ops(ctx);
-
-	if (sr_progress_start(ctx)) {
+	struct stat st;
+	/* A file of its own, as rdma-core's context has its uverbs file:
+	 * programs dup() it to share the context (ibv_import_device finds
+	 * the context by the file: a memfd is one of a kind). */
+	ic->cmd_fd = memfd_create("softrdma-context", MFD_CLOEXEC);
+	if (ic->cmd_fd < 0 || fstat(ic->cmd_fd, &st)) {
 		int e = errno;
+		if (ic->cmd_fd >= 0)
+			close(ic->cmd_fd);
 		close(p[0]);
 		close(p[1]);
 		free(ctx);
 		errno = e;
 		return NULL;
 	}
+	ctx->cmd_dev = st.st_dev;
+	ctx->cmd_ino = st.st_ino;
+	sr_ctx_init_verbs(&ctx->vctx, ibdev, ic->cmd_fd, p[0]);
+
+	if (sr_progress_start(ctx)) {
+		int e = errno;
+		close(ic->cmd_fd);
+		close(p[0]);
+		close(p[1]);
+		free(ctx);
+		errno = e;
+		return NULL;
+	}
+	pthread_mutex_lock(&dev->ctx_lock);
+	ctx->n_open = 1;
+	ctx->dev_next = dev->ctxs;
+	dev->ctxs = ctx;
+	pthread_mutex_unlock(&dev->ctx_lock);
 	return ic;
 }
 
-int sr_close_device(struct ibv_context *c)
+void sr_ctx_init_verbs(struct verbs_context *v, struct ibv_device *ibdev, int cmd_fd, int async_fd)
 {
-	struct sr_context *ctx = to_sctx(c);
+	struct ibv_context *ic = &v->context;
+
+	ic->device = ibdev;
+	ic->cmd_fd = cmd_fd;
+	ic->async_fd = async_fd;
+	ic->num_comp_vectors = 1;
+	pthread_mutex_init(&ic->mutex, NULL);
+	ic->abi_compat = __VERBS_ABI_IS_EXTENDED;
+	v->sz = sizeof(*v);
+	sr_fill_ops(v);
+}
+
+/* The last of ctx and its imports closed: its objects go, as the kernel
+ * destroys them with the uverbs file. */
+static void ctx_teardown(struct sr_context *ctx)
+{
 	sr_progress_stop(ctx);
 	sr_obj_ctx_fini(ctx);
 	sr_mcast_ctx_free(ctx);
-	close(c->async_fd);
+	close(ctx->vctx.context.async_fd);
 	close(ctx->async_wr);
-	if (c->cmd_fd >= 0)
-		close(c->cmd_fd);
 	free(ctx->async_q);
 	free(ctx->mr_tab);
 	free(ctx->mw_tab);
@@ -259,7 +289,61 @@ int sr_close_device(struct ibv_context *c)
 	free(ctx->key_map);
 	free(ctx->qpn_tab);
 	free(ctx);
+}
+
+void sr_ctx_release(struct sr_context *ctx)
+{
+	bool last;
+
+	pthread_mutex_lock(&ctx->dev->ctx_lock);
+	last = --ctx->n_open == 0;
+	pthread_mutex_unlock(&ctx->dev->ctx_lock);
+	if (last)
+		ctx_teardown(ctx);
+}
+
+int sr_close_device(struct ibv_context *c)
+{
+	struct sr_context *ctx = to_sctx(c);
+	struct sr_device *dev = ctx->dev;
+
+	if (c != &ctx->vctx.context)
+		return sr_close_import(c);
+	/* no longer to be imported; its imports keep its objects */
+	pthread_mutex_lock(&dev->ctx_lock);
+	ctx->closed = true;
+	for (struct sr_context **p = &dev->ctxs; *p; p = &(*p)->dev_next)
+		if (*p == ctx) {
+			*p = ctx->dev_next;
+			break;
+		}
+	pthread_mutex_unlock(&dev->ctx_lock);
+	close(c->cmd_fd);
+	c->cmd_fd = -1;
+	sr_ctx_release(ctx);
 	return 0;
+}
+
+struct sr_context *sr_ctx_find(dev_t fdev, ino_t fino)
+{
+	int n;
+	struct sr_device **tab = sr_devices(&n);
+
+	for (int i = 0; i < n; i++) {
+		struct sr_device *dev = tab[i];
+		struct sr_context *found = NULL;
+
+		pthread_mutex_lock(&dev->ctx_lock);
+		for (struct sr_context *ctx = dev->ctxs; ctx && !found; ctx = ctx->dev_next)
+			if (ctx->cmd_dev == fdev && ctx->cmd_ino == fino) {
+				ctx->n_open++;
+				found = ctx;
+			}
+		pthread_mutex_unlock(&dev->ctx_lock);
+		if (found)
+			return found;
+	}
+	return NULL;
 }
 
 /* ---- queries ---- */

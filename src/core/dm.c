@@ -54,6 +54,12 @@ static int dm_memcpy_from(void *host, struct ibv_dm *ibdm, uint64_t off, size_t 
 	return 0;
 }
 
+void sr_dm_ops(struct ibv_dm *dm)
+{
+	dm->memcpy_to_dm = dm_memcpy_to;
+	dm->memcpy_from_dm = dm_memcpy_from;
+}
+
 /* Take len bytes of the device's memory: false when they are not left
  * (mlx5: ENOMEM when its MEMIC is used up). */
 static bool dm_reserve(struct sr_device *dev, uint64_t len)
@@ -92,10 +98,10 @@ struct ibv_dm *sr_alloc_dm(struct ibv_context *c, struct ibv_alloc_dm_attr *attr
 		goto fail;
 	}
 	memset(dm->buf, 0, attr->length);
-	dm->length = attr->length;
 	dm->ibdm.context = c;
-	dm->ibdm.memcpy_to_dm = dm_memcpy_to;
-	dm->ibdm.memcpy_from_dm = dm_memcpy_from;
+	dm->length = attr->length;
+	dm->real = dm;
+	sr_dm_ops(&dm->ibdm);
 	dm->ibdm.comp_mask = IBV_DM_MASK_HANDLE;
 	if ((err = sr_obj_add(ctx, &dm->obj, &dm->ibdm, SR_OBJ_DM)))
 		goto fail;
@@ -120,12 +126,15 @@ void sr_dm_forget(struct sr_dm *dm)
 /* As uverbs: EBUSY while an MR covers it. */
 int sr_free_dm(struct ibv_dm *ibdm)
 {
-	struct sr_dm *dm = to_sdm(ibdm);
+	struct sr_dm *dm;
 	struct sr_obj *o;
 	int err;
 
 	if (!(o = sr_obj_claim(ibdm, SR_OBJ_DM, &err)))
 		return err;
+	if (o->alias == SR_ALIAS_IMPORT)
+		return sr_destroy_import(o, SR_OBJ_DM);
+	dm = to_sdm(ibdm); /* read only once it is known to be live */
 	if (atomic_load(&dm->usecnt)) {
 		sr_obj_put(o);
 		return EBUSY;

@@ -119,6 +119,15 @@ int sr_dealloc_parent_domain(struct sr_pd *pd, struct sr_obj *o)
 	return 0;
 }
 
+void sr_pd_use(struct ibv_pd *p, int delta)
+{
+	struct sr_pd *pd = (struct sr_pd *)p;
+
+	atomic_fetch_add(&pd->real->usecnt, delta);
+	if (pd->real != pd && atomic_fetch_add(&pd->usecnt, delta) + delta == 0 && pd->obj.alias == SR_ALIAS_IMPORT)
+		free(pd); /* unimported, and its last QP or SRQ is gone */
+}
+
 void *sr_ring_alloc(struct ibv_pd *ibpd, size_t size, uint64_t type, struct sr_ring_mem *m)
 {
 	struct sr_pd *pd = ibpd ? sr_parent_domain(ibpd) : NULL;

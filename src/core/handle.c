@@ -310,6 +310,39 @@ void sr_obj_ctx_fini(struct sr_context *ctx)
 	memset(h, 0, sizeof(*h));
 }
 
+/* ---- contexts ---- */
+
+/* Is c ctx's ibv_context or one imported from it?  c is compared, not
+ * read: it may be any pointer an object's field holds. */
+static bool ctx_is(const struct sr_context *ctx, const struct ibv_context *c)
+{
+	if (c == &ctx->vctx.context)
+		return true;
+	for (const struct sr_ictx *ic = ctx->imports; ic; ic = ic->next)
+		if (c == &ic->vctx.context)
+			return true;
+	return false;
+}
+
+void sr_obj_ctx_import(struct sr_context *ctx, struct sr_ictx *ic)
+{
+	pthread_mutex_lock(&obj_lock);
+	ic->next = ctx->imports;
+	ctx->imports = ic;
+	pthread_mutex_unlock(&obj_lock);
+}
+
+void sr_obj_ctx_unimport(struct sr_context *ctx, struct sr_ictx *ic)
+{
+	pthread_mutex_lock(&obj_lock);
+	for (struct sr_ictx **p = &ctx->imports; *p; p = &(*p)->next)
+		if (*p == ic) {
+			*p = ic->next;
+			break;
+		}
+	pthread_mutex_unlock(&obj_lock);
+}
+
 /* ---- resolving ---- */
 
 /* What uverbs answers for ib as a t in target (obj_lock held). */
@@ -320,7 +353,7 @@ static struct sr_obj *resolve(void *ib, enum sr_obj_type t, struct ibv_context *
 
 	if (t == SR_OBJ_CHANNEL) {
 		/* the kernel's lookup of a completion channel's fd */
-		if (!o || o->type != SR_OBJ_CHANNEL || (target && target != &o->ctx->vctx.context) ||
+		if (!o || o->type != SR_OBJ_CHANNEL || (target && !ctx_is(o->ctx, target)) ||
 		    (uint32_t)((struct ibv_comp_channel *)ib)->fd != o->handle) {
 			*err = EBADF;
 			return NULL;
@@ -329,7 +362,7 @@ static struct sr_obj *resolve(void *ib, enum sr_obj_type t, struct ibv_context *
 	}
 	if (t == SR_OBJ_TD || (o && o->type == SR_OBJ_TD)) {
 		/* the library's own: no handle to look at */
-		if (!o || o->type != t || (target && target != &o->ctx->vctx.context)) {
+		if (!o || o->type != t || (target && !ctx_is(o->ctx, target))) {
 			*err = !o ? ENOENT : EINVAL;
 			return NULL;
 		}
@@ -345,7 +378,7 @@ static struct sr_obj *resolve(void *ib, enum sr_obj_type t, struct ibv_context *
 	 * another context's handle table is only consulted when it is the
 	 * verb's, as the object's own field might point anywhere */
 	struct ibv_context *to = target ? target : ib_context(ib);
-	struct sr_context *tctx = to == &base->ctx->vctx.context ? base->ctx : target ? to_sctx(target) : NULL;
+	struct sr_context *tctx = ctx_is(base->ctx, to) ? base->ctx : target ? to_sctx(target) : NULL;
 	struct sr_obj *named = tctx ? htab_find(&tctx->handles, *ib_handle(ib, (enum sr_obj_type)o->type)) : NULL;
 
 	if (!named) {
@@ -415,6 +448,60 @@ void sr_obj_put(struct sr_obj *o)
 		unuse(o->alias_of);
 	unuse(o);
 	pthread_mutex_unlock(&obj_lock);
+}
+
+struct sr_obj *sr_obj_get_handle(struct sr_context *ctx, uint32_t handle, enum sr_obj_type t, int *err)
+{
+	struct sr_obj *o;
+	int e = 0;
+
+	pthread_mutex_lock(&obj_lock);
+	o = htab_find(&ctx->handles, handle);
+	if (!o)
+		e = ENOENT;
+	else if (o->type != t)
+		e = EINVAL;
+	else if (o->users < 0)
+		e = EBUSY;
+	if (e) {
+		*err = e;
+		o = NULL;
+	} else {
+		o->users++;
+	}
+	pthread_mutex_unlock(&obj_lock);
+	return o;
+}
+
+struct sr_obj *sr_obj_claim_alias(void *ib, enum sr_obj_alias a, int *err)
+{
+	struct live_slot *s;
+	struct sr_obj *o;
+
+	pthread_mutex_lock(&obj_lock);
+	s = live_find(ib);
+	o = s ? s->o : NULL;
+	if (!o || o->alias != a) {
+		*err = ENOENT;
+		o = NULL;
+	} else if (o->users) {
+		*err = EBUSY;
+		o = NULL;
+	} else {
+		o->users = -1;
+	}
+	pthread_mutex_unlock(&obj_lock);
+	return o;
+}
+
+void *sr_obj_alias_target(struct sr_obj *alias)
+{
+	void *ib;
+
+	pthread_mutex_lock(&obj_lock);
+	ib = alias->alias_of ? alias->alias_of->ib : NULL;
+	pthread_mutex_unlock(&obj_lock);
+	return ib;
 }
 
 int sr_obj_ref(struct sr_obj_refs *r, void *ib, enum sr_obj_type t, struct ibv_context *target)

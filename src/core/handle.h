@@ -22,6 +22,7 @@
 
 struct ibv_context;
 struct sr_context;
+struct sr_ictx;
 struct sr_device;
 
 enum sr_obj_type {
@@ -44,6 +45,7 @@ enum sr_obj_type {
 enum sr_obj_alias {
 	SR_ALIAS_NONE,
 	SR_ALIAS_PARENT, /* a parent domain (a PD's) */
+	SR_ALIAS_IMPORT, /* ibv_import_pd, _mr, _dm: the object again (import.c) */
 };
 
 /* Embedded in every object (after its ibv_* struct).  All of it is
@@ -112,6 +114,20 @@ struct sr_obj_refs {
 
 int sr_obj_ref(struct sr_obj_refs *r, void *ib, enum sr_obj_type t, struct ibv_context *target);
 void sr_obj_unref(struct sr_obj_refs *r);
+
+/* The object of ctx that handle names (ibv_import_*: uverbs' lookup of
+ * a handle), in use until sr_obj_put, or NULL with *err: ENOENT none,
+ * EINVAL another type's, EBUSY being destroyed. */
+struct sr_obj *sr_obj_get_handle(struct sr_context *ctx, uint32_t handle, enum sr_obj_type t, int *err);
+/* Claims ib, an alias of kind a, whether its object lives or not
+ * (ibv_unimport_*): NULL with *err ENOENT if it is none. */
+struct sr_obj *sr_obj_claim_alias(void *ib, enum sr_obj_alias a, int *err);
+/* An alias's object's ibv_* object (its ib), or NULL once that is gone. */
+void *sr_obj_alias_target(struct sr_obj *alias);
+/* The contexts imported from ctx (import.c) are ctx to the handles: they
+ * are kept in ctx->imports by these. */
+void sr_obj_ctx_import(struct sr_context *ctx, struct sr_ictx *ic);
+void sr_obj_ctx_unimport(struct sr_context *ctx, struct sr_ictx *ic);
 
 /* Closing ctx: its objects are forgotten (stale from now on) and leave
  * their device's counts, as the kernel destroys them with the file. */

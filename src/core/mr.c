@@ -47,6 +47,8 @@ int sr_dealloc_pd(struct ibv_pd *ibpd)
 		return err;
 	if (sr_parent_domain(ibpd))
 		return sr_dealloc_parent_domain(sr_parent_domain(ibpd), o);
+	if (o->alias == SR_ALIAS_IMPORT)
+		return sr_destroy_import(o, SR_OBJ_PD);
 	/* as uverbs: a PD still used by an MR, QP, SRQ or AH can't go (nor,
 	 * as mlx5's, one that a parent domain was made on) */
 	if (atomic_load(&to_spd(ibpd)->usecnt)) {
@@ -268,6 +270,7 @@ static struct ibv_mr *mr_create(struct ibv_pd *pd, uint8_t *host, size_t len, ui
 		sr_obj_del(&mr->obj);
 		goto fail;
 	}
+	mr->real = mr;
 	mr->pd = to_spd(pd);
 	mr->host = host;
 	mr->length = len;
@@ -323,13 +326,14 @@ struct ibv_mr *sr_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *ibdm, uint64_t off
 {
 	struct sr_obj_refs r = { .n = 0 };
 	struct ibv_mr *mr = NULL;
-	struct sr_dm *dm = to_sdm(ibdm);
+	struct sr_dm *dm;
 	int err;
 
 	if ((access & ~DM_MR_ACCESS) || !(access & IBV_ACCESS_ZERO_BASED))
 		err = EINVAL;
 	else if (!(err = check_access(access)) && !(err = sr_obj_ref(&r, pd, SR_OBJ_PD, NULL)) &&
 		 !(err = sr_obj_ref(&r, ibdm, SR_OBJ_DM, pd->context))) {
+		dm = to_sdm(ibdm);
 		if (offset > dm->length || len > dm->length - offset)
 			err = EINVAL;
 		else
@@ -343,7 +347,7 @@ struct ibv_mr *sr_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *ibdm, uint64_t off
 
 static int rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, size_t len, int access)
 {
-	struct sr_mr *mr = to_smr(ibmr);
+	struct sr_mr *mr = to_smr(ibmr); /* an import's is the region it names */
 	struct sr_context *ctx = to_sctx(ibmr->context);
 	int err = 0;
 
@@ -404,13 +408,16 @@ int sr_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, s
 
 int sr_dereg_mr(struct ibv_mr *ibmr)
 {
-	struct sr_mr *mr = to_smr(ibmr);
+	struct sr_mr *mr;
 	struct sr_context *ctx;
 	struct sr_obj *o;
 	int err;
 
 	if (!(o = sr_obj_claim(ibmr, SR_OBJ_MR, &err)))
 		return err;
+	if (o->alias == SR_ALIAS_IMPORT)
+		return sr_destroy_import(o, SR_OBJ_MR);
+	mr = to_smr(ibmr); /* read only once it is known to be live */
 	ctx = to_sctx(ibmr->context);
 	/* the write lock waits for any in-progress placement into this region */
 	pthread_rwlock_wrlock(&ctx->mr_lock);

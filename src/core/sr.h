@@ -63,6 +63,9 @@ struct sr_device {
 	struct sr_fault_dev *faults; /* fault injection (core/fault.h), NULL = none */
 	uint32_t n_obj[SR_OBJ_NTYPES]; /* live objects of each type, all contexts (handle.c's lock) */
 	_Atomic uint64_t dm_used;      /* bytes of device memory allocated (dm.c) */
+	/* ctx_lock protects the open contexts' list and their open counts */
+	pthread_mutex_t ctx_lock;
+	struct sr_context *ctxs;       /* the process's open contexts of it (import.c finds them) */
 };
 
 struct sr_gid_entry {
@@ -89,7 +92,17 @@ struct sr_ring_mem {
 
 struct sr_context {
 	struct verbs_context vctx; /* vctx.context is the ibv_context */
+	struct sr_context *owner;  /* itself: to_sctx() reads it here, and in an imported context */
 	struct sr_device *dev;
+	/* ibv_import_device (import.c): the contexts imported from this one
+	 * (handle.c's lock), and how many of them and it are open (the
+	 * device's ctx_lock): the objects live until the last one closes */
+	struct sr_ictx *imports;
+	int n_open;
+	bool closed;               /* ibv_close_device of the context itself */
+	dev_t cmd_dev;             /* its cmd_fd's file, by which an import finds it */
+	ino_t cmd_ino;
+	struct sr_context *dev_next; /* dev->ctxs */
 	struct sr_netdev_info nd;  /* snapshot at open */
 	enum ibv_mtu active_mtu;
 	int ngid;
@@ -198,10 +211,21 @@ struct sr_context {
  * an alias of its protection domain (the one every key and access check
  * goes by, to_spd) with the application's allocators for the rings of
  * the QPs, SRQs and CQs made on it, and perhaps a thread domain. */
+/* A context of ibv_import_device (import.c): another ibv_context of the
+ * same objects, as rdma-core's on a dup of the uverbs file. */
+struct sr_ictx {
+	struct verbs_context vctx;
+	struct sr_context *owner;  /* at the same place as sr_context's */
+	struct sr_ictx *next;      /* owner->imports */
+};
+
 struct sr_pd {
 	struct ibv_pd ibpd;
 	struct sr_obj obj;
-	atomic_int usecnt;  /* MRs, QPs, SRQs, AHs, parent domains using it; a parent domain's: its QPs, SRQs, CQs */
+	/* MRs, QPs, SRQs, AHs, parent domains using it; a parent domain's:
+	 * its QPs, SRQs, AHs and CQs; an import's: its QPs, SRQs and AHs, and 1 until
+	 * it is unimported (it is freed at 0) */
+	atomic_int usecnt;
 	struct sr_pd *real; /* itself; a parent domain's: its protection domain */
 	struct sr_td *td;   /* a parent domain's thread domain, or NULL */
 	void *(*alloc)(struct ibv_pd *pd, void *pd_context, size_t size, size_t alignment, uint64_t resource_type);
@@ -230,6 +254,7 @@ struct sr_mr {
 	uint32_t index;     /* slot in ctx->mr_tab */
 	uint32_t num_mw;    /* memory windows bound to it (mr_lock) */
 	struct sr_dm *dm;   /* the device memory it covers (ibv_reg_dm_mr), or NULL */
+	struct sr_mr *real; /* itself; an import's: the region it names */
 };
 
 /* Device memory (dm.c): the device's own memory, which the application
@@ -241,6 +266,7 @@ struct sr_dm {
 	uint8_t *buf;
 	uint64_t length;
 	atomic_int usecnt;  /* MRs on it */
+	struct sr_dm *real; /* itself; an import's: the DM it names */
 };
 
 /* A memory window (mw.c), as the kernel's rxe has them: type 1 bound by
@@ -487,10 +513,14 @@ struct sr_transport_ops {
 };
 
 /* ---- helpers shared across core/ and transports ---- */
+/* The context whose objects c reaches: c's own, or the one it was
+ * imported from. */
 static inline struct sr_context *to_sctx(struct ibv_context *c)
 {
-	return (struct sr_context *)((char *)c - __builtin_offsetof(struct sr_context, vctx.context));
+	return ((struct sr_context *)((char *)c - __builtin_offsetof(struct sr_context, vctx.context)))->owner;
 }
+_Static_assert(__builtin_offsetof(struct sr_context, owner) == __builtin_offsetof(struct sr_ictx, owner),
+	       "to_sctx reads owner at one place in both");
 #define SR_CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - __builtin_offsetof(type, member)))
 static inline struct sr_qp *to_sqp(struct ibv_qp *q) { return (struct sr_qp *)q; }
 static inline struct sr_cq *to_scq(struct ibv_cq *c) { return (struct sr_cq *)c; }
@@ -502,20 +532,15 @@ static inline struct sr_pd *sr_parent_domain(struct ibv_pd *p)
 	struct sr_pd *pd = (struct sr_pd *)p;
 	return pd->obj.alias == SR_ALIAS_PARENT ? pd : NULL;
 }
-/* An object made on p (a QP, SRQ, AH) uses p's protection domain, and a
- * parent domain too (a CQ: the parent domain alone). */
-static inline void sr_pd_use(struct ibv_pd *p, int delta)
-{
-	struct sr_pd *pd = (struct sr_pd *)p;
-	atomic_fetch_add(&pd->real->usecnt, delta);
-	if (pd->real != pd)
-		atomic_fetch_add(&pd->usecnt, delta);
-}
-static inline struct sr_mr *to_smr(struct ibv_mr *m) { return (struct sr_mr *)m; }
+/* An object made on p (a QP, SRQ, AH) uses p's protection domain, and p
+ * too if p is a parent domain or an import (domain.c: an unimported PD
+ * goes with its last use). */
+void sr_pd_use(struct ibv_pd *p, int delta);
+static inline struct sr_mr *to_smr(struct ibv_mr *m) { return ((struct sr_mr *)m)->real; }
 static inline struct sr_mw *to_smw(struct ibv_mw *m) { return (struct sr_mw *)m; }
 static inline struct sr_srq *to_ssrq(struct ibv_srq *s) { return (struct sr_srq *)s; }
 static inline struct sr_ah *to_sah(struct ibv_ah *a) { return (struct sr_ah *)a; }
-static inline struct sr_dm *to_sdm(struct ibv_dm *d) { return (struct sr_dm *)d; }
+static inline struct sr_dm *to_sdm(struct ibv_dm *d) { return ((struct sr_dm *)d)->real; }
 
 uint64_t sr_now_ns(void);
 /* The device clock that completion timestamps and ibv_query_rt_values_ex
@@ -540,6 +565,15 @@ extern int sr_debug;
 struct sr_device **sr_devices(int *num);
 struct ibv_context *sr_open_device(struct ibv_device *dev);
 int sr_close_device(struct ibv_context *c);
+/* The verbs part of a context or an imported one (its ops, its files). */
+void sr_ctx_init_verbs(struct verbs_context *v, struct ibv_device *ibdev, int cmd_fd, int async_fd);
+/* The open context whose cmd_fd is that file, counted one more open
+ * (sr_ctx_release), or NULL; and the end of an open of ctx (the last
+ * one destroys its objects). */
+struct sr_context *sr_ctx_find(dev_t fdev, ino_t fino);
+void sr_ctx_release(struct sr_context *ctx);
+/* ibv_close_device of an imported context (import.c) */
+int sr_close_import(struct ibv_context *c);
 int sr_query_device(struct ibv_context *c, struct ibv_device_attr *a);
 int sr_query_device_ex(struct ibv_context *c, const struct ibv_query_device_ex_input *in,
 		       struct ibv_device_attr_ex *a, size_t size);
@@ -708,9 +742,23 @@ int sr_dealloc_parent_domain(struct sr_pd *pd, struct sr_obj *o);
 void *sr_ring_alloc(struct ibv_pd *pd, size_t size, uint64_t type, struct sr_ring_mem *m);
 void sr_ring_free(void *p, const struct sr_ring_mem *m);
 
+/* import.c: ibv_import_device and ibv_import_pd, _mr, _dm */
+struct ibv_context *sr_import_device(int cmd_fd);
+struct ibv_pd *sr_import_pd(struct ibv_context *c, uint32_t handle);
+void sr_unimport_pd(struct ibv_pd *pd);
+struct ibv_mr *sr_import_mr(struct ibv_pd *pd, uint32_t handle);
+void sr_unimport_mr(struct ibv_mr *mr);
+struct ibv_dm *sr_import_dm(struct ibv_context *c, uint32_t handle);
+void sr_unimport_dm(struct ibv_dm *dm);
+/* Destroying an import (o claimed, of type t) destroys its object, as
+ * the kernel's command on the handle does, and then the import. */
+int sr_destroy_import(struct sr_obj *o, enum sr_obj_type t);
+
 /* dm.c */
 struct ibv_dm *sr_alloc_dm(struct ibv_context *c, struct ibv_alloc_dm_attr *attr);
 int sr_free_dm(struct ibv_dm *dm);
+/* The copy verbs of a DM (an allocated one's or an import's). */
+void sr_dm_ops(struct ibv_dm *dm);
 /* The DM leaves its context (freed, or its context closed; handle.c's
  * lock held): its bytes are the device's again, and what the application
  * still holds of it covers none of them. */
