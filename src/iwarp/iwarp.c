@@ -401,6 +401,7 @@ static void iw_reset(struct sr_qp *qp)
 	w->nobuf_deadline = w->nobuf_recheck = 0;
 	w->term_pending = w->term_sent = w->term_rcvd = false;
 	w->rtr_to_send = w->rtr_wait = false;
+	w->nudging = w->nudge_to_send = false;
 	w->close_pending = w->close_fired = false;
 	w->on_close = NULL;
 	w->close_arg = NULL;
@@ -569,6 +570,8 @@ static uint64_t iw_next_deadline(struct sr_qp *qp)
 
 	if (w && w->rx_held)
 		d = sr_fault_earlier(d, w->nobuf_recheck ? w->nobuf_recheck : w->nobuf_deadline);
+	if (w && w->nudging && w->connected)
+		d = sr_fault_earlier(d, w->nudge_deadline);
 	if (sr_faults_on(qp) && w)
 		return sr_fault_earlier(d, sr_fault_deadline(qp));
 	return d;
@@ -582,6 +585,8 @@ static void iw_on_timer(struct sr_qp *qp, uint64_t now)
 		sr_iw_fault_timer(qp, now);
 	if (w && w->rx_held && now >= (w->nobuf_recheck ? w->nobuf_recheck : w->nobuf_deadline))
 		rx_release(qp); /* an SRQ receive, or the Terminate */
+	if (w && w->nudging && w->connected)
+		sr_iw_nudge_timer(qp, now);
 
 	if (w && w->lingering) {
 		int outq;
@@ -760,6 +765,10 @@ SR_EXPORT int sr_iw_qp_connect(struct ibv_qp *ibqp, const struct sr_iw_conn_para
 	w->rtr = p->rtr;
 	w->rtr_to_send = p->initiator && p->rtr;
 	w->rtr_wait = !p->initiator && p->rtr;
+	w->nudging = p->initiator;
+	w->nudge_to_send = false;
+	w->nudges = 0;
+	w->nudge_deadline = 0;
 	w->term_pending = w->term_sent = w->term_rcvd = false;
 	w->closing = w->wr_shut = false;
 	w->on_close = p->on_close;

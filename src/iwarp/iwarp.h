@@ -61,6 +61,17 @@
 #define SR_IW_NOBUF_WAIT_NS 1000000000ull
 #define SR_IW_NOBUF_RECHECK_NS 1000000ull
 
+/* Kernel siw, as MPA responder, sends its Reply before it hands the
+ * socket to the QP (siw_accept); FPDUs that arrive in between stay
+ * unread until the next segment comes.  So until the peer's first FPDU
+ * shows its QP reading, an initiator that has sent FPDUs follows them
+ * with a zero-length RDMA Write (its sink checks no STag, as for siw's
+ * RTR) SR_IW_NUDGE_FIRST_NS after its first, then at doubling
+ * intervals, at most SR_IW_NUDGE_MAX times; and once more when that
+ * first FPDU arrives, for what was sent before. */
+#define SR_IW_NUDGE_FIRST_NS 1000000ull
+#define SR_IW_NUDGE_MAX 12
+
 enum sr_iw_act {
 	SR_IW_ACT_NONE = 0,
 	SR_IW_ACT_SQ_DONE,     /* an SQ WQE's last message is out: it completes */
@@ -95,7 +106,7 @@ struct sr_iw_txb {
 	struct sr_iw_fpdu_out f[SR_IW_TXB_FPDUS];
 };
 
-enum sr_iw_src { SR_IW_SRC_NONE = 0, SR_IW_SRC_SQ, SR_IW_SRC_IRQ, SR_IW_SRC_RTR };
+enum sr_iw_src { SR_IW_SRC_NONE = 0, SR_IW_SRC_SQ, SR_IW_SRC_IRQ, SR_IW_SRC_RTR, SR_IW_SRC_NUDGE };
 
 /* The message being cut into FPDUs. */
 struct sr_iw_txmsg {
@@ -188,6 +199,11 @@ struct sr_iw_qp {
 	int rtr;               /* enum sr_mpa_rtr */
 	bool rtr_to_send;      /* initiator: the RTR message is still to go out */
 	bool rtr_wait;         /* responder: nothing goes out before the RTR arrived */
+	/* initiator, until the peer's first FPDU (SR_IW_NUDGE_FIRST_NS) */
+	bool nudging;
+	bool nudge_to_send;    /* a zero-length Write goes out when nothing else does */
+	uint8_t nudges;        /* sent so far */
+	uint64_t nudge_deadline;  /* the next one; 0 = nothing sent yet */
 	bool closing;          /* SQD: drain, then close */
 	uint64_t close_deadline;  /* ... or close anyway at this time */
 	bool wr_shut;          /* FIN sent */
@@ -260,6 +276,11 @@ void sr_iw_qp_error(struct sr_qp *qp, int ev);
 
 /* qp_tx.c */
 void sr_iw_tx_progress(struct sr_qp *qp);
+/* The peer's first FPDU arrived: no more nudges but one for what we
+ * sent before it (qp_rx.c). */
+void sr_iw_nudge_end(struct sr_qp *qp);
+/* A nudge is due (the timer). */
+void sr_iw_nudge_timer(struct sr_qp *qp, uint64_t now);
 void sr_iw_tx_reset(struct sr_qp *qp);
 /* Push whatever is left of a partly sent FPDU, then a Terminate, with a
  * short bounded wait (error path only). */

@@ -69,7 +69,7 @@ static void sq_wqe_fail(struct sr_qp *qp, struct sr_send_wqe *wqe, enum ibv_wc_s
 
 /* Pick the next message to cut: the initiator's RTR, a Read Response,
  * or the next SQ work request.  mr_lock held. */
-static bool next_msg(struct sr_qp *qp)
+static bool next_work(struct sr_qp *qp)
 {
 	struct sr_iw_qp *w = iqp(qp);
 	struct sr_iw_txmsg *m = &w->msg;
@@ -319,6 +319,10 @@ static int add_fpdu(struct sr_qp *qp)
 	b->n++;
 	w->stat_fpdus_tx++;
 	sr_stat_add(qp->stats, SR_STAT_SENT_PKTS, 1);
+	if (w->nudging && !w->nudge_deadline) {
+		w->nudge_deadline = sr_now_ns() + SR_IW_NUDGE_FIRST_NS;
+		sr_qp_timer_arm(qp, w->nudge_deadline);
+	}
 	m->off += seg;
 	if (!last)
 		return 1;
@@ -350,6 +354,52 @@ static int add_fpdu(struct sr_qp *qp)
 	}
 	m->src = SR_IW_SRC_NONE;
 	return 1;
+}
+
+/* next_work, or when there is none a nudge that is due (a segment of
+ * any kind does its work). */
+static bool next_msg(struct sr_qp *qp)
+{
+	struct sr_iw_qp *w = iqp(qp);
+	struct sr_iw_txmsg *m = &w->msg;
+
+	if (next_work(qp)) {
+		w->nudge_to_send = false;
+		return true;
+	}
+	if (!w->nudge_to_send || w->rtr_to_send || qp->attr.qp_state != IBV_QPS_RTS)
+		return false;
+	w->nudge_to_send = false;
+	memset(m, 0, sizeof(*m));
+	m->src = SR_IW_SRC_NUDGE;
+	m->opcode = SR_RDMAP_WRITE;
+	m->stag = 1; /* as the Write RTR's: never checked for zero length */
+	return true;
+}
+
+void sr_iw_nudge_timer(struct sr_qp *qp, uint64_t now)
+{
+	struct sr_iw_qp *w = iqp(qp);
+
+	if (!w->nudging || !w->nudge_deadline || now < w->nudge_deadline)
+		return;
+	w->nudge_to_send = true;
+	if (++w->nudges < SR_IW_NUDGE_MAX) {
+		w->nudge_deadline = now + (SR_IW_NUDGE_FIRST_NS << w->nudges);
+	} else {
+		w->nudging = false;
+		w->nudge_deadline = 0;
+	}
+	sr_iw_tx_progress(qp);
+}
+
+void sr_iw_nudge_end(struct sr_qp *qp)
+{
+	struct sr_iw_qp *w = iqp(qp);
+
+	w->nudging = false;
+	w->nudge_deadline = 0;
+	w->nudge_to_send = w->stat_fpdus_tx > 0;
 }
 
 /* Fill the batch.  Returns whether anything was added.  mr_lock held. */
@@ -518,7 +568,7 @@ void sr_iw_tx_progress(struct sr_qp *qp)
 	/* nothing to send (the common case of a poller spinning on its CQ):
 	 * no lock, no system call */
 	if (b->sent == b->total && w->msg.src == SR_IW_SRC_NONE && w->irq_seg == w->irq_tail &&
-	    !w->rtr_to_send && !w->tx_err && (qp->sq.cur == qp->sq.head || st != IBV_QPS_RTS)) {
+	    !w->rtr_to_send && !w->nudge_to_send && !w->tx_err && (qp->sq.cur == qp->sq.head || st != IBV_QPS_RTS)) {
 		sr_iw_want_out(qp, false);
 		return;
 	}

@@ -19,6 +19,7 @@
  *    hand-made Request (the Reply's bytes), an FPDU to the accepted QP.
  *
  * Runs with SOFTRDMA_CONF naming a config with only siw0 on lo (crc on). */
+#include <sys/ioctl.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -544,6 +545,119 @@ static void test_raw_server(void)
 	close(lfd);
 }
 
+/* The FPDUs at the start of buf[0, len): the ULPDU length of each (or
+ * stops at a partial one), whether every CRC is right, and into *h the
+ * header of each (up to max).  Returns how many. */
+static int parse_fpdus(const uint8_t *buf, size_t len, bool crc, struct sr_iw_hdr *h, int max, bool *crc_ok)
+{
+	size_t off = 0;
+	int n = 0;
+
+	*crc_ok = true;
+	while (off + SR_MPA_LEN_BYTES <= len && n < max) {
+		uint32_t ul = (uint32_t)buf[off] << 8 | buf[off + 1], flen = sr_mpa_fpdu_len(ul);
+
+		if (off + flen > len || sr_iw_hdr_parse(&h[n], buf + off + 2, ul, ul) < 0)
+			break;
+		if (crc && ~sr_mpa_crc_update(~0u, buf + off, flen - SR_MPA_CRC_BYTES) !=
+				   sr_mpa_crc_load(buf + off + flen - SR_MPA_CRC_BYTES))
+			*crc_ok = false;
+		h[n].hdr_len = ul - h[n].hdr_len; /* now: the payload length */
+		off += flen;
+		n++;
+	}
+	return n;
+}
+
+static int sock_inq(int fd)
+{
+	int n = 0;
+
+	return ioctl(fd, FIONREAD, &n) ? -1 : n;
+}
+
+/* Kernel siw as the responder sends its MPA Reply before its QP takes
+ * the socket over (siw_accept): what arrives in between is read only
+ * when another segment comes.  Our initiator's first Send must not stay
+ * there for ever: zero-length Writes follow it until the peer's first
+ * FPDU, and one more after that. */
+static void test_late_reader(void)
+{
+	struct rdma_cm_id *c;
+	struct rdma_cm_event *ev;
+	struct sr_mpa_rr rr;
+	struct sr_iw_hdr h[32];
+	uint8_t buf[4096];
+	char rb[64], sb[8] = "request";
+	uint16_t port;
+	int lfd, fd, early, n;
+	bool crc_ok;
+
+	SECTION("a responder that reads what came early only when more comes (kernel siw)");
+	lfd = raw_listener(&port);
+	if (!CHECK(lfd >= 0, "a plain TCP listener"))
+		return;
+	c = resolved(port, true);
+	struct ibv_mr *mr = ibv_reg_mr(c->pd, rb, sizeof(rb), IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_mr *smr = ibv_reg_mr(c->pd, sb, sizeof(sb), 0);
+	CHECK_RC(vt_post_recv(c->qp, 5, rb, sizeof(rb), mr->lkey), 0, "post a receive");
+	CHECK_RC(rdma_connect(c, NULL), 0, "connect");
+	fd = raw_accept(lfd, 3000);
+	if (!CHECK(fd >= 0 && vt_read_mpa(fd, buf, &rr), "  the peer reads the MPA Request")) {
+		destroy(c);
+		close(lfd);
+		return;
+	}
+	struct sr_mpa_rr rep = { .reply = true, .rev = 2, .crc = rr.crc };
+	sr_mpa_rr_set_v2(&rep, sr_mpa_ord(&rr), sr_mpa_ird(&rr), false, 0);
+	n = sr_mpa_rr_build(buf, sizeof(buf), &rep);
+	CHECK(n > 0 && vt_write_all(fd, buf, (size_t)n), "  the peer sends its Reply");
+	if ((ev = next_event(RDMA_CM_EVENT_ESTABLISHED, 3000)))
+		rdma_ack_cm_event(ev);
+	CHECK_RC(vt_post_send(c->qp, 6, IBV_WR_SEND, sb, sizeof(sb), smr->lkey, IBV_SEND_SIGNALED, 0, 0, 0), 0,
+		 "post a Send of 8 bytes");
+	EXPECT_WC(c->send_cq, 6, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "  it completes (handed to TCP)");
+	/* the peer still takes the socket over: what comes meanwhile is early */
+	usleep(50 * 1000);
+	early = sock_inq(fd);
+	CHECK(early >= (int)sr_mpa_fpdu_len(SR_DDP_UNTAGGED_HDR + 8), "  the Send came while the peer did not read\t(%d bytes)", early);
+	uint64_t until = vt_now_ms() + 3000;
+	while (sock_inq(fd) <= early && vt_now_ms() < until)
+		usleep(1000);
+	CHECK(sock_inq(fd) > early, "  another segment follows within 3 s (the peer then reads them all)\t(%d bytes)",
+	      sock_inq(fd));
+	size_t got = vt_read_exact(fd, buf, (size_t)sock_inq(fd), 1000);
+	n = parse_fpdus(buf, got, rr.crc, h, 32, &crc_ok);
+	CHECK(n >= 2 && h[0].opcode == SR_RDMAP_SEND && h[0].hdr_len == 8 && !memcmp(buf + 2 + SR_DDP_UNTAGGED_HDR, "request", 8),
+	      "  the Send first\t(%d FPDUs)", n);
+	bool zw = n >= 2;
+	for (int i = 1; i < n; i++)
+		zw = zw && h[i].opcode == SR_RDMAP_WRITE && h[i].tagged && h[i].last && h[i].hdr_len == 0;
+	CHECK(zw && crc_ok, "  then zero-length RDMA Writes, nothing else, CRCs right\t(%d)", n - 1);
+	/* the peer answers: our QP receives it, and a last zero-length Write
+	 * comes for what it sent before (the peer may not have read it) */
+	struct sr_iw_hdr sh;
+	memset(&sh, 0, sizeof(sh));
+	sr_iw_hdr_init(&sh, SR_RDMAP_SEND, true);
+	sh.qn = SR_DDP_QN_SEND;
+	sh.msn = 1;
+	n = (int)vt_fpdu(buf, &sh, "answer", 7, rr.crc, false);
+	CHECK(vt_write_all(fd, buf, (size_t)n), "  the peer sends a Send");
+	EXPECT_WC(c->recv_cq, 5, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "  our QP receives it");
+	size_t one = sr_mpa_fpdu_len(SR_DDP_TAGGED_HDR);
+	got = vt_read_exact(fd, buf, one, 3000);
+	n = parse_fpdus(buf, got, rr.crc, h, 1, &crc_ok);
+	CHECK(n == 1 && h[0].opcode == SR_RDMAP_WRITE && h[0].hdr_len == 0, "  one more zero-length Write");
+	CHECK(vt_peer_next(fd, 300) == -ETIME, "  and then nothing: no more of them");
+	close(fd);
+	if ((ev = next_event(RDMA_CM_EVENT_DISCONNECTED, 3000)))
+		rdma_ack_cm_event(ev);
+	ibv_dereg_mr(smr);
+	ibv_dereg_mr(mr);
+	destroy(c);
+	close(lfd);
+}
+
 /* Raw MPA initiators against our listener. */
 static void test_raw_client(void)
 {
@@ -730,6 +844,7 @@ int main(int argc, char **argv)
 	VT_RUN(test_connect());
 	VT_RUN(test_errors());
 	VT_RUN(test_raw_server());
+	VT_RUN(test_late_reader());
 	VT_RUN(test_raw_client());
 	VT_RUN(test_port0_v6());
 	VT_RUN(cmt_test_afonly());
