@@ -401,6 +401,7 @@ static void iw_reset(struct sr_qp *qp)
 	w->nobuf_deadline = w->nobuf_recheck = 0;
 	w->term_pending = w->term_sent = w->term_rcvd = false;
 	w->rtr_to_send = w->rtr_wait = false;
+	w->hush_until = 0;
 	w->nudging = w->nudge_to_send = false;
 	w->close_pending = w->close_fired = false;
 	w->on_close = NULL;
@@ -572,6 +573,8 @@ static uint64_t iw_next_deadline(struct sr_qp *qp)
 		d = sr_fault_earlier(d, w->nobuf_recheck ? w->nobuf_recheck : w->nobuf_deadline);
 	if (w && w->nudging && w->connected)
 		d = sr_fault_earlier(d, w->nudge_deadline);
+	if (w && w->hush_until && w->connected)
+		d = sr_fault_earlier(d, w->hush_until);
 	if (sr_faults_on(qp) && w)
 		return sr_fault_earlier(d, sr_fault_deadline(qp));
 	return d;
@@ -587,6 +590,10 @@ static void iw_on_timer(struct sr_qp *qp, uint64_t now)
 		rx_release(qp); /* an SRQ receive, or the Terminate */
 	if (w && w->nudging && w->connected)
 		sr_iw_nudge_timer(qp, now);
+	if (w && w->hush_until && w->connected && now >= w->hush_until) {
+		sr_iw_hush_end(qp);
+		sr_iw_tx_progress(qp);
+	}
 
 	if (w && w->lingering) {
 		int outq;
@@ -765,6 +772,8 @@ SR_EXPORT int sr_iw_qp_connect(struct ibv_qp *ibqp, const struct sr_iw_conn_para
 	w->rtr = p->rtr;
 	w->rtr_to_send = p->initiator && p->rtr;
 	w->rtr_wait = !p->initiator && p->rtr;
+	/* with an RTR, rtr_wait holds the responder back instead */
+	w->hush_until = p->initiator || p->rtr ? 0 : sr_now_ns() + SR_IW_HUSH_NS;
 	w->nudging = p->initiator;
 	w->nudge_to_send = false;
 	w->nudges = 0;
@@ -790,6 +799,8 @@ SR_EXPORT int sr_iw_qp_connect(struct ibv_qp *ibqp, const struct sr_iw_conn_para
 	SR_DBG("iwarp QP %u: connected on fd %d (%s, MPA rev %u, CRC %s, IRD %u ORD %u, RTR %d)", iw_qpn(qp),
 	       w->fd, p->initiator ? "initiator" : "responder", p->mpa_rev, p->crc ? "on" : "off", ird, ord,
 	       p->rtr);
+	if (w->hush_until)
+		sr_qp_timer_arm(qp, w->hush_until);
 	/* the initiator's RTR goes first; input may already be waiting */
 	sr_iw_tx_progress(qp);
 out:

@@ -72,6 +72,13 @@
 #define SR_IW_NUDGE_FIRST_NS 1000000ull
 #define SR_IW_NUDGE_MAX 12
 
+/* Kernel siw, as MPA initiator, reads the Reply with 4 bytes to spare
+ * and drops the connection when they come (siw_recv_mpa_rr: "peer sent
+ * extra data").  So a responder says nothing until the initiator's
+ * first FPDU shows the Reply read, or for at most SR_IW_HUSH_NS after
+ * it (a protocol whose server speaks first waits that long once). */
+#define SR_IW_HUSH_NS 100000000ull
+
 enum sr_iw_act {
 	SR_IW_ACT_NONE = 0,
 	SR_IW_ACT_SQ_DONE,     /* an SQ WQE's last message is out: it completes */
@@ -199,6 +206,9 @@ struct sr_iw_qp {
 	int rtr;               /* enum sr_mpa_rtr */
 	bool rtr_to_send;      /* initiator: the RTR message is still to go out */
 	bool rtr_wait;         /* responder: nothing goes out before the RTR arrived */
+	/* responder: nothing goes out before this time or the peer's first
+	 * FPDU (SR_IW_HUSH_NS); 0 = not hushed */
+	uint64_t hush_until;
 	/* initiator, until the peer's first FPDU (SR_IW_NUDGE_FIRST_NS) */
 	bool nudging;
 	bool nudge_to_send;    /* a zero-length Write goes out when nothing else does */
@@ -279,6 +289,9 @@ void sr_iw_tx_progress(struct sr_qp *qp);
 /* The peer's first FPDU arrived: no more nudges but one for what we
  * sent before it (qp_rx.c). */
 void sr_iw_nudge_end(struct sr_qp *qp);
+/* The responder may speak: the initiator's first FPDU came, or the
+ * hush is over (qp_rx.c, the timer). */
+void sr_iw_hush_end(struct sr_qp *qp);
 /* A nudge is due (the timer). */
 void sr_iw_nudge_timer(struct sr_qp *qp, uint64_t now);
 void sr_iw_tx_reset(struct sr_qp *qp);

@@ -505,6 +505,8 @@ static void rx_complete(struct sr_qp *qp)
 	sr_stat_add(qp->stats, SR_STAT_RCVD_PKTS, 1);
 	if (w->nudging)
 		sr_iw_nudge_end(qp);
+	if (w->hush_until)
+		sr_iw_hush_end(qp); /* what waits goes out after this receive pass */
 	sr_stat_add(qp->stats, SR_STAT_RCVD_BYTES, SR_MPA_LEN_BYTES + rx->ulpdu_len + rx->trl_need);
 	switch (h->opcode) {
 	case SR_RDMAP_WRITE:

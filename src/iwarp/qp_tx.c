@@ -77,8 +77,8 @@ static bool next_work(struct sr_qp *qp)
 	struct sr_send_wqe *wqe;
 	bool se;
 
-	if (w->rtr_wait)
-		return false; /* the responder says nothing before the initiator's RTR */
+	if (w->rtr_wait || w->hush_until)
+		return false; /* the responder says nothing before the initiator's RTR or first FPDU */
 	memset(m, 0, sizeof(*m));
 	if (w->rtr_to_send) {
 		/* RFC 6581: a zero-length message of the negotiated kind, not a
@@ -391,6 +391,11 @@ void sr_iw_nudge_timer(struct sr_qp *qp, uint64_t now)
 		w->nudge_deadline = 0;
 	}
 	sr_iw_tx_progress(qp);
+}
+
+void sr_iw_hush_end(struct sr_qp *qp)
+{
+	iqp(qp)->hush_until = 0;
 }
 
 void sr_iw_nudge_end(struct sr_qp *qp)

@@ -790,6 +790,75 @@ static void test_raw_client(void)
 	destroy(c);
 	rdma_destroy_id(l);
 }
+/* Kernel siw as the initiator reads the MPA Reply with 4 bytes to spare
+ * and drops the connection if they are there: our responder sends
+ * nothing behind its Reply until the initiator's first FPDU, or a while
+ * (SR_IW_HUSH_NS, 100 ms) after the Reply if none comes. */
+static void test_hushed_responder(void)
+{
+	struct rdma_cm_id *l, *s;
+	struct rdma_cm_event *ev;
+	struct sr_mpa_rr req = { .rev = 2, .crc = true }, rr;
+	struct sr_iw_hdr h[1];
+	uint8_t buf[1024];
+	uint16_t port;
+	bool crc_ok;
+
+	SECTION("our responder says nothing behind its Reply until the initiator spoke (kernel siw)");
+	l = listener(RDMA_PS_TCP, &port);
+	if (!CHECK(l != NULL, "listener"))
+		return;
+	sr_mpa_rr_set_v2(&req, 1, 1, false, 0);
+	for (int silent = 0; silent < 2; silent++) {
+		int fd = raw_connect(port), n = sr_mpa_rr_build(buf, sizeof(buf), &req);
+
+		if (!CHECK(fd >= 0 && vt_write_all(fd, buf, (size_t)n), "a raw initiator sends its Request"))
+			continue;
+		if (!(ev = next_event(RDMA_CM_EVENT_CONNECT_REQUEST, 3000))) {
+			close(fd);
+			continue;
+		}
+		s = ev->id;
+		rdma_ack_cm_event(ev);
+		struct ibv_qp_init_attr qa;
+		qp_attr(&qa);
+		CHECK_RC(rdma_create_qp(s, NULL, &qa), 0, "  create_qp");
+		char rb[64], sb[6] = "hello";
+		struct ibv_mr *mr = ibv_reg_mr(s->pd, rb, sizeof(rb), IBV_ACCESS_LOCAL_WRITE);
+		struct ibv_mr *smr = ibv_reg_mr(s->pd, sb, sizeof(sb), 0);
+		CHECK_RC(vt_post_recv(s->qp, 8, rb, sizeof(rb), mr->lkey), 0, "  post a receive");
+		CHECK_RC(rdma_accept(s, NULL), 0, "  accept");
+		CHECK_RC(vt_post_send(s->qp, 9, IBV_WR_SEND, sb, sizeof(sb), smr->lkey, IBV_SEND_SIGNALED, 0, 0, 0), 0,
+			 "  post a Send at once");
+		uint64_t t0 = vt_now_ms();
+		CHECK(vt_read_mpa(fd, buf, &rr) && rr.reply && rr.crc, "  the initiator reads the Reply");
+		if ((ev = next_event(RDMA_CM_EVENT_ESTABLISHED, 3000)))
+			rdma_ack_cm_event(ev);
+		if (!silent) {
+			CHECK(vt_peer_next(fd, 50) == -ETIME, "  nothing behind it while the initiator is silent (50 ms)");
+			n = (int)send_fpdu(buf, 1, "hi", 3, true);
+			CHECK(vt_write_all(fd, buf, (size_t)n), "  the initiator sends a Send");
+			EXPECT_WC(s->recv_cq, 8, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "  our QP receives it");
+		}
+		size_t want = sr_mpa_fpdu_len(SR_DDP_UNTAGGED_HDR + sizeof(sb));
+		size_t got = vt_read_exact(fd, buf, want, 3000);
+		uint64_t waited = vt_now_ms() - t0;
+		CHECK(got == want && parse_fpdus(buf, got, true, h, 1, &crc_ok) == 1 && h[0].opcode == SR_RDMAP_SEND &&
+			      crc_ok && !memcmp(buf + 2 + SR_DDP_UNTAGGED_HDR, "hello", 6),
+		      "  %s: then our Send comes, intact", silent ? "the initiator silent" : "after its Send");
+		if (silent)
+			CHECK(waited >= 90 && waited < 3000, "  after the hush (100 ms)\t(%llu ms)", (unsigned long long)waited);
+		EXPECT_WC(s->send_cq, 9, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "  and completes");
+		close(fd);
+		if ((ev = next_event(RDMA_CM_EVENT_DISCONNECTED, 3000)))
+			rdma_ack_cm_event(ev);
+		ibv_dereg_mr(smr);
+		ibv_dereg_mr(mr);
+		destroy(s);
+	}
+	rdma_destroy_id(l);
+}
+
 
 static void test_port0_v6(void)
 {
@@ -846,6 +915,7 @@ int main(int argc, char **argv)
 	VT_RUN(test_raw_server());
 	VT_RUN(test_late_reader());
 	VT_RUN(test_raw_client());
+	VT_RUN(test_hushed_responder());
 	VT_RUN(test_port0_v6());
 	VT_RUN(cmt_test_afonly());
 	if (ch)
