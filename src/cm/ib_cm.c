@@ -601,7 +601,10 @@ static void on_req(const struct sr_cm_msg *m, const struct sr_ipc_pkt *meta)
 	c->peer_srq = r->srq;
 	c->retry_count = r->retry_count;
 	c->rnr_retry_count = r->rnr_retry_count;
-	c->mtu = r->path_mtu && r->path_mtu < c->dev->active_mtu ? (enum ibv_mtu)r->path_mtu : c->dev->active_mtu;
+	/* the REQ's path MTU is both sides' (IBTA 12.7.23), even above our
+	 * port's, as the kernel's CM takes it (cm_req_handler) */
+	c->mtu = r->path_mtu >= IBV_MTU_256 && r->path_mtu <= IBV_MTU_4096 ? (enum ibv_mtu)r->path_mtu
+									  : c->dev->active_mtu;
 	c->flow_label = r->primary.flow_label;
 	/* the path is the REQ's, as the kernel's CM takes it */
 	c->tos = r->primary.traffic_class;

@@ -657,13 +657,11 @@ static int modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		qp->attr.alt_port_num = attr->alt_port_num;
 		qp->attr.alt_timeout = attr->alt_timeout;
 	}
-	if (mask & IBV_QP_PATH_MTU) {
-		/* the path MTU can't exceed what the port carries */
-		enum ibv_mtu m = attr->path_mtu;
-		if (m > qp->ctx->active_mtu)
-			m = qp->ctx->active_mtu;
-		qp->attr.path_mtu = m;
-	}
+	/* as rxe: the path MTU is the caller's (up to 4096, checked above),
+	 * even above the port's active MTU -- the CM's passive side takes the
+	 * REQ's, and both ends must cut packets alike */
+	if (mask & IBV_QP_PATH_MTU)
+		qp->attr.path_mtu = attr->path_mtu;
 	if (mask & IBV_QP_TIMEOUT)
 		qp->attr.timeout = attr->timeout;
 	if (mask & IBV_QP_RETRY_CNT)

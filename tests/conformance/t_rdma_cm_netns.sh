@@ -52,6 +52,17 @@ for t in "ib_write_bw -s 65536 -n 1000" "ib_read_bw -s 65536 -n 500" "ib_send_la
 	sr_perftest_tries sr_perftest_ns_once "$1 -R ${*:2}" cm: "$@"
 done
 
+# The REQ's path MTU is both sides' (IB CM, as the kernel's CM and rxe):
+# a server capped at 1024 (mtu = 1024) takes the client's 4096, or the
+# client's 4096-byte Read responses are BAD_RESP to it.
+ip -n "$SR_NS_A" link set "$SR_VETH_A" mtu 9000 && ip -n "$SR_NS_B" link set "$SR_VETH_B" mtu 9000 ||
+	sr_die "cannot set the veth MTU to 9000"
+cat "$SR_CONF_B" >"$SR_TMP/b-1024.conf" && echo 'mtu = 1024' >>"$SR_TMP/b-1024.conf"
+P=$(sr_free_port "$SR_NS_B")
+cm_pair "rping -S 65535 -C 20 -V, server capped at MTU 1024, client at 4096" \
+	-- ip netns exec "$SR_NS_B" env SOFTRDMA_CONF="$SR_TMP/b-1024.conf" "$SR_RUN" rping -s -a "$SR_IP_B" -p "$P" -S 65535 -C 20 -V \
+	-- "${SR_AT_A[@]}" rping -c -a "$SR_IP_B" -p "$P" -S 65535 -C 20 -V
+
 # no listener on the other host: the remote daemon rejects at once
 P=$(sr_free_port "$SR_NS_B")
 start=$SECONDS
