@@ -10,6 +10,9 @@
 # test-stress (scripts/stress.sh: hogs on every core, two copies at once),
 # test-streak (scripts/streak.sh: CI on a fresh clone 20 times in a row;
 # STREAK_ARGS=-f follows the branch),
+# test-interop (scripts/kernel-peer/run.sh: softrdma against the kernel's
+# rxe and siw in a qemu guest, root; skips where qemu cannot boot;
+# test-interop-full: the longer matrix),
 # uninstall, bench (bench/run.sh), bench-network (bench/network.sh: loss,
 # RTT and a shared bottleneck, beside TCP; root), bench-storage (bench/storage.sh: iSER
 # beside iSCSI/TCP; root for the two-namespace half), clean.
@@ -22,7 +25,7 @@ CTEST_ARGS ?=
 PREFIX     ?= /usr/local
 DESTDIR    ?=
 
-.PHONY: all deps build demo test test-fast test-asan test-tsan test-installed test-stress test-streak install uninstall deb bench bench-storage bench-network clean
+.PHONY: all deps build demo test test-fast test-asan test-tsan test-installed test-stress test-streak test-interop test-interop-full install uninstall deb bench bench-storage bench-network clean
 
 all: deps build demo
 
@@ -75,6 +78,14 @@ uninstall:
 
 deb:
 	bash scripts/make-deb.sh
+
+# softrdma against the Linux kernel's own rxe and siw (docs/interop.md):
+# a skip (no qemu, no root, too slow a guest) is said, not a failure.
+test-interop: build
+	@bash scripts/kernel-peer/run.sh $(BUILD) ci
+
+test-interop-full: build
+	@bash scripts/kernel-peer/run.sh $(BUILD) full
 
 # The conformance tests against a copy installed into a temporary root.
 test-installed: build

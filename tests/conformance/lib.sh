@@ -217,7 +217,7 @@ sr_backtraces() {
 			echo "    ----- process $p: gone"
 			continue
 		fi
-		case $comm in timeout | env | bash | sh | ip | softrdma-run) continue ;; esac
+		case $comm in timeout | env | bash | sh | ip | softrdma-run | kp-guest) continue ;; esac
 		echo "    ----- every thread of $p [$(sed -n "s/^State:[[:space:]]*//p" "/proc/$p/status" 2>/dev/null)]:" \
 			"$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"
 		if command -v gdb >/dev/null 2>&1; then
@@ -258,7 +258,11 @@ sr_watch() {
 			sr_backtraces "$pid" "$@"
 			# shellcheck disable=SC2046 # one pid per word
 			kill -TERM $(sr_ptree "$pid") 2>/dev/null
-			sleep 1
+			# a moment to report on the way out (kp-guest prints the guest's state)
+			for ((naps = 0; naps < 100; naps++)); do
+				kill -0 "$pid" 2>/dev/null || break
+				sleep 0.1
+			done
 			# shellcheck disable=SC2046
 			kill -KILL $(sr_ptree "$pid") 2>/dev/null
 			wait "$pid" 2>/dev/null
@@ -385,10 +389,15 @@ sr_free_port() {
 # sr_port_listening PORT [NS]: PORT is a TCP port, or cm:PORT[:PS] for an
 # rdma_cm listener on that port in port space PS (tcp, the default, udp
 # or ib), as the namespace's softrdmad lists them, or udp:PORT for a bound
-# UDP socket (a datagram rsocket's server).
+# UDP socket (a datagram rsocket's server), or guest:PORT for a TCP or
+# rdma_cm listener in the kernel-peer guest (scripts/kernel-peer/lib.sh).
 sr_port_listening() {
 	local hex
 	case $1 in
+	guest:*)
+		kp_guest_listening "${1#guest:}"
+		return
+		;;
 	udp:*)
 		hex=$(printf '%04X' "${1#udp:}")
 		sr_in_ns "${2:-}" cat /proc/net/udp /proc/net/udp6 2>/dev/null |
@@ -906,11 +915,17 @@ sr_cm_killed_server() {
 
 # sr_capture_start FILE FILTER [TSHARK-ARGS...]: tshark on lo writing FILE,
 # running (and reaped at exit) once it says it captures; sr_capture_stop
-# ends it.
+# ends it.  SR_CAPTURE_IFS (interfaces instead of lo), SR_CAPTURE_NS (the
+# namespace they are in) and SR_CAPTURE_MAX (seconds, default 300) change
+# where and how long.
 sr_capture_start() {
-	local file=$1 filter=$2
+	local file=$1 filter=$2 i
+	local -a ifs=() at=()
 	shift 2
-	timeout -k 5 300 tshark -q "$@" -i lo -f "$filter" -w "$file" >"$SR_TMP/tshark.log" 2>&1 &
+	for i in ${SR_CAPTURE_IFS:-lo}; do ifs+=(-i "$i"); done
+	[ -n "${SR_CAPTURE_NS:-}" ] && at=(ip netns exec "$SR_CAPTURE_NS")
+	timeout -k 5 "${SR_CAPTURE_MAX:-300}" "${at[@]}" tshark -q "$@" "${ifs[@]}" -f "$filter" -w "$file" \
+		>"$SR_TMP/tshark.log" 2>&1 &
 	SR_CAPTURE_PID=$!
 	SR_PIDS+=("$SR_CAPTURE_PID")
 	for _ in $(seq 50); do
