@@ -14,8 +14,8 @@ import struct
 import sys
 import time
 
-from sr_ipc import (ALLOC_QPN as ALLOC, CLAIM, FREE_QPN as FREE, HELLO, PKT, REPLY, STATUS, Client, bth,
-                    failed, ok, qpn_body)
+from sr_ipc import (ALLOC_QPN as ALLOC, CLAIM, FREE_QPN as FREE, HELLO, PKT, QP_PORT, QP_PORT_GET, REPLY, STATUS,
+                    Client, bth, failed, ok, port_body, qpn_body)
 
 PRIVATE = sys.argv[1] == "1"
 
@@ -42,6 +42,13 @@ n1 = a.call(ALLOC, qpn_body())[0]
 ok("a freed QPN is not reused at once", n1 != q[0])
 r, _ = b.call(FREE, qpn_body(q[1]))
 ok("FREE_QPN of another client's QPN returns -ENOENT, as for a free one", r == -errno.ENOENT)
+ok("QP_PORT_GET of a QPN with no port set: -ENOENT", b.call(QP_PORT_GET, port_body(q[1]))[0] == -errno.ENOENT)
+ok("QP_PORT sets an own QPN's port", a.call(QP_PORT, port_body(q[1], 51234))[0] == 0)
+ok("QP_PORT_GET by another client of the same user tells it",
+   b.call(QP_PORT_GET, port_body(q[1]))[0] == 51234)
+ok("QP_PORT of another client's QPN: -ENOENT", b.call(QP_PORT, port_body(q[1], 50000))[0] == -errno.ENOENT)
+ok("QP_PORT of port 80: -EINVAL", a.call(QP_PORT, port_body(q[1], 80))[0] == -errno.EINVAL)
+ok("QP_PORT_GET of a free QPN: -ENOENT", b.call(QP_PORT_GET, port_body(q[0]))[0] == -errno.ENOENT)
 ok("CLAIM_QP1 returns 0", a.call(CLAIM)[0] == 0)
 ok("CLAIM_QP1 again by the owner returns 0", a.call(CLAIM)[0] == 0)
 ok("CLAIM_QP1 by another client returns -EBUSY", b.call(CLAIM)[0] == -errno.EBUSY)

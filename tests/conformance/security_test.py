@@ -22,7 +22,8 @@ import threading
 import time
 
 from sr_ipc import (ALLOC_COMM_ID, ALLOC_QPN, CLAIM, CM_WILL, FREE_COMM_ID, FREE_QPN, HELLO, JOIN, LISTEN, PKT,
-                    STATUS, Client, bth, counters, failed, listen_body, mapped, ok, qpn_body, sockaddr6)
+                    QP_PORT, QP_PORT_GET, STATUS, Client, bth, counters, failed, listen_body, mapped, ok, port_body,
+                    qpn_body, sockaddr6)
 
 MUID, MGID = int(sys.argv[1]), int(sys.argv[2])
 # Per-user quotas of a daemon serving other users (ipc.h, "Users")
@@ -121,6 +122,10 @@ def status_oracle(v, m):
     ok("  and is her own user's view", ("view uid %d" % MUID) in s0 and " uid 0 " not in s0)
     ok("mallory's FREE_QPN of root's QPN is -ENOENT, as of a free one",
        m.call(FREE_QPN, qpn_body(q))[0] == -errno.ENOENT == m.call(FREE_QPN, qpn_body(free))[0])
+    v.call(QP_PORT, port_body(q, 52345))
+    ok("root's QP's port is not told to mallory (QP_PORT_GET -ENOENT, as of a free QPN), to root it is",
+       m.call(QP_PORT_GET, port_body(q))[0] == -errno.ENOENT == m.call(QP_PORT_GET, port_body(free))[0] and
+       Client().call(QP_PORT_GET, port_body(q))[0] == 52345)
     c0 = counters(m.status())
     m.forward(bth(q, b"x"), ("127.0.0.1", 4791), ("127.0.0.1", 4791))
     time.sleep(0.2)

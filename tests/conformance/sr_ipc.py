@@ -14,6 +14,7 @@ NAME = "\0" + os.environ.get("SOFTRDMA_DAEMON_SOCK", "softrdmad-v1")
 HELLO, ALLOC_QPN, FREE_QPN, CLAIM, PKT, REPLY, STATUS = range(1, 8)
 ALLOC_COMM_ID, FREE_COMM_ID, LISTEN, UNLISTEN, CM_WILL = 8, 9, 10, 11, 12
 JOIN, LEAVE = 13, 14
+QP_PORT, QP_PORT_GET = 15, 16
 META = 64  # struct sr_ipc_pkt: src, dst (sockaddr_in6), len, tclass, pad
 GSI_QKEY = 0x80010000
 
@@ -145,6 +146,11 @@ def listen_body(sid, addr, flags=0):
 
 def qpn_body(q=0, qp_type=2):
     return struct.pack("<II", q, qp_type)
+
+
+def port_body(q, port=0):
+    """struct sr_ipc_qp_port"""
+    return struct.pack("<IHH", q, port, 0)
 
 
 def bth(qpn, tag=b"", opcode=0x64):
