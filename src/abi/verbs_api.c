@@ -526,6 +526,11 @@ static struct ibv_pd *op_alloc_parent_domain(struct ibv_context *c, struct ibv_p
 {
 	return sr_alloc_parent_domain(c, a);
 }
+static int op_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags, struct ibv_sge *sg,
+			uint32_t n)
+{
+	return sr_advise_mr(pd, advice, flags, sg, n);
+}
 static int op_query_rt_values(struct ibv_context *c, struct ibv_values_ex *v) { return sr_query_rt_values(c, v); }
 static struct ibv_cq_ex *op_create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr_ex *a)
 {
@@ -558,6 +563,7 @@ void sr_fill_ops(struct verbs_context *v)
 	v->alloc_dm = op_alloc_dm;
 	v->free_dm = op_free_dm;
 	v->reg_dm_mr = op_reg_dm_mr;
+	v->advise_mr = op_advise_mr;
 	v->alloc_td = op_alloc_td;
 	v->dealloc_td = op_dealloc_td;
 	v->alloc_parent_domain = op_alloc_parent_domain;

@@ -418,6 +418,7 @@ int sr_query_device_ex(struct ibv_context *c, const struct ibv_query_device_ex_i
 	full.completion_timestamp_mask = SR_TIMESTAMP_MASK;
 	full.hca_core_clock = SR_HCA_CORE_CLOCK_KHZ;
 	full.max_dm_size = SR_MAX_DM_SIZE;
+	sr_odp_caps(to_sctx(c)->dev, &full.odp_caps);
 	full.phys_port_cnt_ex = 1;
 	memcpy(a, &full, size < sizeof(full) ? size : sizeof(full));
 	return 0;

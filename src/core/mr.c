@@ -234,17 +234,18 @@ static int check_access(unsigned int access)
  * rxe and siw: no pages (length 0) or a range that wraps is EINVAL, a
  * page that is not mapped EFAULT (it cannot be pinned).  msync() walks the
  * mappings without touching a page.  An on-demand-paging region is not
- * pinned: its pages may come later. */
-static int check_range(void *addr, size_t len, unsigned int access)
+ * pinned: its pages may come later, and one at NULL of SIZE_MAX bytes is
+ * implicit, the whole address space (as mlx5's: at iova 0 only). */
+static int check_range(void *addr, size_t len, uint64_t iova, unsigned int access)
 {
 	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), start = (uintptr_t)addr & ~(pg - 1);
 
-	if (len > SR_MAX_MR_SIZE || (uintptr_t)addr + len < (uintptr_t)addr)
+	if ((access & IBV_ACCESS_ON_DEMAND) && sr_mr_implicit(addr, len))
+		return iova ? EINVAL : 0;
+	if (len > SR_MAX_MR_SIZE || (uintptr_t)addr + len < (uintptr_t)addr || !len)
 		return EINVAL;
 	if (access & IBV_ACCESS_ON_DEMAND)
-		return !addr && len ? EINVAL : 0;
-	if (!len)
-		return EINVAL;
+		return 0;
 	if (msync((void *)start, (uintptr_t)addr + len - start, MS_ASYNC))
 		return EFAULT;
 	return 0;
@@ -266,7 +267,7 @@ static struct ibv_mr *mr_create(struct ibv_pd *pd, uint8_t *host, size_t len, ui
 	}
 	if ((err = sr_obj_add(ctx, &mr->obj, &mr->ibmr, SR_OBJ_MR)))
 		goto fail;
-	if (!dm && (err = check_range(host, len, access))) {
+	if (!dm && (err = check_range(host, len, iova, access))) {
 		sr_obj_del(&mr->obj);
 		goto fail;
 	}
@@ -362,7 +363,8 @@ static int rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *add
 	if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !len))
 		return EINVAL;
 	if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) &&
-	    (err = check_range(addr, len, (flags & IBV_REREG_MR_CHANGE_ACCESS) ? (unsigned int)access : mr->access)))
+	    (err = check_range(addr, len, (uintptr_t)addr,
+			       (flags & IBV_REREG_MR_CHANGE_ACCESS) ? (unsigned int)access : mr->access)))
 		return err;
 	if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)
 		return EINVAL;
@@ -481,6 +483,13 @@ int sr_mr_find(struct sr_context *ctx, uint32_t key, bool remote, struct sr_pd *
 	if (va < mr->iova || len > mr->length || va - mr->iova > mr->length - len)
 		return -EFAULT;
 	*host = mr->host + (va - mr->iova);
+	/* An ODP region's page that is not there fails a local read (a send
+	 * gathering from it) as the NIC's failed page fault does, with
+	 * EFAULT (LOC_PROT_ERR): the pages are read outside the guard.
+	 * Writes into it are guarded (sr_place_guarded). */
+	if ((mr->access & IBV_ACCESS_ON_DEMAND) && !remote && !(need_access & IBV_ACCESS_LOCAL_WRITE) &&
+	    !sr_probe_read(*host, len))
+		return -EFAULT;
 	return 0;
 }
 

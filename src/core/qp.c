@@ -174,9 +174,14 @@ static int check_attr(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask)
 		return EINVAL;
 	if ((mask & IBV_QP_TIMEOUT) && attr->timeout > 31)
 		return EINVAL;
+	/* rxe keeps the flags it is given and acts on the remote ones, mlx5
+	 * ignores the others: a region's flag (rdma-core's ODP tests give a
+	 * QP IBV_ACCESS_ON_DEMAND) is no error; a bit no verb knows is */
 	if ((mask & IBV_QP_ACCESS_FLAGS) &&
 	    (attr->qp_access_flags & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-				       IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND)))
+				       IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
+				       IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING |
+				       IBV_ACCESS_OPTIONAL_RANGE)))
 		return EINVAL;
 	if ((mask & IBV_QP_DEST_QPN) && attr->dest_qp_num > 0xffffff)
 		return EINVAL;

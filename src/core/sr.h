@@ -632,6 +632,15 @@ void sr_key_forget(struct sr_context *ctx, uint32_t key);
 struct ibv_pd *sr_alloc_pd(struct ibv_context *c);
 int sr_dealloc_pd(struct ibv_pd *pd);
 struct ibv_mr *sr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova, unsigned int access);
+/* An implicit on-demand-paging region covers the address space. */
+static inline bool sr_mr_implicit(const void *addr, size_t len)
+{
+	return !addr && len == SIZE_MAX;
+}
+/* odp.c: on-demand paging: the device's odp_caps; ibv_advise_mr */
+void sr_odp_caps(const struct sr_device *dev, struct ibv_odp_caps *c);
+int sr_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags, struct ibv_sge *sg,
+		 uint32_t num_sge);
 struct ibv_mr *sr_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm, uint64_t offset, size_t len, unsigned int access);
 int sr_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t len, int access);
 int sr_dereg_mr(struct ibv_mr *mr);

@@ -23,7 +23,7 @@ mv "$SR_TMP/suite" "$SR_TMP/tests"
 
 # Skip reasons: vendor-only, absent from rxe/siw on Debian 12, this machine.
 ALLOWED='non MLX5 device|not an MLX5 device|non EFA device|cuda-python|PCI device must be passed'
-ALLOWED+='|ODP is not supported|Device memory is not supported|Allocating dmabuf is not supported'
+ALLOWED+='|Device memory is not supported|Allocating dmabuf is not supported'
 ALLOWED+='|Create XRCD is not supported|Create QP type 8 is not supported|Raw Packet QP'
 ALLOWED+='|Extended QP is not supported on this device'
 # tag matching: a CQ with IBV_WC_EX_WITH_TM_INFO is refused (docs/verbs.md)
@@ -34,6 +34,8 @@ ALLOWED+='|no huge pages of size'
 # and on iWARP what siw lacks: UC, UD, atomics, memory windows (ibv_alloc_mw: EOPNOTSUPP)
 IW_ALLOWED='Create (UC|UD) QP|Create QP type 4 is not supported|Atomic operations are not supported'
 IW_ALLOWED+='|Create MW is not supported|Create memory window of type 3 is not supported'
+# ODP of what iWARP does not carry (UD, atomics): odp_caps say so
+IW_ALLOWED+='|ODP is unavailable - Operation not supported on this device'
 
 # suite LABEL CONF [ALLOWED]: runs the suite; sets OUT
 suite() {
@@ -87,6 +89,12 @@ passed test_timestamp_real_time_rc_traffic
 passed test_create_dm test_destroy_dm test_create_dm_bad_flow test_destroy_dm_bad_flow test_dm_write \
 	test_dm_write_bad_flow test_dm_read test_multi_process_alloc_dm test_create_dm_mr test_dm_bad_access \
 	test_dm_bad_registration test_dm_traffic test_dm_remote_traffic
+# on-demand paging
+passed test_odp_rc_traffic test_odp_rc_atomic_cmp_and_swp test_odp_rc_atomic_fetch_and_add \
+	test_odp_rc_rdma_read test_odp_rc_rdma_write test_odp_implicit_rc_traffic test_odp_ud_traffic \
+	test_odp_rc_srq_traffic test_odp_sync_prefetch_rc_traffic test_odp_async_prefetch_rc_traffic \
+	test_odp_implicit_sync_prefetch_rc_traffic test_odp_implicit_async_prefetch_rc_traffic \
+	test_odp_prefetch_sync_no_page_fault_rc_traffic test_odp_prefetch_async_no_page_fault_rc_traffic
 # import (within one process)
 passed test_imported_rc_ex_rdma_write test_import_dm
 # parent domains
