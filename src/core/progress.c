@@ -30,12 +30,12 @@ struct sr_ep_tag {
 
 void sr_ctx_deliver(struct sr_context *ctx, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len)
 {
+	const struct sr_transport_ops *t = ctx->dev->tops;
 	uint32_t qpn;
 	struct sr_qp *qp;
 
-	if (len < 12)
+	if (!t->dgram_qpn || !t->dgram_qpn(data, len, &qpn))
 		return;
-	qpn = ((uint32_t)data[5] << 16) | ((uint32_t)data[6] << 8) | data[7];
 	if (qpn == SR_MCAST_QPN) {
 		sr_mcast_deliver(ctx, meta, data, len);
 		return;
@@ -46,7 +46,7 @@ void sr_ctx_deliver(struct sr_context *ctx, const struct sr_ipc_pkt *meta, const
 	if (qp) {
 		pthread_mutex_lock(&qp->lock);
 		if (!qp->dead)
-			ctx->dev->tops->deliver(qp, meta, data, len);
+			t->deliver(qp, meta, data, len);
 		pthread_mutex_unlock(&qp->lock);
 	}
 	pthread_mutex_unlock(&ctx->lock);

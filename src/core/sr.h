@@ -504,6 +504,9 @@ struct sr_transport_ops {
 	void (*on_timer)(struct sr_qp *qp, uint64_t now_ns);
 	uint64_t (*next_deadline)(struct sr_qp *qp); /* 0 = none */
 	void (*on_readable)(struct sr_qp *qp, int fd);
+	/* The destination QPN of a datagram that arrived through the daemon
+	 * (false: none, it is dropped); NULL: nothing comes that way. */
+	bool (*dgram_qpn)(const uint8_t *data, uint32_t len, uint32_t *qpn);
 	/* a datagram for this QP that arrived through the daemon */
 	void (*deliver)(struct sr_qp *qp, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len);
 	/* after a round of on_readable calls, with no QP locked */

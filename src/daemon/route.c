@@ -52,8 +52,7 @@ static struct route route(const uint8_t *dgram, uint32_t len, const struct sr_ip
 		r.why = DROP_SHORT;
 		return r;
 	}
-	/* BTH: DestQP is the low 24 bits of bytes 4..7. */
-	qpn = (uint32_t)dgram[5] << 16 | (uint32_t)dgram[6] << 8 | dgram[7];
+	qpn = sr_bth_dqpn(dgram);
 	if (qpn == 1)
 		return cm_route(dgram, len, meta, from);
 	if (qpn == SR_MCAST_QPN) {

@@ -911,6 +911,15 @@ static void roce_rx_one(struct sr_qp *qp, const uint8_t *buf, size_t len, const 
 		peer_port_learn(qp, port);
 }
 
+/* The QP a datagram through the daemon is for (core/ routes it). */
+static bool roce_dgram_qpn(const uint8_t *data, uint32_t len, uint32_t *qpn)
+{
+	if (len < SR_BTH_BYTES)
+		return false;
+	*qpn = sr_bth_dqpn(data);
+	return true;
+}
+
 /* Datagram routed to us by the daemon (qp->lock held). */
 static void roce_deliver(struct sr_qp *qp, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len)
 {
@@ -940,8 +949,7 @@ static __thread int nredo;
 static void rx_datagram(struct sr_qp *qp, const uint8_t *b, size_t len, struct sr_rx_env *env)
 {
 	if (len >= SR_BTH_BYTES) {
-		uint32_t dqpn = ((uint32_t)b[5] << 16) | ((uint32_t)b[6] << 8) | b[7];
-		if (dqpn != sr_roce_qpn(qp)) {
+		if (sr_bth_dqpn(b) != sr_roce_qpn(qp)) {
 			if (nredo < SR_REDO_MAX && (redo[nredo].data = malloc(len))) {
 				memcpy(redo[nredo].data, b, len);
 				redo[nredo].meta = (struct sr_ipc_pkt){ .src = env->src,
@@ -961,10 +969,9 @@ static void roce_rx_flush(struct sr_context *ctx)
 	while (nredo) {
 		struct sr_redo x = redo[--nredo];
 		uint8_t *b = x.data;
-		uint32_t dqpn = ((uint32_t)b[5] << 16) | ((uint32_t)b[6] << 8) | b[7];
 		bool local;
 		pthread_mutex_lock(&ctx->lock);
-		local = sr_ctx_find_qp(ctx, dqpn) != NULL;
+		local = sr_ctx_find_qp(ctx, sr_bth_dqpn(b)) != NULL;
 		pthread_mutex_unlock(&ctx->lock);
 		if (local)
 			sr_ctx_deliver(ctx, &x.meta, b, x.meta.len);
@@ -1258,6 +1265,7 @@ const struct sr_transport_ops sr_roce_ops = {
 	.on_timer = roce_on_timer,
 	.next_deadline = roce_next_deadline,
 	.on_readable = roce_on_readable,
+	.dgram_qpn = roce_dgram_qpn,
 	.deliver = roce_deliver,
 	.rx_flush = roce_rx_flush,
 	.sq_release = sr_req_progress,

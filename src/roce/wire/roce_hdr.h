@@ -110,6 +110,13 @@ struct sr_pkt {
  * Returns 0 or -EINVAL.  Never reads outside buf[0..len). */
 int sr_pkt_parse(struct sr_pkt *pkt, const uint8_t *buf, size_t len);
 
+/* The BTH DestQP (the low 24 bits of bytes 4..7) of a datagram that holds
+ * at least SR_BTH_BYTES: what routing reads before, or instead of, a parse. */
+static inline uint32_t sr_bth_dqpn(const uint8_t *bth)
+{
+	return (uint32_t)bth[5] << 16 | (uint32_t)bth[6] << 8 | bth[7];
+}
+
 /* Write BTH and the extension headers the opcode carries (per the table)
  * from pkt's fields into hdr (at least SR_MAX_HDR_BYTES).  pkt->pad must be
  * set by the caller (pad = (-paylen) & 3).  Returns the header length. */
