@@ -189,9 +189,9 @@ void sr_qp_timer_disarm(struct sr_qp *qp)
 	pthread_mutex_unlock(&ctx->timer_lock);
 }
 
-/* ---- sends held back for a batch: released by the next poll ---- */
+/* ---- sends parked for a batch: released by the next poll ---- */
 
-bool sr_qp_hold(struct sr_qp *qp)
+bool sr_qp_park(struct sr_qp *qp)
 {
 	struct sr_context *ctx = qp->ctx;
 	bool ok = true;
@@ -212,7 +212,7 @@ bool sr_qp_hold(struct sr_qp *qp)
 		 * set is published: the thread that sees the deadline must
 		 * also see the set, or it sleeps on without it. */
 		if (!n)
-			progress_deadline(ctx, now + SR_HOLD_MAX_NS + SR_PROGRESS_TICK_NS);
+			progress_deadline(ctx, now + SR_PARK_MAX_NS + SR_PROGRESS_TICK_NS);
 	} else {
 		ok = false;
 	}
@@ -239,7 +239,7 @@ bool sr_post_in_burst(struct sr_qp *qp, uint64_t now)
 	return qp->in_burst = post_in_burst(qp, now);
 }
 
-void sr_qp_unhold(struct sr_qp *qp)
+void sr_qp_unpark(struct sr_qp *qp)
 {
 	struct sr_context *ctx = qp->ctx;
 
@@ -260,7 +260,7 @@ void sr_qp_unhold(struct sr_qp *qp)
 
 /* progress_lock held: a QP destroyed meanwhile stays allocated (a zombie
  * is freed only past that lock, free_zombies) and says so in qp->dead. */
-static void release_held(struct sr_context *ctx)
+static void release_parked(struct sr_context *ctx)
 {
 	struct sr_qp *qps[SR_HELD_QPS];
 	uint32_t n;
@@ -283,10 +283,10 @@ static void release_held(struct sr_context *ctx)
 }
 
 /* The same, taking progress_lock. */
-static void release_held_now(struct sr_context *ctx)
+static void release_parked_now(struct sr_context *ctx)
 {
 	pthread_mutex_lock(&ctx->progress_lock);
-	release_held(ctx);
+	release_parked(ctx);
 	pthread_mutex_unlock(&ctx->progress_lock);
 }
 
@@ -509,7 +509,7 @@ void sr_progress_poll(struct sr_context *ctx)
 			poll_received(ctx);
 	}
 	/* the application polls an empty CQ: it has posted what it had */
-	release_held(ctx);
+	release_parked(ctx);
 	/* datagrams through the daemon are UD (and rare collisions, which the
 	 * progress thread serves): only UD users pay for checking it here */
 	if (ctx->daemon && atomic_load(&ctx->n_ud_qps) && !sr_daemon_dead(ctx->daemon)) {
@@ -524,7 +524,7 @@ void sr_progress_reaped(struct sr_context *ctx)
 {
 	atomic_store_explicit(&ctx->last_reap_ns, sr_now_ns(), memory_order_relaxed);
 	if (atomic_load_explicit(&ctx->n_held_qps, memory_order_relaxed) && !pthread_mutex_trylock(&ctx->progress_lock)) {
-		release_held(ctx);
+		release_parked(ctx);
 		pthread_mutex_unlock(&ctx->progress_lock);
 	}
 }
@@ -604,7 +604,7 @@ void sr_progress_need_thread(struct sr_context *ctx)
 {
 	atomic_store_explicit(&ctx->last_poll_ns, 0, memory_order_relaxed);
 	if (atomic_load_explicit(&ctx->n_held_qps, memory_order_relaxed))
-		release_held_now(ctx);
+		release_parked_now(ctx);
 	if (!atomic_load(&ctx->data_armed)) {
 		atomic_store(&ctx->want_armed, true);
 		sr_progress_wake(ctx);
@@ -626,10 +626,10 @@ static void *progress_main(void *arg)
 		uint64_t next = run_timers(ctx);
 		uint64_t now = sr_now_ns(), wake = next;
 		if (atomic_load_explicit(&ctx->n_held_qps, memory_order_relaxed)) {
-			/* sends held for a poll that has not come */
-			uint64_t due = atomic_load_explicit(&ctx->held_since, memory_order_relaxed) + SR_HOLD_MAX_NS;
+			/* sends parked for a poll that has not come */
+			uint64_t due = atomic_load_explicit(&ctx->held_since, memory_order_relaxed) + SR_PARK_MAX_NS;
 			if (due <= now)
-				release_held_now(ctx);
+				release_parked_now(ctx);
 			else if (!wake || due + SR_PROGRESS_TICK_NS < wake)
 				wake = due + SR_PROGRESS_TICK_NS;
 		}

@@ -780,7 +780,7 @@ int sr_destroy_qp(struct ibv_qp *ibqp)
 	pthread_mutex_lock(&qp->lock);
 	qp->dead = true;
 	sr_qp_timer_disarm(qp);
-	sr_qp_unhold(qp);
+	sr_qp_unpark(qp);
 	pthread_mutex_unlock(&qp->lock);
 	pthread_mutex_unlock(&ctx->mcast_lock);
 	/* outside qp->lock: the transport talks to the daemon, and packets

@@ -159,8 +159,8 @@ struct sr_context {
 	struct sr_qp **timer_qps;
 	uint32_t n_timer_qps, timer_qps_cap;
 	struct sr_qp **timer_snap; /* the progress thread's copy of timer_qps */
-	/* held_lock protects held_qps: QPs whose transport holds posted
-	 * sends for a batch (sr_qp_hold) until the application's next poll
+	/* held_lock protects held_qps: QPs whose transport parks posted
+	 * sends for a batch (sr_qp_park) until the application's next poll
 	 * or CQ arming, or the progress thread, releases them.  Taken inside
 	 * qp->lock. */
 	pthread_mutex_t held_lock;
@@ -880,8 +880,8 @@ int sr_progress_start(struct sr_context *ctx);
 void sr_progress_stop(struct sr_context *ctx);
 void sr_progress_wake(struct sr_context *ctx);
 void sr_progress_poll(struct sr_context *ctx);
-/* An application thread's poll returned completions: sends held for its
- * next poll go now (sr_qp_hold). */
+/* An application thread's poll returned completions: sends parked for
+ * its next poll go now (sr_qp_park). */
 void sr_progress_reaped(struct sr_context *ctx);
 /* An application thread is about to sleep (e.g. on a completion channel):
  * the progress thread does the receiving from now on. */
@@ -904,17 +904,17 @@ static inline bool sr_qp_timer_set(struct sr_qp *qp)
 {
 	return atomic_load_explicit(&qp->timer_slot, memory_order_relaxed) != 0;
 }
-/* The transport holds posted sends of qp back for a batch (qp->lock
+/* The transport parks posted sends of qp for a batch (qp->lock
  * held): the application's next poll of a CQ, or its arming of one,
  * releases them (sq_release); failing that, the progress thread does
- * after SR_HOLD_MAX_NS (plus up to a tick).  False if the context's set
+ * after SR_PARK_MAX_NS (plus up to a tick).  False if the context's set
  * is full: then they must not wait. */
-#define SR_HOLD_MAX_NS 100000ull
-bool sr_qp_hold(struct sr_qp *qp);
-void sr_qp_unhold(struct sr_qp *qp); /* qp->lock held */
+#define SR_PARK_MAX_NS 100000ull
+bool sr_qp_park(struct sr_qp *qp);
+void sr_qp_unpark(struct sr_qp *qp); /* qp->lock held */
 /* Is a post of qp at now_ns part of a burst by an application that polls
  * its CQs (qp->lock held)?  Then its sends may wait for that
- * application's next poll (sr_qp_hold).  A burst starts within
+ * application's next poll (sr_qp_park).  A burst starts within
  * SR_TX_POLLER_NS of a poll and goes on while each post follows the
  * return of the one before (qp->post_end_ns, which the transport's
  * sq_kick sets) within SR_TX_BURST_NS.  Records the answer in

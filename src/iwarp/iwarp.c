@@ -476,7 +476,7 @@ static bool iw_drained(struct sr_qp *qp)
  * segment of its own.  The first message of a burst goes at once, and so
  * do messages while a batch is still going out.  An application that
  * posts a burst and then does not poll has it sent by the progress
- * thread (sr_qp_hold). */
+ * thread (sr_qp_park). */
 #define SR_IW_HOLD_WQES 16           /* waiting messages that make a batch */
 #define SR_IW_HOLD_LEN 16384u        /* only messages this small wait */
 
@@ -490,7 +490,7 @@ static bool iw_tx_hold(struct sr_qp *qp, uint64_t now)
 	if (!sr_post_in_burst(qp, now) || w->txb.sent != w->txb.total || sq->head - sq->cur >= SR_IW_HOLD_WQES ||
 	    sr_sq_wqe(sq, sq->head - 1)->length > SR_IW_HOLD_LEN)
 		return false;
-	return sr_qp_hold(qp);
+	return sr_qp_park(qp);
 }
 
 static void iw_sq_kick(struct sr_qp *qp)

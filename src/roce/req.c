@@ -286,9 +286,9 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
  * With less in flight, a message goes at once (a ping-pong, the start of
  * a stream), unless it is part of a burst: posted right after the
  * previous post returned, by an application that polls its CQs.  Its next
- * poll (or arming a CQ) releases the burst (sr_qp_hold), as does the ACK
+ * poll (or arming a CQ) releases the burst (sr_qp_park), as does the ACK
  * of what is in flight.  An application that spins on memory
- * instead of polling never has its sends held this way: the ACK it would
+ * instead of polling never has its sends parked this way: the ACK it would
  * wait for may itself wait for its next request (resp.c, ack_hold). */
 #define SR_TX_HOLD_INFLIGHT 8   /* packets unacknowledged */
 #define SR_TX_HOLD_WQES 32      /* waiting WQEs that make a batch worth sending */
@@ -310,7 +310,7 @@ static bool tx_hold(struct sr_qp *qp, uint64_t now)
 	int inflight = psn_diff(r->next_psn, r->una_psn);
 	if (inflight >= SR_TX_HOLD_INFLIGHT)
 		return true;
-	return inflight > 0 && burst && sr_qp_hold(qp);
+	return inflight > 0 && burst && sr_qp_park(qp);
 }
 
 bool sr_req_progress_kick(struct sr_qp *qp, bool kick)
