@@ -85,7 +85,7 @@ static void poll_yield(bool empty)
  * (sr_progress_need_thread).  Otherwise the poll just made, which took
  * any input waiting, reads to the thread as a poller at work, and the
  * sleeper's next completion may wait for the thread's next look, 0.1 to
- * 1 ms away (progress.c).  Once per arming: an application that keeps
+ * 1 ms away (poller.c).  Once per arming: an application that keeps
  * spinning on an armed CQ is a poller all the same. */
 static bool empty_armed(struct sr_cq *cq)
 {

@@ -17,6 +17,7 @@
 #include "common/stats.h"
 #include "common/tsan.h"
 #include "core/handle.h"
+#include "core/progress.h"
 
 #define SR_VENDOR_ID 0xffffff /* as rxe */
 #define SR_MAX_QP 0x10000
@@ -678,25 +679,6 @@ static inline uint8_t *sr_rkey_lookup(struct sr_qp *qp, uint32_t key, uint64_t v
  * ibv_dereg_mr.  0, -EINVAL (no such key) or -EACCES (another PD).
  * Takes ctx->mr_lock. */
 int sr_mr_invalidate(struct sr_context *ctx, uint32_t key, struct sr_pd *pd);
-/* Bytes this thread has received (RoCE datagrams, iWARP streams) since
- * it last cleared the count: the progress thread's receive coalescing
- * (progress.c, Soft-RoCE only) reads its own after each receive pass,
- * and a poll's count tells the thread that a poller took input. */
-extern __thread uint64_t sr_rx_bytes;
-static inline void sr_rx_account(size_t n)
-{
-	sr_rx_bytes += n;
-}
-/* Bytes of RDMA Read responses that the QPs this thread received for
- * since it last cleared the count still await (the most of any one QP):
- * pollers nap while a stream of them is coming (progress.c). */
-extern __thread uint64_t sr_rx_expected;
-static inline void sr_rx_expect(uint64_t n)
-{
-	if (n > sr_rx_expected)
-		sr_rx_expected = n;
-}
-
 /* Copy a peer's data into application memory as a NIC's DMA would: each
  * byte written once, the last ones last and in address order.  memcpy may
  * store a byte twice (glibc copies 64 bytes as two overlapping 64-byte
@@ -875,28 +857,6 @@ enum sr_rq_take {
 enum sr_rq_take sr_rq_take_fit(struct sr_qp *qp, struct sr_recv_wqe *out, uint64_t need);
 void sr_flush_qp(struct sr_qp *qp);
 
-/* progress.c */
-int sr_progress_start(struct sr_context *ctx);
-void sr_progress_stop(struct sr_context *ctx);
-void sr_progress_wake(struct sr_context *ctx);
-void sr_progress_poll(struct sr_context *ctx);
-/* An application thread's poll returned completions: sends parked for
- * its next poll go now (sr_qp_park). */
-void sr_progress_reaped(struct sr_context *ctx);
-/* An application thread is about to sleep (e.g. on a completion channel):
- * the progress thread does the receiving from now on. */
-void sr_progress_need_thread(struct sr_context *ctx);
-/* The transport set a deadline of qp (qp->lock held): the progress
- * thread's timer pass visits qp from now on, until next_deadline says 0. */
-void sr_qp_timer_arm(struct sr_qp *qp, uint64_t when);
-/* The same for a deadline that may fire up to slack_ns late: it wakes the
- * progress thread only if that sleeps longer than this.  While the
- * application posts, the thread sleeps at most SR_PROGRESS_TICK_NS, so a
- * slack of that spares a system call and a thread wake-up per post. */
-void sr_qp_timer_arm_slack(struct sr_qp *qp, uint64_t when, uint64_t slack_ns);
-#define SR_PROGRESS_TICK_NS 1000000ull
-#define SR_PROGRESS_TICK_FOR_NS 100000000ull /* ... for 100 ms after a post */
-void sr_qp_timer_disarm(struct sr_qp *qp); /* qp->lock held */
 /* Whether the timer pass visits qp (qp->lock held): then a deadline moved
  * later needs no arming; the thread, due to look by the earlier one,
  * finds the later one then. */
@@ -904,33 +864,9 @@ static inline bool sr_qp_timer_set(struct sr_qp *qp)
 {
 	return atomic_load_explicit(&qp->timer_slot, memory_order_relaxed) != 0;
 }
-/* The transport parks posted sends of qp for a batch (qp->lock
- * held): the application's next poll of a CQ, or its arming of one,
- * releases them (sq_release); failing that, the progress thread does
- * after SR_PARK_MAX_NS (plus up to a tick).  False if the context's set
- * is full: then they must not wait. */
-#define SR_PARK_MAX_NS 100000ull
-bool sr_qp_park(struct sr_qp *qp);
-void sr_qp_unpark(struct sr_qp *qp); /* qp->lock held */
-/* Is a post of qp at now_ns part of a burst by an application that polls
- * its CQs (qp->lock held)?  Then its sends may wait for that
- * application's next poll (sr_qp_park).  A burst starts within
- * SR_TX_POLLER_NS of a poll and goes on while each post follows the
- * return of the one before (qp->post_end_ns, which the transport's
- * sq_kick sets) within SR_TX_BURST_NS.  Records the answer in
- * qp->in_burst. */
-#define SR_TX_BURST_NS 2000ull    /* a post this soon after the last one returned */
-#define SR_TX_POLLER_NS 200000ull /* ... by an application that polled a CQ this recently */
-bool sr_post_in_burst(struct sr_qp *qp, uint64_t now_ns);
-int sr_progress_add_fd(struct sr_context *ctx, int fd, struct sr_qp *qp);
-/* Change what fd of qp waits for (EPOLLIN, EPOLLOUT). */
-int sr_progress_mod_fd(struct sr_context *ctx, int fd, struct sr_qp *qp, uint32_t events);
-void sr_progress_del_fd(struct sr_context *ctx, int fd);
-struct sr_daemon_conn *sr_ctx_daemon(struct sr_context *ctx, int *err);
+
+/* qp_table.c: the context's QPs by number */
 struct sr_qp *sr_ctx_find_qp(struct sr_context *ctx, uint32_t qpn); /* ctx->lock held */
-struct sr_ipc_pkt;
-/* Deliver a datagram to the QP of this context it is addressed to (no lock held). */
-void sr_ctx_deliver(struct sr_context *ctx, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len);
 int sr_ctx_add_qp(struct sr_context *ctx, struct sr_qp *qp); /* 0 or ENOMEM */
 void sr_ctx_remove_qp(struct sr_context *ctx, struct sr_qp *qp);
 

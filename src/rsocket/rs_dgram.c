@@ -848,7 +848,7 @@ void ds_progress(struct rsocket *rs, bool force)
  * channel (ibv_req_notify_cq -> sr_progress_need_thread).  While an
  * application thread polls the CQ, the progress thread leaves receiving
  * to it and looks again only every 0.1 ms, or 1 ms after a poll that
- * received 16 KiB (core/progress.c).  Sleeping on a CQ left armed from an
+ * received 16 KiB (core/poller.c).  Sleeping on a CQ left armed from an
  * earlier sleep said nothing: the next datagram waited for that recheck,
  * so a round trip took over 1 ms, udpong's client resent (it waits 1 ms)
  * and every resend left one more stale echo queued for good (it reads one

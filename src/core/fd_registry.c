@@ -1,0 +1,81 @@
+/* The QPs' sockets (the fd registry): the transports add, change and
+ * remove them; the progress thread and pollers receive from those with
+ * input. */
+#include <errno.h>
+#include <sys/epoll.h>
+
+#include "core/guard.h"
+#include "core/sr.h"
+
+/* The QPs' sockets live in data_epfd, itself watched by the progress
+ * thread's epfd: an application thread polling an empty CQ asks the
+ * kernel which sockets have input (one epoll_wait) instead of trying
+ * every QP, so its cost does not grow with idle QPs. */
+int sr_progress_add_fd(struct sr_context *ctx, int fd, struct sr_qp *qp)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = qp };
+
+	sr_tsan_release(&ctx->data_epfd);
+	if (epoll_ctl(ctx->data_epfd, EPOLL_CTL_ADD, fd, &ev))
+		return -errno;
+	atomic_fetch_add(&ctx->n_data_fds, 1);
+	atomic_fetch_add(&ctx->data_fds_gen, 1);
+	return 0;
+}
+
+int sr_progress_mod_fd(struct sr_context *ctx, int fd, struct sr_qp *qp, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = qp };
+
+	sr_tsan_release(&ctx->data_epfd);
+	return epoll_ctl(ctx->data_epfd, EPOLL_CTL_MOD, fd, &ev) ? -errno : 0;
+}
+
+void sr_progress_del_fd(struct sr_context *ctx, int fd)
+{
+	if (!epoll_ctl(ctx->data_epfd, EPOLL_CTL_DEL, fd, NULL)) {
+		atomic_fetch_sub(&ctx->n_data_fds, 1);
+		atomic_fetch_add(&ctx->data_fds_gen, 1);
+	}
+}
+
+/* Receive on the sockets that have input (progress_lock held).  With one
+ * socket in the context (a ping-pong), once epoll_wait has said whose it
+ * is, and as long as no socket came or went since (data_fds_gen), ask
+ * that QP directly: one system call instead of epoll_wait and then the
+ * receive. */
+void sr_progress_receive(struct sr_context *ctx)
+{
+	const struct sr_transport_ops *t = ctx->dev->tops;
+	struct epoll_event evs[64];
+	uint32_t gen = atomic_load(&ctx->data_fds_gen);
+	int n;
+
+	if (ctx->sole_qp && ctx->sole_qp_gen == gen) {
+		evs[0].data.ptr = ctx->sole_qp;
+		n = 1;
+	} else {
+		n = epoll_wait(ctx->data_epfd, evs, 64, 0);
+		if (n > 0)
+			sr_tsan_acquire(&ctx->data_epfd); /* what epoll_ctl published */
+		bool sole = n == 1 && atomic_load(&ctx->n_data_fds) == 1;
+		ctx->sole_qp = sole ? evs[0].data.ptr : NULL;
+		ctx->sole_qp_gen = gen;
+	}
+	if (n <= 0) {
+		t->rx_flush(ctx);
+		return;
+	}
+	/* the batch's placements into registered memory skip the guard's
+	 * per-access count (core/guard.h) */
+	sr_guard_hold();
+	for (int i = 0; i < n; i++) {
+		struct sr_qp *qp = evs[i].data.ptr;
+		pthread_mutex_lock(&qp->lock);
+		if (!qp->dead)
+			t->on_readable(qp, -1);
+		pthread_mutex_unlock(&qp->lock);
+	}
+	t->rx_flush(ctx);
+	sr_guard_release();
+}

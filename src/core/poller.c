@@ -1,0 +1,242 @@
+/* The poller policy: how the progress thread and application threads
+ * polling their CQs share the receiving, and when each naps. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+
+#include "core/sr.h"
+#include "common/env.h"
+
+/* Receive coalescing, as a NIC's interrupt moderation (ethtool's
+ * rx-usecs).  The progress thread sleeps in epoll_wait while its sockets
+ * are empty, and every datagram that arrives then wakes it: in a stream
+ * of large RDMA Writes, one wake-up per datagram, each paid by the
+ * sender's system call (on loopback it delivers the datagram and wakes
+ * the receiver) and by the receiver's switch in.  After a receive pass
+ * that took at least SR_RX_COALESCE_MIN_BYTES the thread naps
+ * rx_coalesce_ns instead, while the next datagrams queue without waking
+ * anyone, and takes them in one pass.  A ping-pong never triggers it (one
+ * message in flight, under the threshold up to 64 KiB); above, a nap
+ * delays the next message's first datagrams, which come a round trip
+ * later anyway.  RoCE only: on a TCP stream (Soft-iWARP) it made 4 KiB
+ * Writes 16% slower.  SOFTRDMA_RX_COALESCE_US sets the nap (0: off). */
+#define SR_RX_COALESCE_MIN_BYTES 131072
+#define SR_RX_COALESCE_DEFAULT_US 20
+#define SR_RX_COALESCE_MAX_US 1000
+
+__thread uint64_t sr_rx_bytes;
+
+static uint64_t rx_coalesce_ns(void)
+{
+	return (uint64_t)sr_env_range("SOFTRDMA_RX_COALESCE_US", SR_RX_COALESCE_DEFAULT_US, SR_RX_COALESCE_MAX_US,
+				      "microseconds") * 1000ull;
+}
+
+/* A poll that received this much: pollers take a stream (see
+ * poller_recheck_ns). */
+#define SR_POLLER_BULK_BYTES 16384
+
+/* Pollers nap too, where they know a stream is coming.  A requester of
+ * large RDMA Reads (ib_read_bw 64 KiB: 2 MiB of responses in flight)
+ * polls its CQ without pause, and each empty poll was a recvmmsg on the
+ * socket the responder was filling: the poller took the responses a
+ * datagram or two at a time (34 KiB per pass on average) and the
+ * responder's sends, contending for that socket's queue with a thread
+ * that never stopped, cost it 40-50% more CPU per response than with a
+ * requester sleeping on a completion channel (933-1051 ms against
+ * 613-734 ms for 40,000 responses).  So after a poll that received
+ * SR_POLLER_BULK_BYTES or more while the QPs it served still await
+ * SR_POLLER_NAP_EXPECTED_BYTES of Read responses (sr_rx_expected),
+ * pollers leave the sockets alone for rx_coalesce_ns, pausing the CPU
+ * between looks at their CQ (poller_nap_relax): the responses queue and
+ * leave in larger passes.  What is still awaited arrives in more than
+ * a nap at the rates of this machine (128 KiB at 4 GB/s: 32 us), so the
+ * nap ends before the data does: a Read completes no later than without
+ * it.  A ping-pong never naps (it awaits one message), nor does any
+ * stream the poller cannot foresee (Sends, Write ACKs). */
+#define SR_POLLER_NAP_EXPECTED_BYTES 131072
+
+__thread uint64_t sr_rx_expected;
+
+/* An empty poll during a nap: a moment without system calls or shared
+ * cache lines, so that the application's loop of empty polls (each takes
+ * the progress lock and reads the clock) runs slower.  With it, napping
+ * pollers gave ib_read_bw 64 KiB 3047-3755 MB/s against 2959-3429
+ * without (4 alternating pairs: a gain inside the runs' spread). */
+static void poller_nap_relax(void)
+{
+	for (int i = 0; i < 32; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#elif defined(__aarch64__)
+		__asm__ volatile("yield");
+#endif
+	}
+}
+
+/* A poll's receive pass took sr_rx_bytes: tell the progress thread, and
+ * nap if a stream of Read responses is still coming. */
+static void poll_received(struct sr_context *ctx)
+{
+	uint64_t now = sr_now_ns();
+	atomic_store_explicit(&ctx->last_poll_rx_ns, now, memory_order_relaxed);
+	if (sr_rx_bytes < SR_POLLER_BULK_BYTES)
+		return;
+	atomic_store_explicit(&ctx->last_bulk_poll_ns, now, memory_order_relaxed);
+	if (ctx->rx_coalesce_ns && sr_rx_expected >= SR_POLLER_NAP_EXPECTED_BYTES)
+		atomic_store_explicit(&ctx->poll_nap_until, now + ctx->rx_coalesce_ns, memory_order_relaxed);
+}
+
+/* Spinning pollers see their completions without a thread handoff. */
+void sr_progress_poll(struct sr_context *ctx)
+{
+	uint64_t now = sr_now_ns();
+	atomic_store_explicit(&ctx->last_poll_ns, now, memory_order_relaxed);
+	bool nap = now < atomic_load_explicit(&ctx->poll_nap_until, memory_order_relaxed);
+	if (nap)
+		poller_nap_relax();
+	if (pthread_mutex_trylock(&ctx->progress_lock))
+		return;
+	if (!nap) {
+		sr_rx_bytes = 0;
+		sr_rx_expected = 0;
+		sr_progress_receive(ctx);
+		if (sr_rx_bytes)
+			poll_received(ctx);
+	}
+	/* the application polls an empty CQ: it has posted what it had */
+	sr_park_release(ctx);
+	sr_ctx_daemon_poll(ctx);
+	pthread_mutex_unlock(&ctx->progress_lock);
+}
+
+/* How the progress thread and pollers share the receiving.
+ *
+ * An application thread polling an empty CQ receives for itself
+ * (sr_progress_poll).  While it keeps doing so, the progress thread had
+ * better stay out of the way: every packet would wake it too, and where
+ * there are as many busy threads as cores that wake-up preempts the very
+ * thread about to receive the packet.  So when the thread finds that a
+ * poller took the input that woke it, it takes the sockets (data_epfd)
+ * out of its wait and only looks again every SR_POLLER_RECHECK_NS:
+ * input still waiting then, no poll for that long, or the application
+ * going to sleep on a completion channel (sr_progress_need_thread), and
+ * it receives again itself.
+ *
+ * Where pollers receive a stream (a poll took SR_POLLER_BULK_BYTES or
+ * more in the last SR_POLLER_BULK_RECHECK_NS), the thread stays out for
+ * SR_POLLER_BULK_RECHECK_NS instead.  A stream's poller finds its CQ
+ * stocked for longer stretches (RDMA READ responses of 4-16 KiB complete
+ * in bursts), and after 100 us the thread took the receiving back, then
+ * ran beside the poller on two cores shared by three busy threads:
+ * ib_read_bw 4 KiB moved 3194 MB/s before and 4675 after, 16 KiB 1467
+ * and 1763 (alternating pairs on a quiet 2-core VM); 64 KiB and above,
+ * Writes and Sends were unchanged within the spread.  A ping-pong never
+ * qualifies, so an application that spins on memory between polls (a
+ * Write latency test) still has the thread back within 100 us; a
+ * stream's last transfer may wait up to 1 ms (the retransmission timer
+ * is at least 4 ms) if its poller stops polling before it arrives. */
+#define SR_POLLER_RECENT_NS 20000ull   /* a poll this recent: a poller is at work */
+#define SR_POLLER_RECHECK_NS 100000ull
+#define SR_POLLER_BULK_RECHECK_NS 1000000ull
+
+static uint64_t poller_recheck_ns(struct sr_context *ctx, uint64_t now)
+{
+	uint64_t b = atomic_load_explicit(&ctx->last_bulk_poll_ns, memory_order_relaxed);
+	return b && now - b < SR_POLLER_BULK_RECHECK_NS ? SR_POLLER_BULK_RECHECK_NS : SR_POLLER_RECHECK_NS;
+}
+#define SR_POLLER_GRACE_NS 10000       /* what a poller gets to take input it may have seen */
+
+static void data_arm(struct sr_context *ctx, bool on)
+{
+	struct epoll_event ev = { .events = on ? EPOLLIN : 0, .data.ptr = SR_EP_DATA };
+
+	if (atomic_load_explicit(&ctx->data_armed, memory_order_relaxed) == on)
+		return;
+	if (!epoll_ctl(ctx->epfd, EPOLL_CTL_MOD, ctx->data_epfd, &ev))
+		atomic_store(&ctx->data_armed, on);
+}
+
+/* Is there input that pollers leave alone?  Input waiting now, and
+ * still waiting after the grace time, during which no poll received
+ * anything.  (A level-triggered epoll_wait that takes nothing away.)
+ * Where pollers receive a stream, the sockets are never empty: new
+ * datagrams come while the poller takes the last ones.  Asking only
+ * whether input waits after the grace then called every stream's input
+ * left alone, and the thread, armed for good, received beside the poller
+ * (ib_read_bw 64 KiB: the requester's thread took 43% of the datagrams,
+ * with the application polling on the other core). */
+static bool data_left(struct sr_context *ctx)
+{
+	struct epoll_event ev;
+	struct timespec nap = { 0, SR_POLLER_GRACE_NS };
+
+	if (epoll_wait(ctx->data_epfd, &ev, 1, 0) <= 0)
+		return false;
+	uint64_t t0 = sr_now_ns();
+	nanosleep(&nap, NULL);
+	if (atomic_load_explicit(&ctx->last_poll_rx_ns, memory_order_relaxed) >= t0 ||
+	    atomic_load_explicit(&ctx->poll_nap_until, memory_order_relaxed) >= t0)
+		return false; /* a poller took input, or naps after a stream's pass */
+	return epoll_wait(ctx->data_epfd, &ev, 1, 0) > 0;
+}
+
+void sr_progress_need_thread(struct sr_context *ctx)
+{
+	atomic_store_explicit(&ctx->last_poll_ns, 0, memory_order_relaxed);
+	if (atomic_load_explicit(&ctx->n_held_qps, memory_order_relaxed))
+		sr_park_release_now(ctx);
+	if (!atomic_load(&ctx->data_armed)) {
+		atomic_store(&ctx->want_armed, true);
+		sr_progress_wake(ctx);
+	}
+}
+
+void sr_poller_init(struct sr_context *ctx)
+{
+	atomic_store(&ctx->data_armed, true);
+	/* SOFTRDMA_POLL_DRIVE=0: the thread keeps waiting for input while
+	 * applications poll (to compare, bench/run.sh) */
+	const char *pd = getenv("SOFTRDMA_POLL_DRIVE");
+	ctx->poll_drive = !pd || strcmp(pd, "0");
+	ctx->rx_coalesce_ns = rx_coalesce_ns();
+}
+
+uint64_t sr_poller_recheck(struct sr_context *ctx, uint64_t now, uint64_t wake)
+{
+	uint64_t lp = atomic_load_explicit(&ctx->last_poll_ns, memory_order_relaxed);
+
+	if (!atomic_load_explicit(&ctx->data_armed, memory_order_relaxed)) {
+		uint64_t recheck = poller_recheck_ns(ctx, now);
+		if (atomic_exchange(&ctx->want_armed, false) || !lp || now - lp >= recheck || data_left(ctx))
+			data_arm(ctx, true);
+		else if (!wake || lp + recheck < wake)
+			wake = lp + recheck;
+	}
+	return wake;
+}
+
+bool sr_poller_takes_input(struct sr_context *ctx)
+{
+	/* Input while an application thread polls: it is receiving for
+	 * us.  If it takes this, leave the receiving to it (above). */
+	uint64_t lp = atomic_load_explicit(&ctx->last_poll_ns, memory_order_relaxed);
+
+	if (lp && sr_now_ns() - lp < SR_POLLER_RECENT_NS && !data_left(ctx)) {
+		if (ctx->poll_drive)
+			data_arm(ctx, false);
+		return true;
+	}
+	return false;
+}
+
+void sr_rx_coalesce_nap(struct sr_context *ctx)
+{
+	if (ctx->rx_coalesce_ns && sr_rx_bytes >= SR_RX_COALESCE_MIN_BYTES && ctx->dev->conf.type == SR_DEV_ROCE) {
+		/* a stream: let the next datagrams gather (see above) */
+		struct timespec nap = { 0, (long)ctx->rx_coalesce_ns };
+		nanosleep(&nap, NULL);
+	}
+}
+

@@ -1,0 +1,149 @@
+/* The progress engine of a context, file by file:
+ *   progress.c     the progress thread: its loop, start, stop, wake-ups
+ *   poller.c       how the thread and application threads polling CQs
+ *                  share the receiving, and when each naps
+ *   timers.c       the set of QPs with a deadline, and the timer pass
+ *   park.c         the set of QPs whose sends are parked for the next poll
+ *   burst.c        whether a post is part of a burst (which may park)
+ *   fd_registry.c  the QPs' sockets (data_epfd), and the receive pass
+ *   daemon_conn.c  the context's connection to softrdmad, and the
+ *                  datagrams that arrive through it
+ * Included by core/sr.h. */
+#ifndef SR_CORE_PROGRESS_H
+#define SR_CORE_PROGRESS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stddef.h>
+
+struct sr_context;
+struct sr_qp;
+struct sr_ipc_pkt;
+struct sr_daemon_conn;
+
+/* What the progress thread's epoll events point at (else a QP). */
+#define SR_EP_DOORBELL ((void *)1)
+#define SR_EP_DAEMON ((void *)2)
+#define SR_EP_DATA ((void *)3)
+
+/* progress.c */
+int sr_progress_start(struct sr_context *ctx);
+void sr_progress_stop(struct sr_context *ctx);
+void sr_progress_wake(struct sr_context *ctx);
+/* Something set a deadline at when (a timer, a parked send): the
+ * progress thread, if it sleeps past it, is woken. */
+void sr_progress_deadline(struct sr_context *ctx, uint64_t when);
+
+/* poller.c */
+/* An application thread polls an empty CQ: it receives for itself, and
+ * releases what it parked.  Does nothing if the progress thread (or
+ * another poller) is at work. */
+void sr_progress_poll(struct sr_context *ctx);
+/* An application thread is about to sleep (e.g. on a completion channel):
+ * the progress thread does the receiving from now on. */
+void sr_progress_need_thread(struct sr_context *ctx);
+/* The context's poller policy, from its configuration (SOFTRDMA_POLL_DRIVE,
+ * SOFTRDMA_RX_COALESCE_US), at sr_progress_start. */
+void sr_poller_init(struct sr_context *ctx);
+/* The progress thread is about to sleep until wake (0: no deadline):
+ * while it stays out of the pollers' way, it takes the sockets back when
+ * that is due, else wakes by then.  Returns the wake-up time. */
+uint64_t sr_poller_recheck(struct sr_context *ctx, uint64_t now, uint64_t wake);
+/* The progress thread woke for input: true if a poller is taking it. */
+bool sr_poller_takes_input(struct sr_context *ctx);
+/* After the progress thread's receive pass: its nap, if that took a
+ * stream's worth (receive coalescing). */
+void sr_rx_coalesce_nap(struct sr_context *ctx);
+/* Bytes this thread has received (RoCE datagrams, iWARP streams) since
+ * it last cleared the count: the progress thread's receive coalescing
+ * (Soft-RoCE only) reads its own after each receive pass, and a poll's
+ * count tells the thread that a poller took input. */
+extern __thread uint64_t sr_rx_bytes;
+static inline void sr_rx_account(size_t n)
+{
+	sr_rx_bytes += n;
+}
+/* Bytes of RDMA Read responses that the QPs this thread received for
+ * since it last cleared the count still await (the most of any one QP):
+ * pollers nap while a stream of them is coming. */
+extern __thread uint64_t sr_rx_expected;
+static inline void sr_rx_expect(uint64_t n)
+{
+	if (n > sr_rx_expected)
+		sr_rx_expected = n;
+}
+
+/* timers.c */
+/* The transport set a deadline of qp (qp->lock held): the progress
+ * thread's timer pass visits qp from now on, until next_deadline says 0. */
+void sr_qp_timer_arm(struct sr_qp *qp, uint64_t when);
+/* The same for a deadline that may fire up to slack_ns late: it wakes the
+ * progress thread only if that sleeps longer than this.  While the
+ * application posts, the thread sleeps at most SR_PROGRESS_TICK_NS, so a
+ * slack of that spares a system call and a thread wake-up per post. */
+void sr_qp_timer_arm_slack(struct sr_qp *qp, uint64_t when, uint64_t slack_ns);
+#define SR_PROGRESS_TICK_NS 1000000ull
+#define SR_PROGRESS_TICK_FOR_NS 100000000ull /* ... for 100 ms after a post */
+void sr_qp_timer_disarm(struct sr_qp *qp); /* qp->lock held */
+/* The timer pass (the progress thread only): fires the deadlines that are
+ * due and returns the next one (0 = none). */
+uint64_t sr_timers_run(struct sr_context *ctx);
+/* The progress thread's wake-up time, wake (0: none), made no later than
+ * a tick from now while the application posts (sr_qp_timer_arm_slack). */
+uint64_t sr_timers_tick(struct sr_context *ctx, uint64_t now, uint64_t wake);
+
+/* park.c */
+/* The transport parks posted sends of qp for a batch (qp->lock held):
+ * the application's next poll of a CQ, or its arming of one, releases
+ * them (sq_release); failing that, the progress thread does after
+ * SR_PARK_MAX_NS (plus up to a tick).  False if the context's set is
+ * full: then they must not wait. */
+#define SR_PARK_MAX_NS 100000ull
+bool sr_qp_park(struct sr_qp *qp);
+void sr_qp_unpark(struct sr_qp *qp); /* qp->lock held */
+/* Send what is parked (progress_lock held). */
+void sr_park_release(struct sr_context *ctx);
+/* The same, taking progress_lock. */
+void sr_park_release_now(struct sr_context *ctx);
+/* An application thread's poll returned completions: sends parked for its
+ * next poll go now. */
+void sr_progress_reaped(struct sr_context *ctx);
+/* The progress thread releases what waited SR_PARK_MAX_NS for a poll;
+ * returns its wake-up time, wake (0: none), made no later than the next
+ * release is due. */
+uint64_t sr_park_expire(struct sr_context *ctx, uint64_t now, uint64_t wake);
+
+/* burst.c */
+/* Is a post of qp at now_ns part of a burst by an application that polls
+ * its CQs (qp->lock held)?  Then its sends may be parked for that
+ * application's next poll (sr_qp_park).  A burst starts within
+ * SR_TX_POLLER_NS of a poll and goes on while each post follows the
+ * return of the one before (qp->post_end_ns, which the transport's
+ * sq_kick sets) within SR_TX_BURST_NS.  Records the answer in
+ * qp->in_burst. */
+#define SR_TX_BURST_NS 2000ull    /* a post this soon after the last one returned */
+#define SR_TX_POLLER_NS 200000ull /* ... by an application that polled a CQ this recently */
+bool sr_post_in_burst(struct sr_qp *qp, uint64_t now_ns);
+
+/* fd_registry.c */
+int sr_progress_add_fd(struct sr_context *ctx, int fd, struct sr_qp *qp);
+/* Change what fd of qp waits for (EPOLLIN, EPOLLOUT). */
+int sr_progress_mod_fd(struct sr_context *ctx, int fd, struct sr_qp *qp, uint32_t events);
+void sr_progress_del_fd(struct sr_context *ctx, int fd);
+/* Receive on the sockets that have input (progress_lock held). */
+void sr_progress_receive(struct sr_context *ctx);
+
+/* daemon_conn.c */
+/* The context's connection to softrdmad, opened on first use: NULL and
+ * *err = -EIO once it is lost (or the context is fatal). */
+struct sr_daemon_conn *sr_ctx_daemon(struct sr_context *ctx, int *err);
+/* Deliver a datagram to the QP of this context it is addressed to (no lock held). */
+void sr_ctx_deliver(struct sr_context *ctx, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len);
+/* The connection is readable: the progress thread reads it (progress_lock
+ * held); a lost connection makes the context fatal. */
+void sr_ctx_daemon_readable(struct sr_context *ctx);
+/* A poller's look at the connection (progress_lock held), for contexts
+ * with QPs that receive through it. */
+void sr_ctx_daemon_poll(struct sr_context *ctx);
+
+#endif
