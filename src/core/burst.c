@@ -9,8 +9,8 @@ static bool post_in_burst(struct sr_qp *qp, uint64_t now)
 		return false;
 	if (qp->in_burst)
 		return true;
-	uint64_t polled = atomic_load_explicit(&qp->ctx->last_poll_ns, memory_order_relaxed);
-	uint64_t reaped = atomic_load_explicit(&qp->ctx->last_reap_ns, memory_order_relaxed);
+	uint64_t polled = atomic_load_explicit(&qp->ctx->prog.last_poll_ns, memory_order_relaxed);
+	uint64_t reaped = atomic_load_explicit(&qp->ctx->prog.last_reap_ns, memory_order_relaxed);
 
 	if (reaped > polled)
 		polled = reaped;

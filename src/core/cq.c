@@ -363,8 +363,8 @@ int sr_destroy_cq(struct ibv_cq *ibcq)
 		pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
 	pthread_mutex_unlock(&ibcq->mutex);
 	/* let any in-flight progress-thread access finish */
-	pthread_mutex_lock(&ctx->progress_lock);
-	pthread_mutex_unlock(&ctx->progress_lock);
+	pthread_mutex_lock(&ctx->prog.lock);
+	pthread_mutex_unlock(&ctx->prog.lock);
 	sr_obj_del(o);
 	sr_ring_free(cq->ring, &cq->ring_mem);
 	free(cq->ts);

@@ -53,8 +53,8 @@ struct sr_daemon_conn *sr_ctx_daemon(struct sr_context *ctx, int *err)
 		if (d) {
 			struct epoll_event ev = { .events = EPOLLIN, .data.ptr = SR_EP_DAEMON };
 			ctx->daemon = d;
-			sr_tsan_release(&ctx->epfd);
-			epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, sr_daemon_fd(d), &ev);
+			sr_tsan_release(&ctx->prog.epfd);
+			epoll_ctl(ctx->prog.epfd, EPOLL_CTL_ADD, sr_daemon_fd(d), &ev);
 		}
 	}
 	pthread_mutex_unlock(&ctx->lock);
@@ -67,7 +67,7 @@ void sr_ctx_daemon_readable(struct sr_context *ctx)
 	if (sr_daemon_dead(ctx->daemon)) {
 		/* EOF stays readable.  A new daemon would hand out
 		 * our QPNs again, and nobody routes to us now. */
-		epoll_ctl(ctx->epfd, EPOLL_CTL_DEL, sr_daemon_fd(ctx->daemon), NULL);
+		epoll_ctl(ctx->prog.epfd, EPOLL_CTL_DEL, sr_daemon_fd(ctx->daemon), NULL);
 		sr_ctx_fatal(ctx, "lost the connection to softrdmad");
 	}
 }
@@ -76,7 +76,7 @@ void sr_ctx_daemon_poll(struct sr_context *ctx)
 {
 	/* datagrams through the daemon are UD (and rare collisions, which the
 	 * progress thread serves): only UD users pay for checking it here */
-	if (ctx->daemon && atomic_load(&ctx->n_ud_qps) && !sr_daemon_dead(ctx->daemon)) {
+	if (ctx->daemon && atomic_load(&ctx->prog.n_ud_qps) && !sr_daemon_dead(ctx->daemon)) {
 		sr_daemon_on_readable(ctx->daemon);
 		if (sr_daemon_dead(ctx->daemon))
 			sr_ctx_fatal(ctx, "lost the connection to softrdmad");

@@ -205,15 +205,15 @@ struct ibv_context *sr_open_device(struct ibv_device *ibdev)
 	ctx->owner = ctx;
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_mutex_init(&ctx->async_lock, NULL);
-	pthread_mutex_init(&ctx->progress_lock, NULL);
-	pthread_mutex_init(&ctx->timer_lock, NULL);
-	pthread_mutex_init(&ctx->held_lock, NULL);
+	pthread_mutex_init(&ctx->prog.lock, NULL);
+	pthread_mutex_init(&ctx->prog.timer_lock, NULL);
+	pthread_mutex_init(&ctx->prog.park_lock, NULL);
 	pthread_mutex_init(&ctx->txs_lock, NULL);
 	pthread_mutex_init(&ctx->mcast_lock, NULL);
 	pthread_rwlock_init(&ctx->mr_lock, NULL);
-	ctx->epfd = -1;
-	ctx->data_epfd = -1;
-	ctx->doorbell = -1;
+	ctx->prog.epfd = -1;
+	ctx->prog.data_epfd = -1;
+	ctx->prog.doorbell = -1;
 
 	if (pipe2(p, O_CLOEXEC)) {
 		free(ctx);

@@ -15,11 +15,11 @@ int sr_progress_add_fd(struct sr_context *ctx, int fd, struct sr_qp *qp)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = qp };
 
-	sr_tsan_release(&ctx->data_epfd);
-	if (epoll_ctl(ctx->data_epfd, EPOLL_CTL_ADD, fd, &ev))
+	sr_tsan_release(&ctx->prog.data_epfd);
+	if (epoll_ctl(ctx->prog.data_epfd, EPOLL_CTL_ADD, fd, &ev))
 		return -errno;
-	atomic_fetch_add(&ctx->n_data_fds, 1);
-	atomic_fetch_add(&ctx->data_fds_gen, 1);
+	atomic_fetch_add(&ctx->prog.n_data_fds, 1);
+	atomic_fetch_add(&ctx->prog.data_fds_gen, 1);
 	return 0;
 }
 
@@ -27,19 +27,19 @@ int sr_progress_mod_fd(struct sr_context *ctx, int fd, struct sr_qp *qp, uint32_
 {
 	struct epoll_event ev = { .events = events, .data.ptr = qp };
 
-	sr_tsan_release(&ctx->data_epfd);
-	return epoll_ctl(ctx->data_epfd, EPOLL_CTL_MOD, fd, &ev) ? -errno : 0;
+	sr_tsan_release(&ctx->prog.data_epfd);
+	return epoll_ctl(ctx->prog.data_epfd, EPOLL_CTL_MOD, fd, &ev) ? -errno : 0;
 }
 
 void sr_progress_del_fd(struct sr_context *ctx, int fd)
 {
-	if (!epoll_ctl(ctx->data_epfd, EPOLL_CTL_DEL, fd, NULL)) {
-		atomic_fetch_sub(&ctx->n_data_fds, 1);
-		atomic_fetch_add(&ctx->data_fds_gen, 1);
+	if (!epoll_ctl(ctx->prog.data_epfd, EPOLL_CTL_DEL, fd, NULL)) {
+		atomic_fetch_sub(&ctx->prog.n_data_fds, 1);
+		atomic_fetch_add(&ctx->prog.data_fds_gen, 1);
 	}
 }
 
-/* Receive on the sockets that have input (progress_lock held).  With one
+/* Receive on the sockets that have input (prog.lock held).  With one
  * socket in the context (a ping-pong), once epoll_wait has said whose it
  * is, and as long as no socket came or went since (data_fds_gen), ask
  * that QP directly: one system call instead of epoll_wait and then the
@@ -48,19 +48,19 @@ void sr_progress_receive(struct sr_context *ctx)
 {
 	const struct sr_transport_ops *t = ctx->dev->tops;
 	struct epoll_event evs[64];
-	uint32_t gen = atomic_load(&ctx->data_fds_gen);
+	uint32_t gen = atomic_load(&ctx->prog.data_fds_gen);
 	int n;
 
-	if (ctx->sole_qp && ctx->sole_qp_gen == gen) {
-		evs[0].data.ptr = ctx->sole_qp;
+	if (ctx->prog.sole_qp && ctx->prog.sole_qp_gen == gen) {
+		evs[0].data.ptr = ctx->prog.sole_qp;
 		n = 1;
 	} else {
-		n = epoll_wait(ctx->data_epfd, evs, 64, 0);
+		n = epoll_wait(ctx->prog.data_epfd, evs, 64, 0);
 		if (n > 0)
-			sr_tsan_acquire(&ctx->data_epfd); /* what epoll_ctl published */
-		bool sole = n == 1 && atomic_load(&ctx->n_data_fds) == 1;
-		ctx->sole_qp = sole ? evs[0].data.ptr : NULL;
-		ctx->sole_qp_gen = gen;
+			sr_tsan_acquire(&ctx->prog.data_epfd); /* what epoll_ctl published */
+		bool sole = n == 1 && atomic_load(&ctx->prog.n_data_fds) == 1;
+		ctx->prog.sole_qp = sole ? evs[0].data.ptr : NULL;
+		ctx->prog.sole_qp_gen = gen;
 	}
 	if (n <= 0) {
 		t->rx_flush(ctx);

@@ -80,23 +80,23 @@ static void poller_nap_relax(void)
 static void poll_received(struct sr_context *ctx)
 {
 	uint64_t now = sr_now_ns();
-	atomic_store_explicit(&ctx->last_poll_rx_ns, now, memory_order_relaxed);
+	atomic_store_explicit(&ctx->prog.last_poll_rx_ns, now, memory_order_relaxed);
 	if (sr_rx_bytes < SR_POLLER_BULK_BYTES)
 		return;
-	atomic_store_explicit(&ctx->last_bulk_poll_ns, now, memory_order_relaxed);
-	if (ctx->rx_coalesce_ns && sr_rx_expected >= SR_POLLER_NAP_EXPECTED_BYTES)
-		atomic_store_explicit(&ctx->poll_nap_until, now + ctx->rx_coalesce_ns, memory_order_relaxed);
+	atomic_store_explicit(&ctx->prog.last_bulk_poll_ns, now, memory_order_relaxed);
+	if (ctx->prog.rx_coalesce_ns && sr_rx_expected >= SR_POLLER_NAP_EXPECTED_BYTES)
+		atomic_store_explicit(&ctx->prog.poll_nap_until, now + ctx->prog.rx_coalesce_ns, memory_order_relaxed);
 }
 
 /* Spinning pollers see their completions without a thread handoff. */
 void sr_progress_poll(struct sr_context *ctx)
 {
 	uint64_t now = sr_now_ns();
-	atomic_store_explicit(&ctx->last_poll_ns, now, memory_order_relaxed);
-	bool nap = now < atomic_load_explicit(&ctx->poll_nap_until, memory_order_relaxed);
+	atomic_store_explicit(&ctx->prog.last_poll_ns, now, memory_order_relaxed);
+	bool nap = now < atomic_load_explicit(&ctx->prog.poll_nap_until, memory_order_relaxed);
 	if (nap)
 		poller_nap_relax();
-	if (pthread_mutex_trylock(&ctx->progress_lock))
+	if (pthread_mutex_trylock(&ctx->prog.lock))
 		return;
 	if (!nap) {
 		sr_rx_bytes = 0;
@@ -108,7 +108,7 @@ void sr_progress_poll(struct sr_context *ctx)
 	/* the application polls an empty CQ: it has posted what it had */
 	sr_park_release(ctx);
 	sr_ctx_daemon_poll(ctx);
-	pthread_mutex_unlock(&ctx->progress_lock);
+	pthread_mutex_unlock(&ctx->prog.lock);
 }
 
 /* How the progress thread and pollers share the receiving.
@@ -143,7 +143,7 @@ void sr_progress_poll(struct sr_context *ctx)
 
 static uint64_t poller_recheck_ns(struct sr_context *ctx, uint64_t now)
 {
-	uint64_t b = atomic_load_explicit(&ctx->last_bulk_poll_ns, memory_order_relaxed);
+	uint64_t b = atomic_load_explicit(&ctx->prog.last_bulk_poll_ns, memory_order_relaxed);
 	return b && now - b < SR_POLLER_BULK_RECHECK_NS ? SR_POLLER_BULK_RECHECK_NS : SR_POLLER_RECHECK_NS;
 }
 #define SR_POLLER_GRACE_NS 10000       /* what a poller gets to take input it may have seen */
@@ -152,10 +152,10 @@ static void data_arm(struct sr_context *ctx, bool on)
 {
 	struct epoll_event ev = { .events = on ? EPOLLIN : 0, .data.ptr = SR_EP_DATA };
 
-	if (atomic_load_explicit(&ctx->data_armed, memory_order_relaxed) == on)
+	if (atomic_load_explicit(&ctx->prog.data_armed, memory_order_relaxed) == on)
 		return;
-	if (!epoll_ctl(ctx->epfd, EPOLL_CTL_MOD, ctx->data_epfd, &ev))
-		atomic_store(&ctx->data_armed, on);
+	if (!epoll_ctl(ctx->prog.epfd, EPOLL_CTL_MOD, ctx->prog.data_epfd, &ev))
+		atomic_store(&ctx->prog.data_armed, on);
 }
 
 /* Is there input that pollers leave alone?  Input waiting now, and
@@ -172,44 +172,44 @@ static bool data_left(struct sr_context *ctx)
 	struct epoll_event ev;
 	struct timespec nap = { 0, SR_POLLER_GRACE_NS };
 
-	if (epoll_wait(ctx->data_epfd, &ev, 1, 0) <= 0)
+	if (epoll_wait(ctx->prog.data_epfd, &ev, 1, 0) <= 0)
 		return false;
 	uint64_t t0 = sr_now_ns();
 	nanosleep(&nap, NULL);
-	if (atomic_load_explicit(&ctx->last_poll_rx_ns, memory_order_relaxed) >= t0 ||
-	    atomic_load_explicit(&ctx->poll_nap_until, memory_order_relaxed) >= t0)
+	if (atomic_load_explicit(&ctx->prog.last_poll_rx_ns, memory_order_relaxed) >= t0 ||
+	    atomic_load_explicit(&ctx->prog.poll_nap_until, memory_order_relaxed) >= t0)
 		return false; /* a poller took input, or naps after a stream's pass */
-	return epoll_wait(ctx->data_epfd, &ev, 1, 0) > 0;
+	return epoll_wait(ctx->prog.data_epfd, &ev, 1, 0) > 0;
 }
 
 void sr_progress_need_thread(struct sr_context *ctx)
 {
-	atomic_store_explicit(&ctx->last_poll_ns, 0, memory_order_relaxed);
-	if (atomic_load_explicit(&ctx->n_held_qps, memory_order_relaxed))
+	atomic_store_explicit(&ctx->prog.last_poll_ns, 0, memory_order_relaxed);
+	if (atomic_load_explicit(&ctx->prog.n_parked, memory_order_relaxed))
 		sr_park_release_now(ctx);
-	if (!atomic_load(&ctx->data_armed)) {
-		atomic_store(&ctx->want_armed, true);
+	if (!atomic_load(&ctx->prog.data_armed)) {
+		atomic_store(&ctx->prog.want_armed, true);
 		sr_progress_wake(ctx);
 	}
 }
 
 void sr_poller_init(struct sr_context *ctx)
 {
-	atomic_store(&ctx->data_armed, true);
+	atomic_store(&ctx->prog.data_armed, true);
 	/* SOFTRDMA_POLL_DRIVE=0: the thread keeps waiting for input while
 	 * applications poll (to compare, bench/run.sh) */
 	const char *pd = getenv("SOFTRDMA_POLL_DRIVE");
-	ctx->poll_drive = !pd || strcmp(pd, "0");
-	ctx->rx_coalesce_ns = rx_coalesce_ns();
+	ctx->prog.poll_drive = !pd || strcmp(pd, "0");
+	ctx->prog.rx_coalesce_ns = rx_coalesce_ns();
 }
 
 uint64_t sr_poller_recheck(struct sr_context *ctx, uint64_t now, uint64_t wake)
 {
-	uint64_t lp = atomic_load_explicit(&ctx->last_poll_ns, memory_order_relaxed);
+	uint64_t lp = atomic_load_explicit(&ctx->prog.last_poll_ns, memory_order_relaxed);
 
-	if (!atomic_load_explicit(&ctx->data_armed, memory_order_relaxed)) {
+	if (!atomic_load_explicit(&ctx->prog.data_armed, memory_order_relaxed)) {
 		uint64_t recheck = poller_recheck_ns(ctx, now);
-		if (atomic_exchange(&ctx->want_armed, false) || !lp || now - lp >= recheck || data_left(ctx))
+		if (atomic_exchange(&ctx->prog.want_armed, false) || !lp || now - lp >= recheck || data_left(ctx))
 			data_arm(ctx, true);
 		else if (!wake || lp + recheck < wake)
 			wake = lp + recheck;
@@ -221,10 +221,10 @@ bool sr_poller_takes_input(struct sr_context *ctx)
 {
 	/* Input while an application thread polls: it is receiving for
 	 * us.  If it takes this, leave the receiving to it (above). */
-	uint64_t lp = atomic_load_explicit(&ctx->last_poll_ns, memory_order_relaxed);
+	uint64_t lp = atomic_load_explicit(&ctx->prog.last_poll_ns, memory_order_relaxed);
 
 	if (lp && sr_now_ns() - lp < SR_POLLER_RECENT_NS && !data_left(ctx)) {
-		if (ctx->poll_drive)
+		if (ctx->prog.poll_drive)
 			data_arm(ctx, false);
 		return true;
 	}
@@ -233,9 +233,9 @@ bool sr_poller_takes_input(struct sr_context *ctx)
 
 void sr_rx_coalesce_nap(struct sr_context *ctx)
 {
-	if (ctx->rx_coalesce_ns && sr_rx_bytes >= SR_RX_COALESCE_MIN_BYTES && ctx->dev->conf.type == SR_DEV_ROCE) {
+	if (ctx->prog.rx_coalesce_ns && sr_rx_bytes >= SR_RX_COALESCE_MIN_BYTES && ctx->dev->conf.type == SR_DEV_ROCE) {
 		/* a stream: let the next datagrams gather (see above) */
-		struct timespec nap = { 0, (long)ctx->rx_coalesce_ns };
+		struct timespec nap = { 0, (long)ctx->prog.rx_coalesce_ns };
 		nanosleep(&nap, NULL);
 	}
 }

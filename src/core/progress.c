@@ -27,16 +27,16 @@ void sr_progress_deadline(struct sr_context *ctx, uint64_t when)
 	 * timers_dirty closes the window in which the thread has looked at
 	 * the timers but not yet published its new wake-up time: either it
 	 * sees the flag and looks again, or we see that time. */
-	atomic_store(&ctx->timers_dirty, true);
+	atomic_store(&ctx->prog.timers_dirty, true);
 	/* the thread itself looks at its timers before it sleeps again */
-	if (tls_progress_ctx != ctx && when < atomic_load(&ctx->sleep_until))
+	if (tls_progress_ctx != ctx && when < atomic_load(&ctx->prog.sleep_until))
 		sr_progress_wake(ctx);
 }
 
 void sr_progress_wake(struct sr_context *ctx)
 {
 	uint64_t one = 1;
-	ssize_t r = write(ctx->doorbell, &one, sizeof(one));
+	ssize_t r = write(ctx->prog.doorbell, &one, sizeof(one));
 	(void)r;
 }
 
@@ -49,10 +49,10 @@ static void free_zombies(struct sr_context *ctx)
 	ctx->zombies = NULL;
 	pthread_mutex_unlock(&ctx->lock);
 	/* A poller may hold a zombie's address from an epoll_wait made before
-	 * its socket left data_epfd; it does so only under progress_lock. */
+	 * its socket left data_epfd; it does so only under prog.lock. */
 	if (z) {
-		pthread_mutex_lock(&ctx->progress_lock);
-		pthread_mutex_unlock(&ctx->progress_lock);
+		pthread_mutex_lock(&ctx->prog.lock);
+		pthread_mutex_unlock(&ctx->prog.lock);
 	}
 	while (z) {
 		struct sr_qp *n = z->zombie_next;
@@ -73,18 +73,18 @@ static void *progress_main(void *arg)
 	/* our naps and timers are in microseconds; the default 50 us slack would swamp them */
 	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 
-	while (!atomic_load(&ctx->stop)) {
+	while (!atomic_load(&ctx->prog.stop)) {
 		free_zombies(ctx);
-		atomic_store(&ctx->timers_dirty, false);
+		atomic_store(&ctx->prog.timers_dirty, false);
 		uint64_t wake = sr_timers_run(ctx);
 		uint64_t now = sr_now_ns();
 		wake = sr_park_expire(ctx, now, wake);
 		wake = sr_timers_tick(ctx, now, wake);
 		wake = sr_poller_recheck(ctx, now, wake);
 		struct timespec ts, *tsp = NULL;
-		atomic_store(&ctx->sleep_until, wake ? wake : UINT64_MAX);
-		if (atomic_load(&ctx->timers_dirty)) {
-			atomic_store(&ctx->sleep_until, 0); /* armers wake us meanwhile */
+		atomic_store(&ctx->prog.sleep_until, wake ? wake : UINT64_MAX);
+		if (atomic_load(&ctx->prog.timers_dirty)) {
+			atomic_store(&ctx->prog.sleep_until, 0); /* armers wake us meanwhile */
 			continue;
 		}
 		if (wake) {
@@ -94,7 +94,7 @@ static void *progress_main(void *arg)
 			ts.tv_nsec = (long)(d % 1000000000ull);
 			tsp = &ts;
 		}
-		int n = epoll_pwait2(ctx->epfd, evs, 64, tsp, NULL);
+		int n = epoll_pwait2(ctx->prog.epfd, evs, 64, tsp, NULL);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -102,19 +102,19 @@ static void *progress_main(void *arg)
 			break;
 		}
 		if (n > 0)
-			sr_tsan_acquire(&ctx->epfd); /* what epoll_ctl published */
+			sr_tsan_acquire(&ctx->prog.epfd); /* what epoll_ctl published */
 		bool data = false;
 		for (int i = 0; i < n; i++)
 			if (evs[i].data.ptr == SR_EP_DATA)
 				data = true;
 		if (data && sr_poller_takes_input(ctx))
 			data = false;
-		pthread_mutex_lock(&ctx->progress_lock);
+		pthread_mutex_lock(&ctx->prog.lock);
 		for (int i = 0; i < n; i++) {
 			void *p = evs[i].data.ptr;
 			if (p == SR_EP_DOORBELL) {
 				uint64_t v;
-				ssize_t r = read(ctx->doorbell, &v, sizeof(v));
+				ssize_t r = read(ctx->prog.doorbell, &v, sizeof(v));
 				(void)r;
 			} else if (p == SR_EP_DAEMON) {
 				sr_ctx_daemon_readable(ctx);
@@ -125,7 +125,7 @@ static void *progress_main(void *arg)
 			sr_progress_receive(ctx);
 		else
 			ctx->dev->tops->rx_flush(ctx);
-		pthread_mutex_unlock(&ctx->progress_lock);
+		pthread_mutex_unlock(&ctx->prog.lock);
 		sr_rx_coalesce_nap(ctx);
 	}
 	return NULL;
@@ -140,49 +140,49 @@ int sr_progress_start(struct sr_context *ctx)
 
 	sr_poller_init(ctx);
 
-	ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
-	ctx->data_epfd = epoll_create1(EPOLL_CLOEXEC);
-	ctx->doorbell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (ctx->epfd < 0 || ctx->data_epfd < 0 || ctx->doorbell < 0 ||
-	    epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->doorbell, &ev) ||
-	    epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->data_epfd, &dev))
+	ctx->prog.epfd = epoll_create1(EPOLL_CLOEXEC);
+	ctx->prog.data_epfd = epoll_create1(EPOLL_CLOEXEC);
+	ctx->prog.doorbell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (ctx->prog.epfd < 0 || ctx->prog.data_epfd < 0 || ctx->prog.doorbell < 0 ||
+	    epoll_ctl(ctx->prog.epfd, EPOLL_CTL_ADD, ctx->prog.doorbell, &ev) ||
+	    epoll_ctl(ctx->prog.epfd, EPOLL_CTL_ADD, ctx->prog.data_epfd, &dev))
 		goto fail;
 	sr_guard_init(); /* before the first packet is placed */
-	err = sr_thread_start(&ctx->thread, "sr-progress", false, progress_main, ctx);
+	err = sr_thread_start(&ctx->prog.thread, "sr-progress", false, progress_main, ctx);
 	if (err) {
 		errno = err;
 		goto fail;
 	}
-	ctx->thread_started = true;
+	ctx->prog.thread_started = true;
 	return 0;
 fail:
 	err = errno;
-	if (ctx->epfd >= 0)
-		close(ctx->epfd);
-	if (ctx->data_epfd >= 0)
-		close(ctx->data_epfd);
-	if (ctx->doorbell >= 0)
-		close(ctx->doorbell);
-	ctx->epfd = ctx->data_epfd = ctx->doorbell = -1;
+	if (ctx->prog.epfd >= 0)
+		close(ctx->prog.epfd);
+	if (ctx->prog.data_epfd >= 0)
+		close(ctx->prog.data_epfd);
+	if (ctx->prog.doorbell >= 0)
+		close(ctx->prog.doorbell);
+	ctx->prog.epfd = ctx->prog.data_epfd = ctx->prog.doorbell = -1;
 	errno = err;
 	return -1;
 }
 
 void sr_progress_stop(struct sr_context *ctx)
 {
-	if (ctx->thread_started) {
-		atomic_store(&ctx->stop, true);
+	if (ctx->prog.thread_started) {
+		atomic_store(&ctx->prog.stop, true);
 		sr_progress_wake(ctx);
-		pthread_join(ctx->thread, NULL);
-		ctx->thread_started = false;
+		pthread_join(ctx->prog.thread, NULL);
+		ctx->prog.thread_started = false;
 	}
 	free_zombies(ctx);
-	free(ctx->timer_qps);
-	free(ctx->timer_snap);
+	free(ctx->prog.timer_qps);
+	free(ctx->prog.timer_snap);
 	if (ctx->daemon)
 		sr_daemon_close(ctx->daemon);
 	ctx->daemon = NULL;
-	close(ctx->epfd);
-	close(ctx->data_epfd);
-	close(ctx->doorbell);
+	close(ctx->prog.epfd);
+	close(ctx->prog.data_epfd);
+	close(ctx->prog.doorbell);
 }

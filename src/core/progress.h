@@ -8,10 +8,13 @@
  *   fd_registry.c  the QPs' sockets (data_epfd), and the receive pass
  *   daemon_conn.c  the context's connection to softrdmad, and the
  *                  datagrams that arrive through it
- * Included by core/sr.h. */
+ * Their state is struct sr_progress, a context's prog.  Included by
+ * core/sr.h. */
 #ifndef SR_CORE_PROGRESS_H
 #define SR_CORE_PROGRESS_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
@@ -20,6 +23,58 @@ struct sr_context;
 struct sr_qp;
 struct sr_ipc_pkt;
 struct sr_daemon_conn;
+
+#define SR_PARKED_QPS 16 /* QPs of a context whose sends may be parked for the next poll */
+
+/* A context's progress engine (ctx->prog).  lock is held by whoever is
+ * receiving: the thread or a poller. */
+struct sr_progress {
+	/* progress.c */
+	pthread_t thread;
+	bool thread_started;
+	atomic_bool stop;
+	int epfd;                  /* the progress thread's: doorbell, daemon, data_epfd */
+	int data_epfd;             /* fd_registry.c: the QPs' sockets, what pollers and the thread receive from */
+	int doorbell;              /* eventfd: wake the progress thread */
+	pthread_mutex_t lock;
+	/* timers.c: timer_lock protects timer_qps, the QPs whose transport
+	 * may have a deadline (sr_qp_timer_arm), the only ones the progress
+	 * thread's timer pass visits.  Taken inside qp->lock. */
+	pthread_mutex_t timer_lock;
+	struct sr_qp **timer_qps;
+	uint32_t n_timer_qps, timer_qps_cap;
+	struct sr_qp **timer_snap; /* the progress thread's copy of timer_qps */
+	/* park.c: park_lock protects parked, the QPs whose transport parks
+	 * posted sends for a batch (sr_qp_park) until the application's next
+	 * poll or CQ arming, or the progress thread, releases them.  Taken
+	 * inside qp->lock. */
+	pthread_mutex_t park_lock;
+	struct sr_qp *parked[SR_PARKED_QPS];
+	_Atomic uint32_t n_parked;
+	_Atomic uint64_t parked_since; /* the set last became non-empty */
+	uint32_t timer_snap_cap;
+	/* poller.c, burst.c: what the application threads do */
+	_Atomic uint64_t last_poll_ns; /* an application thread polled an empty CQ */
+	_Atomic uint64_t last_reap_ns; /* an application thread's poll returned completions */
+	_Atomic uint64_t last_bulk_poll_ns; /* a poll received a stream's worth */
+	_Atomic uint64_t last_poll_rx_ns; /* a poll received something (data_left) */
+	_Atomic uint64_t poll_nap_until; /* pollers leave the sockets alone until then */
+	_Atomic uint64_t last_post_ns; /* an application thread posted a send WR (sr_timers_tick) */
+	_Atomic uint64_t sleep_until;  /* the progress thread's next timer, UINT64_MAX = none */
+	atomic_bool timers_dirty;  /* a timer was armed since the thread last looked (sr_progress_deadline) */
+	atomic_bool data_armed;    /* the progress thread waits for the sockets' input */
+	atomic_bool want_armed;    /* ... and should again at once (sr_progress_need_thread) */
+	bool poll_drive;           /* it may stop while pollers receive (SOFTRDMA_POLL_DRIVE) */
+	uint64_t rx_coalesce_ns;   /* its and pollers' nap after a large receive pass (SOFTRDMA_RX_COALESCE_US) */
+	/* fd_registry.c */
+	atomic_uint n_data_fds;    /* sockets in data_epfd */
+	atomic_uint data_fds_gen;  /* changes whenever one comes or goes */
+	struct sr_qp *sole_qp;     /* the QP of the only socket, as of sole_qp_gen (lock) */
+	uint32_t sole_qp_gen;
+	/* daemon_conn.c */
+	atomic_int n_ud_qps;       /* QPs whose datagrams come through the daemon: UD, and RC/UC
+	                            * without a flow socket (roce/net.c) */
+};
 
 /* What the progress thread's epoll events point at (else a QP). */
 #define SR_EP_DOORBELL ((void *)1)
@@ -101,9 +156,9 @@ uint64_t sr_timers_tick(struct sr_context *ctx, uint64_t now, uint64_t wake);
 #define SR_PARK_MAX_NS 100000ull
 bool sr_qp_park(struct sr_qp *qp);
 void sr_qp_unpark(struct sr_qp *qp); /* qp->lock held */
-/* Send what is parked (progress_lock held). */
+/* Send what is parked (prog.lock held). */
 void sr_park_release(struct sr_context *ctx);
-/* The same, taking progress_lock. */
+/* The same, taking prog.lock. */
 void sr_park_release_now(struct sr_context *ctx);
 /* An application thread's poll returned completions: sends parked for its
  * next poll go now. */
@@ -130,7 +185,7 @@ int sr_progress_add_fd(struct sr_context *ctx, int fd, struct sr_qp *qp);
 /* Change what fd of qp waits for (EPOLLIN, EPOLLOUT). */
 int sr_progress_mod_fd(struct sr_context *ctx, int fd, struct sr_qp *qp, uint32_t events);
 void sr_progress_del_fd(struct sr_context *ctx, int fd);
-/* Receive on the sockets that have input (progress_lock held). */
+/* Receive on the sockets that have input (prog.lock held). */
 void sr_progress_receive(struct sr_context *ctx);
 
 /* daemon_conn.c */
@@ -139,10 +194,10 @@ void sr_progress_receive(struct sr_context *ctx);
 struct sr_daemon_conn *sr_ctx_daemon(struct sr_context *ctx, int *err);
 /* Deliver a datagram to the QP of this context it is addressed to (no lock held). */
 void sr_ctx_deliver(struct sr_context *ctx, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len);
-/* The connection is readable: the progress thread reads it (progress_lock
+/* The connection is readable: the progress thread reads it (prog.lock
  * held); a lost connection makes the context fatal. */
 void sr_ctx_daemon_readable(struct sr_context *ctx);
-/* A poller's look at the connection (progress_lock held), for contexts
+/* A poller's look at the connection (prog.lock held), for contexts
  * with QPs that receive through it. */
 void sr_ctx_daemon_poll(struct sr_context *ctx);
 

@@ -441,7 +441,7 @@ static struct ibv_qp *create_qp(struct ibv_context *c, struct ibv_qp_init_attr_e
 				     &qp->stats_slot);
 	sr_pd_use(ia->pd, 1);
 	if (ia->qp_type == IBV_QPT_UD)
-		atomic_fetch_add(&ctx->n_ud_qps, 1);
+		atomic_fetch_add(&ctx->prog.n_ud_qps, 1);
 	/* what destroying a CQ or SRQ checks, without walking every QP */
 	atomic_fetch_add(&qp->scq->n_qps, 1);
 	atomic_fetch_add(&qp->rcq->n_qps, 1);
@@ -793,8 +793,8 @@ int sr_destroy_qp(struct ibv_qp *ibqp)
 		/* the application's rings go back now, while its parent domain
 		 * is sure to live (the QP itself is freed later): once receivers
 		 * in flight are done, nothing touches a dead QP's rings */
-		pthread_mutex_lock(&ctx->progress_lock);
-		pthread_mutex_unlock(&ctx->progress_lock);
+		pthread_mutex_lock(&ctx->prog.lock);
+		pthread_mutex_unlock(&ctx->prog.lock);
 		pthread_mutex_lock(&qp->lock);
 		sr_ring_free(qp->sq.buf, &qp->sq.mem);
 		sr_ring_free(qp->rq.buf, &qp->rq.mem);
@@ -803,7 +803,7 @@ int sr_destroy_qp(struct ibv_qp *ibqp)
 	}
 	sr_pd_use(ibqp->pd, -1);
 	if (ibqp->qp_type == IBV_QPT_UD)
-		atomic_fetch_sub(&ctx->n_ud_qps, 1);
+		atomic_fetch_sub(&ctx->prog.n_ud_qps, 1);
 	atomic_fetch_sub(&qp->scq->n_qps, 1);
 	atomic_fetch_sub(&qp->rcq->n_qps, 1);
 	if (qp->srq)

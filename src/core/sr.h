@@ -145,48 +145,7 @@ struct sr_context {
 
 	struct sr_handle_tab handles; /* the objects' handles (handle.c's lock) */
 
-	/* progress engine */
-	pthread_t thread;
-	bool thread_started;
-	atomic_bool stop;
-	int epfd;                  /* the progress thread's: doorbell, daemon, data_epfd */
-	int data_epfd;             /* the QPs' sockets: what pollers and the thread receive from */
-	int doorbell;              /* eventfd: wake the progress thread */
-	pthread_mutex_t progress_lock; /* held by whoever is receiving: thread or poller */
-	/* timer_lock protects timer_qps: the QPs whose transport may have a
-	 * deadline (sr_qp_timer_arm), the only ones the progress thread's
-	 * timer pass visits.  Taken inside qp->lock. */
-	pthread_mutex_t timer_lock;
-	struct sr_qp **timer_qps;
-	uint32_t n_timer_qps, timer_qps_cap;
-	struct sr_qp **timer_snap; /* the progress thread's copy of timer_qps */
-	/* held_lock protects held_qps: QPs whose transport parks posted
-	 * sends for a batch (sr_qp_park) until the application's next poll
-	 * or CQ arming, or the progress thread, releases them.  Taken inside
-	 * qp->lock. */
-	pthread_mutex_t held_lock;
-	struct sr_qp *held_qps[SR_HELD_QPS];
-	_Atomic uint32_t n_held_qps;
-	_Atomic uint64_t held_since; /* the set last became non-empty */
-	uint32_t timer_snap_cap;
-	_Atomic uint64_t last_poll_ns; /* an application thread polled an empty CQ */
-	_Atomic uint64_t last_reap_ns; /* an application thread's poll returned completions */
-	_Atomic uint64_t last_bulk_poll_ns; /* a poll received a stream's worth (progress.c) */
-	_Atomic uint64_t last_poll_rx_ns; /* a poll received something (progress.c, data_left) */
-	_Atomic uint64_t poll_nap_until; /* pollers leave the sockets alone until then (progress.c) */
-	_Atomic uint64_t last_post_ns; /* an application thread posted a send WR */
-	_Atomic uint64_t sleep_until;  /* the progress thread's next timer, UINT64_MAX = none */
-	atomic_bool timers_dirty;  /* a timer was armed since the thread last looked (progress_deadline) */
-	atomic_bool data_armed;    /* the progress thread waits for the sockets' input (progress.c) */
-	atomic_bool want_armed;    /* ... and should again at once (sr_progress_need_thread) */
-	bool poll_drive;           /* it may stop while pollers receive (SOFTRDMA_POLL_DRIVE) */
-	uint64_t rx_coalesce_ns;   /* its and pollers' nap after a large receive pass (SOFTRDMA_RX_COALESCE_US) */
-	atomic_uint n_data_fds;    /* sockets in data_epfd */
-	atomic_uint data_fds_gen;  /* changes whenever one comes or goes */
-	struct sr_qp *sole_qp;     /* the QP of the only socket, as of sole_qp_gen (progress_lock) */
-	uint32_t sole_qp_gen;
-	atomic_int n_ud_qps;       /* QPs whose datagrams come through the daemon: UD, and RC/UC
-	                            * without a flow socket (roce/net.c) */
+	struct sr_progress prog;   /* the progress engine (core/progress.h) */
 
 	/* UD multicast (mcast.c).  mcast_lock serialises attach, detach and
 	 * QP destruction (it is held across the daemon call that joins or
@@ -469,12 +428,12 @@ struct sr_qp {
 	bool last_wqe_reached_sent;
 	bool sqd_notified;         /* SQ_DRAINED raised for this SQD period */
 	uint32_t n_mcast;          /* multicast groups attached (ctx->mcast_lock) */
-	/* 1 + index in ctx->timer_qps, 0 = not there.  Set to 0 or from 0
+	/* 1 + index in ctx->prog.timer_qps, 0 = not there.  Set to 0 or from 0
 	 * only with qp->lock and timer_lock held; another QP's disarm moves
 	 * it between non-zero values under timer_lock alone, so a reader with
 	 * only qp->lock sees "in the set or not" right, but reads atomically. */
 	_Atomic uint32_t timer_slot;
-	atomic_bool in_held;      /* in ctx->held_qps (changed under held_lock) */
+	atomic_bool in_park;      /* in ctx->prog.parked (changed under prog.park_lock) */
 	/* qp->lock: the application's last post of a send WR returned at
 	 * post_end_ns, and was part of a burst (sr_post_in_burst) */
 	uint64_t post_end_ns;

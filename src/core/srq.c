@@ -132,8 +132,8 @@ int sr_destroy_srq(struct ibv_srq *ibsrq)
 		sr_obj_put(o);
 		return EBUSY;
 	}
-	pthread_mutex_lock(&ctx->progress_lock);
-	pthread_mutex_unlock(&ctx->progress_lock);
+	pthread_mutex_lock(&ctx->prog.lock);
+	pthread_mutex_unlock(&ctx->prog.lock);
 	sr_obj_del(o);
 	sr_purge_async_events(ctx, ibsrq);
 	sr_ring_free(srq->rq.buf, &srq->rq.mem);

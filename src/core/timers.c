@@ -25,22 +25,22 @@ static bool timer_set_add(struct sr_qp *qp)
 	struct sr_context *ctx = qp->ctx;
 
 	if (!atomic_load_explicit(&qp->timer_slot, memory_order_relaxed) && !qp->dead) {
-		pthread_mutex_lock(&ctx->timer_lock);
-		if (ctx->n_timer_qps == ctx->timer_qps_cap) {
-			uint32_t nc = ctx->timer_qps_cap ? ctx->timer_qps_cap * 2 : 64;
-			struct sr_qp **t = realloc(ctx->timer_qps, nc * sizeof(*t));
+		pthread_mutex_lock(&ctx->prog.timer_lock);
+		if (ctx->prog.n_timer_qps == ctx->prog.timer_qps_cap) {
+			uint32_t nc = ctx->prog.timer_qps_cap ? ctx->prog.timer_qps_cap * 2 : 64;
+			struct sr_qp **t = realloc(ctx->prog.timer_qps, nc * sizeof(*t));
 			if (!t) {
 				/* no room: the timer fires when the QP next is in the set */
-				pthread_mutex_unlock(&ctx->timer_lock);
+				pthread_mutex_unlock(&ctx->prog.timer_lock);
 				sr_log("out of memory for a QP timer");
 				return false;
 			}
-			ctx->timer_qps = t;
-			ctx->timer_qps_cap = nc;
+			ctx->prog.timer_qps = t;
+			ctx->prog.timer_qps_cap = nc;
 		}
-		ctx->timer_qps[ctx->n_timer_qps++] = qp;
-		atomic_store_explicit(&qp->timer_slot, ctx->n_timer_qps, memory_order_relaxed);
-		pthread_mutex_unlock(&ctx->timer_lock);
+		ctx->prog.timer_qps[ctx->prog.n_timer_qps++] = qp;
+		atomic_store_explicit(&qp->timer_slot, ctx->prog.n_timer_qps, memory_order_relaxed);
+		pthread_mutex_unlock(&ctx->prog.timer_lock);
 	}
 	return !qp->dead;
 }
@@ -51,13 +51,13 @@ void sr_qp_timer_disarm(struct sr_qp *qp)
 
 	if (!atomic_load_explicit(&qp->timer_slot, memory_order_relaxed))
 		return;
-	pthread_mutex_lock(&ctx->timer_lock);
+	pthread_mutex_lock(&ctx->prog.timer_lock);
 	uint32_t i = atomic_load_explicit(&qp->timer_slot, memory_order_relaxed) - 1;
-	struct sr_qp *last = ctx->timer_qps[--ctx->n_timer_qps];
-	ctx->timer_qps[i] = last;
+	struct sr_qp *last = ctx->prog.timer_qps[--ctx->prog.n_timer_qps];
+	ctx->prog.timer_qps[i] = last;
 	atomic_store_explicit(&last->timer_slot, i + 1, memory_order_relaxed);
 	atomic_store_explicit(&qp->timer_slot, 0, memory_order_relaxed);
-	pthread_mutex_unlock(&ctx->timer_lock);
+	pthread_mutex_unlock(&ctx->prog.timer_lock);
 }
 
 /* Only the progress thread calls it, so QPs in the snapshot stay
@@ -69,24 +69,24 @@ uint64_t sr_timers_run(struct sr_context *ctx)
 	uint32_t n;
 	bool truncated = false;
 
-	pthread_mutex_lock(&ctx->timer_lock);
-	n = ctx->n_timer_qps;
-	if (n > ctx->timer_snap_cap) {
-		struct sr_qp **s = realloc(ctx->timer_snap, n * sizeof(*s));
+	pthread_mutex_lock(&ctx->prog.timer_lock);
+	n = ctx->prog.n_timer_qps;
+	if (n > ctx->prog.timer_snap_cap) {
+		struct sr_qp **s = realloc(ctx->prog.timer_snap, n * sizeof(*s));
 		if (s) {
-			ctx->timer_snap = s;
-			ctx->timer_snap_cap = n;
+			ctx->prog.timer_snap = s;
+			ctx->prog.timer_snap_cap = n;
 		} else {
-			n = ctx->timer_snap_cap; /* the rest next time round */
+			n = ctx->prog.timer_snap_cap; /* the rest next time round */
 			truncated = true;
 		}
 	}
 	if (n)
-		memcpy(ctx->timer_snap, ctx->timer_qps, n * sizeof(*ctx->timer_snap));
-	pthread_mutex_unlock(&ctx->timer_lock);
+		memcpy(ctx->prog.timer_snap, ctx->prog.timer_qps, n * sizeof(*ctx->prog.timer_snap));
+	pthread_mutex_unlock(&ctx->prog.timer_lock);
 
 	for (uint32_t i = 0; i < n; i++) {
-		struct sr_qp *qp = ctx->timer_snap[i];
+		struct sr_qp *qp = ctx->prog.timer_snap[i];
 		pthread_mutex_lock(&qp->lock);
 		uint64_t d = qp->dead ? 0 : t->next_deadline(qp);
 		if (d && d <= now) {
@@ -106,7 +106,7 @@ uint64_t sr_timers_run(struct sr_context *ctx)
 
 uint64_t sr_timers_tick(struct sr_context *ctx, uint64_t now, uint64_t wake)
 {
-	uint64_t lpost = atomic_load_explicit(&ctx->last_post_ns, memory_order_relaxed);
+	uint64_t lpost = atomic_load_explicit(&ctx->prog.last_post_ns, memory_order_relaxed);
 
 	if (lpost && now - lpost < SR_PROGRESS_TICK_FOR_NS && (!wake || wake > now + SR_PROGRESS_TICK_NS))
 		wake = now + SR_PROGRESS_TICK_NS; /* see sr_qp_timer_arm_slack */

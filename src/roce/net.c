@@ -355,9 +355,9 @@ static void via_daemon(struct sr_qp *qp, bool on)
 		return;
 	r->rx_via_daemon = on;
 	if (on)
-		atomic_fetch_add(&qp->ctx->n_ud_qps, 1);
+		atomic_fetch_add(&qp->ctx->prog.n_ud_qps, 1);
 	else
-		atomic_fetch_sub(&qp->ctx->n_ud_qps, 1);
+		atomic_fetch_sub(&qp->ctx->prog.n_ud_qps, 1);
 }
 
 static void peer_port_learn(struct sr_qp *qp, uint16_t port);
@@ -1233,7 +1233,7 @@ static void roce_sq_kick(struct sr_qp *qp)
 {
 	uint64_t now = sr_now_ns();
 	rqp(qp)->last_post_ns = now;
-	atomic_store_explicit(&qp->ctx->last_post_ns, now, memory_order_relaxed);
+	atomic_store_explicit(&qp->ctx->prog.last_post_ns, now, memory_order_relaxed);
 	/* a post that sent took a system call: time the gap to the next from its end */
 	qp->post_end_ns = sr_req_progress_kick(qp, true) ? sr_now_ns() : now;
 }

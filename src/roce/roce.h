@@ -78,7 +78,7 @@ struct sr_roce_qp {
 	struct sr_qp *txs_next, *txs_prev;
 	bool txs_listed;
 	int rx_fd;               /* RC/UC: connected per-flow socket on :4791, else -1 */
-	bool rx_via_daemon;      /* RC/UC from RTR on without one: counted in ctx->n_ud_qps */
+	bool rx_via_daemon;      /* RC/UC from RTR on without one: counted in ctx->prog.n_ud_qps */
 	bool rx_flow_refused;    /* RC/UC: port 4791 is another user's: never a flow socket */
 	uint16_t peer_sport;     /* RC/UC: the port the peer sends from, learnt from its first
 	                          * packet in sequence; 0 until then (net.c) */
