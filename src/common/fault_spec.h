@@ -1,6 +1,6 @@
 /* Fault injection specifications: the text of SOFTRDMA_FAULTS and of the
  * "faults" key of softrdma.conf, e.g. "drop=5%,dup=1%,corrupt=0.5%,seed=42".
- * The library injects what it says (core/fault.c); the configuration
+ * The library injects what it says (core/fault_plan.c); the configuration
  * parser and softrdma-cfg only check it.  Shared so that all three accept
  * and refuse exactly the same texts. */
 #ifndef SR_COMMON_FAULT_SPEC_H

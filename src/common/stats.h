@@ -33,7 +33,7 @@ enum sr_stat {
 	SR_STAT_SEND_RNR,        /* RNR NAKs sent (rxe send_rnr_err) */
 	SR_STAT_RCVD_RNR,        /* RNR NAKs received (rxe rcvd_rnr_err) */
 	SR_STAT_CRC_ERR,         /* dropped: bad ICRC / MPA CRC */
-	/* injected by SOFTRDMA_FAULTS (core/fault.c), in enum sr_fault_kind order */
+	/* injected by SOFTRDMA_FAULTS (core/fault_plan.c), in enum sr_fault_kind order */
 	SR_STAT_FAULT_DROP,
 	SR_STAT_FAULT_DUP,
 	SR_STAT_FAULT_REORDER,

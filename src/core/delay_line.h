@@ -2,7 +2,7 @@
  * QP has sent waits here until it is due, in the order it was sent, as
  * it would on a long link.  A unit is what leaves in one go: a RoCE run
  * of datagrams (one GSO sendmsg), or bytes of an iWARP stream.  The
- * transports fill it and drain it (roce/fault.c, iwarp/fault.c); qp->lock
+ * transports fill it and drain it (roce/tx_fault.c, iwarp/qp_tx_fault.c); qp->lock
  * protects it. */
 #ifndef SR_CORE_DELAY_LINE_H
 #define SR_CORE_DELAY_LINE_H

@@ -7,8 +7,8 @@
  * unit a QP sends gets a fate from sr_fault_decide: a pure function of
  * the seed, the QP's place among the process's QPs (in creation order)
  * and the unit's number on that QP, so that a run can be replayed with
- * the same seed.  The transports act on the fate (roce/fault.c,
- * iwarp/fault.c), and each fate is counted in the QP's counters
+ * the same seed.  The transports act on the fate (roce/tx_fault.c,
+ * iwarp/qp_tx_fault.c), and each fate is counted in the QP's counters
  * (softrdma-cfg statistic: fault_drop, ...). */
 #ifndef SR_CORE_FAULT_H
 #define SR_CORE_FAULT_H
@@ -40,13 +40,13 @@ struct sr_fault_qp {
 	uint64_t deadline;               /* the transport's fault timer, 0 = none */
 	uint8_t *buf;                    /* scratch (a held or corrupted copy), SR_FAULT_BUF bytes */
 	union {
-		struct {                 /* roce/fault.c: a datagram held back (reorder) */
+		struct {                 /* roce/tx_fault.c: a datagram held back (reorder) */
 			bool held;
 			uint32_t len;
 			uint64_t held_seq;   /* sent_seq when it was held */
 			struct sr_av av;
 		} roce;
-		struct {                 /* iwarp/fault.c: the batch stops at a marked FPDU */
+		struct {                 /* iwarp/qp_tx_fault.c: the batch stops at a marked FPDU */
 			bool mark;
 			bool stalling;       /* drop: the stream waits for `deadline` */
 			uint8_t kind;        /* enum sr_fault_kind of the marked FPDU */

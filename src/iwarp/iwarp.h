@@ -299,7 +299,7 @@ void sr_iw_tx_reset(struct sr_qp *qp);
  * short bounded wait (error path only). */
 void sr_iw_tx_flush_term(struct sr_qp *qp);
 
-/* fault.c: fault injection on the send path (core/fault.h) */
+/* qp_tx_fault.c: fault injection on the send path (core/fault.h) */
 /* add_fpdu, before cutting the next FPDU: its fate is drawn; true if
  * the batch must end before it. */
 bool sr_iw_fault_before(struct sr_qp *qp, const struct sr_iw_txb *b);

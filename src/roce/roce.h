@@ -161,7 +161,7 @@ bool sr_tx_batch_add(struct sr_tx_batch *b, struct sr_pkt *h, const struct iovec
 int sr_tx_batch_flush(struct sr_tx_batch *b);
 /* Send packets [a, z) of a batch (one sendmmsg, a message per run, GSO
  * where the kernel has it), the batch left as it is.  Used by flush and by
- * fault.c. */
+ * tx_fault.c. */
 int sr_tx_batch_send(struct sr_tx_batch *b, int a, int z);
 /* Recompute packet i's ICRC for IPv4 ID id (a no-op with CRC off). */
 void sr_tx_batch_icrc(struct sr_tx_batch *b, int i, uint16_t id);
@@ -173,7 +173,7 @@ int sr_roce_tx_one(struct sr_qp *qp, const struct sr_av *av, struct iovec *iov, 
  * ICRCs redone for ID 0 (data is changed). */
 int sr_roce_tx_run(struct sr_qp *qp, const struct sr_av *av, uint8_t *data, uint32_t len, uint16_t seg);
 
-/* fault.c: fault injection on the send path (core/fault.h) */
+/* tx_fault.c: fault injection on the send path (core/fault.h) */
 /* Flush a batch applying the QP's faults. */
 int sr_roce_fault_flush(struct sr_tx_batch *b);
 /* The QP's fault timer is due: a held datagram goes out, and what the

@@ -1,6 +1,6 @@
 /* Fault injection: the plan of each device, the QPs' fault state, and the
  * draw that decides each unit's fate (fault.h).  The transports act on
- * the fates: roce/fault.c, iwarp/fault.c. */
+ * the fates: roce/tx_fault.c, iwarp/qp_tx_fault.c. */
 #include "core/fault.h"
 
 #include <errno.h>
