@@ -768,7 +768,7 @@ int sr_destroy_qp(struct ibv_qp *ibqp)
 	ctx = qp->ctx;
 	/* As the kernel (uverbs): a QP still attached to a multicast group
 	 * is not destroyed.  mcast_lock keeps an attach from slipping in
-	 * between this check and the QP's death (mcast.c). */
+	 * between this check and the QP's death (mcast_attach.c). */
 	pthread_mutex_lock(&ctx->mcast_lock);
 	if (qp->n_mcast) {
 		pthread_mutex_unlock(&ctx->mcast_lock);

@@ -147,7 +147,7 @@ struct sr_context {
 
 	struct sr_progress prog;   /* the progress engine (core/progress.h) */
 
-	/* UD multicast (mcast.c).  mcast_lock serialises attach, detach and
+	/* UD multicast (mcast_attach.c).  mcast_lock serialises attach, detach and
 	 * QP destruction (it is held across the daemon call that joins or
 	 * leaves a group); the group list itself changes only with ctx->lock
 	 * held too, so the receive path reads it under ctx->lock alone.
@@ -829,7 +829,7 @@ struct sr_qp *sr_ctx_find_qp(struct sr_context *ctx, uint32_t qpn); /* ctx->lock
 int sr_ctx_add_qp(struct sr_context *ctx, struct sr_qp *qp); /* 0 or ENOMEM */
 void sr_ctx_remove_qp(struct sr_context *ctx, struct sr_qp *qp);
 
-/* mcast.c: UD multicast groups of a context (attach/detach as rxe). */
+/* mcast_attach.c: UD multicast groups of a context (attach/detach as rxe). */
 int sr_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
 int sr_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
 /* A datagram with BTH DestQP 0xFFFFFF that the daemon passed us (meta dst

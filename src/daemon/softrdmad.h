@@ -1,21 +1,21 @@
 /* softrdmad's shared state and the interfaces between its parts.
  *
  * softrdmad is one event-loop thread; each file below is one role:
- *   main.c       command line, start-up (sockets, --background), the event loop, exit
- *   state.c      the daemon's state, clock, random numbers and log
- *   users.c      who the clients are: the trust rules and per-user quotas
- *   client.c     client connections: accept, replies, reading and parsing IPC
- *                requests (client_msg), dropping a client and all it owns
- *   idtab.c      the ID tables (QPNs, Communication IDs)
- *   qpn.c        host-wide QPN allocation
- *   route.c      datagram routing by destination QPN: UDP 4791 and datagrams
- *                clients hand back
- *   cm_ids.c     CM Communication IDs and listens (the CM names clients own)
- *   cm_route.c   QP1: routing CM MADs to the process they belong to
- *   cm_answer.c  the daemon's own CM answers (REJ, SIDR_REP, DREP), rate-limited
- *   cm_will.c    CM wills: MADs sent for a client that dies
- *   mcast.c      UD multicast groups and their members
- *   status.c     the STATUS report
+ *   main.c          command line, start-up (sockets, --background), the event loop, exit
+ *   state.c         the daemon's state, clock, random numbers and log
+ *   users.c         who the clients are: the trust rules and per-user quotas
+ *   client.c        client connections: accept, replies, reading and parsing IPC
+ *                   requests (client_msg), dropping a client and all it owns
+ *   idtab.c         the ID tables (QPNs, Communication IDs)
+ *   qpn.c           host-wide QPN allocation
+ *   route.c         datagram routing by destination QPN: UDP 4791 and datagrams
+ *                   clients hand back
+ *   cm_ids.c        CM Communication IDs and listens (the CM names clients own)
+ *   cm_route.c      QP1: routing CM MADs to the process they belong to
+ *   cm_answer.c     the daemon's own CM answers (REJ, SIDR_REP, DREP), rate-limited
+ *   cm_will.c       CM wills: MADs sent for a client that dies
+ *   mcast_groups.c  UD multicast groups and their members
+ *   status.c        the STATUS report
  *
  * Everything from the wire and from clients is untrusted: every length is
  * checked, and the daemon never blocks on a client (datagram semantics:
@@ -399,7 +399,7 @@ int will_set(struct client *c, const struct sr_ipc_cm_will *req);
  * when none wait. */
 int wills_pump(void);
 
-/* mcast.c */
+/* mcast_groups.c */
 int mc_join(struct client *c, const struct sr_ipc_mcast *req);
 int mc_leave(struct client *c, const struct sr_ipc_mcast *req);
 void mc_release_all(struct client *c);
