@@ -19,7 +19,7 @@
 #include "abi/export.h"
 #include "cm/cm.h"
 #include "common/udp_port.h"
-#include "common/daemon_client.h"
+#include "common/ipc_client.h"
 #include "common/sock.h"
 
 struct sr_cm_global sr_cm = {

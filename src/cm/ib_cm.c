@@ -33,7 +33,7 @@
 
 #include "cm/cm.h"
 #include "common/udp_port.h"
-#include "common/daemon_client.h"
+#include "common/ipc_client.h"
 #include "common/env.h"
 #include "common/thread.h"
 #include "roce/wire/roce_hdr.h"

@@ -1,11 +1,11 @@
-/* A context's connection to softrdmad (common/daemon_client.h), opened
+/* A context's connection to softrdmad (common/ipc_client.h), opened
  * on first use, and the datagrams that arrive through it: each to the QP
  * its transport says it is for, multicast to the group's QPs. */
 #include <errno.h>
 #include <sys/epoll.h>
 
 #include "core/sr.h"
-#include "common/daemon_client.h"
+#include "common/ipc_client.h"
 
 void sr_ctx_deliver(struct sr_context *ctx, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len)
 {

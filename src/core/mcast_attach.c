@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "core/sr.h"
-#include "common/daemon_client.h"
+#include "common/ipc_client.h"
 
 struct sr_mcg {
 	struct sr_mcg *next;
@@ -101,7 +101,7 @@ static int attach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid, uint16_t 
 		}
 		/* Joined before the record is visible, and without ctx->lock:
 		 * the daemon's reply may be read by this thread's packet
-		 * callback, which takes ctx->lock (daemon_client.h). */
+		 * callback, which takes ctx->lock (ipc_client.h). */
 		d = sr_ctx_daemon(ctx, &rc);
 		if (!d)
 			rc = rc ? rc : -EAGAIN;

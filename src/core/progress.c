@@ -14,7 +14,7 @@
 
 #include "core/guard.h"
 #include "core/sr.h"
-#include "common/daemon_client.h"
+#include "common/ipc_client.h"
 #include "common/thread.h"
 
 /* The context whose progress thread this is (NULL in other threads). */

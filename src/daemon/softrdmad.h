@@ -4,8 +4,10 @@
  *   main.c          command line, start-up (sockets, --background), the event loop, exit
  *   state.c         the daemon's state, clock, random numbers and log
  *   users.c         who the clients are: the trust rules and per-user quotas
- *   client.c        client connections: accept, replies, reading and parsing IPC
- *                   requests (client_msg), dropping a client and all it owns
+ *   ipc_server.c    the server end of the IPC (ipc.h; the client end is
+ *                   common/ipc_client.c): client connections, accept, replies,
+ *                   reading and parsing requests (client_msg), dropping a
+ *                   client and all it owns
  *   idtab.c         the ID tables (QPNs, Communication IDs)
  *   qpn.c           host-wide QPN allocation
  *   route.c         datagram routing by destination QPN: UDP 4791 and datagrams
@@ -420,7 +422,7 @@ void udp_read(int fd, bool v6);
 void udp_dgram(uint8_t *slot, const struct sr_ipc_pkt *meta, int ifindex);
 void client_pkt(struct client *from, uint8_t *msg, size_t len);
 
-/* client.c */
+/* ipc_server.c */
 void set_bufsize(int fd, int opt_force, int opt, int bytes);
 void accept_clients(void);
 /* A new client on connected socket fd (non-blocking), credentials from

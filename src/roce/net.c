@@ -41,7 +41,7 @@
 #include <sys/socket.h>
 
 #include "roce/roce.h"
-#include "common/daemon_client.h"
+#include "common/ipc_client.h"
 #include "core/fault.h"
 #include "common/sock.h"
 #include "common/cmsg.h"

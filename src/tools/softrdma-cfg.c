@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "common/conf.h"
-#include "common/daemon_client.h"
+#include "common/ipc_client.h"
 #include "tools/cfg.h"
 
 static void usage(FILE *f)

@@ -1,5 +1,6 @@
-/* Client side of the softrdmad protocol (ipc.h), for use inside a
- * multi-threaded process (libibverbs) and by softrdma-cfg.
+/* Client side of the softrdmad protocol (ipc.h; the server end is
+ * daemon/ipc_server.c), for use inside a multi-threaded process
+ * (libibverbs) and by softrdma-cfg.
  *
  * Threading: every function may be called from any thread, except that
  * sr_daemon_close must not race with the others.  Requests are answered
@@ -14,8 +15,8 @@
  * that the packet callback takes.  The reply may have to be read by the
  * thread that is inside the callback (the reader role is not handed over
  * mid-batch, so packets reach the callback in order and one at a time). */
-#ifndef SR_COMMON_DAEMON_CLIENT_H
-#define SR_COMMON_DAEMON_CLIENT_H
+#ifndef SR_COMMON_IPC_CLIENT_H
+#define SR_COMMON_IPC_CLIENT_H
 
 #include <stdbool.h>
 #include <stdint.h>

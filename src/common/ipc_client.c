@@ -1,4 +1,4 @@
-/* Client side of the softrdmad protocol.  See daemon_client.h for the
+/* Client side of the softrdmad protocol.  See ipc_client.h for the
  * threading contract.
  *
  * Replies carry no request id: the daemon answers a connection's requests
@@ -8,7 +8,7 @@
  * waiting for its reply either takes the role and reads (blocking) until
  * its own reply came, or sleeps until the reader completes it or releases
  * the role. */
-#include "common/daemon_client.h"
+#include "common/ipc_client.h"
 #include "common/sock.h"
 
 #include <dlfcn.h>

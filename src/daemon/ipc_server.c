@@ -1,5 +1,7 @@
-/* softrdmad: client connections: accepting them, replies, reading and
- * parsing requests, dropping a client with everything it owns. */
+/* softrdmad: the server end of the IPC protocol (common/ipc.h; the
+ * client end is common/ipc_client.c): client connections, accepting
+ * them, replies, reading and parsing requests, dropping a client with
+ * everything it owns. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
