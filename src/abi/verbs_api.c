@@ -531,6 +531,14 @@ static int op_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uin
 {
 	return sr_advise_mr(pd, advice, flags, sg, n);
 }
+static struct ibv_xrcd *op_open_xrcd(struct ibv_context *c, struct ibv_xrcd_init_attr *a) { return sr_open_xrcd(c, a); }
+static int op_close_xrcd(struct ibv_xrcd *x) { return sr_close_xrcd(x); }
+static struct ibv_srq *op_create_srq_ex(struct ibv_context *c, struct ibv_srq_init_attr_ex *a)
+{
+	return sr_create_srq_ex(c, a);
+}
+static int op_get_srq_num(struct ibv_srq *srq, uint32_t *n) { return sr_get_srq_num(srq, n); }
+static struct ibv_qp *op_open_qp(struct ibv_context *c, struct ibv_qp_open_attr *a) { return sr_open_qp(c, a); }
 static int op_query_rt_values(struct ibv_context *c, struct ibv_values_ex *v) { return sr_query_rt_values(c, v); }
 static struct ibv_cq_ex *op_create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr_ex *a)
 {
@@ -564,6 +572,11 @@ void sr_fill_ops(struct verbs_context *v)
 	v->free_dm = op_free_dm;
 	v->reg_dm_mr = op_reg_dm_mr;
 	v->advise_mr = op_advise_mr;
+	v->open_xrcd = op_open_xrcd;
+	v->close_xrcd = op_close_xrcd;
+	v->create_srq_ex = op_create_srq_ex;
+	v->get_srq_num = op_get_srq_num;
+	v->open_qp = op_open_qp;
 	v->alloc_td = op_alloc_td;
 	v->dealloc_td = op_dealloc_td;
 	v->alloc_parent_domain = op_alloc_parent_domain;

@@ -368,9 +368,9 @@ int sr_query_device(struct ibv_context *c, struct ibv_device_attr *a)
 			      IBV_DEVICE_CHANGE_PHY_PORT | IBV_DEVICE_UD_AV_PORT_ENFORCE | IBV_DEVICE_PORT_ACTIVE_EVENT |
 			      IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE |
 			      IBV_DEVICE_MEM_MGT_EXTENSIONS;
-	/* memory windows as rxe (type 1 and 2B); siw has none */
+	/* memory windows as rxe (type 1 and 2B), XRC; siw has neither */
 	if (!iwarp)
-		a->device_cap_flags |= IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+		a->device_cap_flags |= IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC;
 	a->max_sge = SR_MAX_SGE;
 	a->max_sge_rd = iwarp ? 1 : SR_MAX_SGE; /* an iWARP Read Request names one sink buffer (siw: 1) */
 	a->max_cq = (int)sr_obj_limit(ctx->dev, SR_OBJ_CQ);
@@ -419,6 +419,7 @@ int sr_query_device_ex(struct ibv_context *c, const struct ibv_query_device_ex_i
 	full.hca_core_clock = SR_HCA_CORE_CLOCK_KHZ;
 	full.max_dm_size = SR_MAX_DM_SIZE;
 	sr_odp_caps(to_sctx(c)->dev, &full.odp_caps);
+	full.xrc_odp_caps = sr_odp_xrc_caps(to_sctx(c)->dev);
 	full.phys_port_cnt_ex = 1;
 	memcpy(a, &full, size < sizeof(full) ? size : sizeof(full));
 	return 0;

@@ -166,6 +166,7 @@ static uint32_t *ib_handle(void *ib, enum sr_obj_type t)
 	case SR_OBJ_QP: return &((struct ibv_qp *)ib)->handle;
 	case SR_OBJ_AH: return &((struct ibv_ah *)ib)->handle;
 	case SR_OBJ_DM: return &((struct ibv_dm *)ib)->handle;
+	case SR_OBJ_XRCD: return &((struct sr_xrcd *)ib)->handle;
 	default: return NULL; /* no handle */
 	}
 }

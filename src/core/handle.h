@@ -34,6 +34,7 @@ enum sr_obj_type {
 	SR_OBJ_QP,
 	SR_OBJ_AH,
 	SR_OBJ_DM,      /* limited by its bytes, not its count (dm.c) */
+	SR_OBJ_XRCD,    /* an XRC domain handle (xrc.c) */
 	SR_OBJ_CHANNEL, /* not counted, no handle: its fd names it */
 	SR_OBJ_TD,      /* not counted, no handle: the library's own (a thread domain) */
 	SR_OBJ_NTYPES
@@ -56,6 +57,7 @@ struct sr_obj {
 	uint32_t handle;         /* as in ib's handle field (a channel: its fd) */
 	uint8_t type;            /* enum sr_obj_type */
 	uint8_t alias;           /* enum sr_obj_alias */
+	bool opened;             /* a QP: an ibv_open_qp handle (struct sr_qp_open, xrc.c) */
 	int32_t users;           /* verbs using it now; -1: claimed by a destroy */
 	struct sr_obj *alias_of; /* an alias: its object (NULL once that is gone) */
 	uint32_t n_alias;        /* aliases of this object */

@@ -243,11 +243,11 @@ static enum ibv_wc_status bind_exec(struct sr_qp *qp, const struct sr_send_wqe *
  * Invalidate) must come to the QP the window is bound to. */
 static int mw_invalidate(struct sr_qp *qp, uint32_t key, bool remote)
 {
-	struct sr_mw *mw = mw_of_key(qp->ctx, key);
+	struct sr_mw *mw = mw_of_key(remote ? qp->rctx : qp->ctx, key);
 
 	if (!mw || mw->ibmw.type == IBV_MW_TYPE_1 || mw->state != SR_MW_VALID)
 		return -EINVAL;
-	if (mw->pd != to_spd(qp->ibqp.qp_base.pd) || (remote && mw->qp_serial != qp->serial))
+	if (mw->pd != (remote ? qp->rpd : to_spd(qp->ibqp.qp_base.pd)) || (remote && mw->qp_serial != qp->serial))
 		return -EACCES;
 	mw_unbind(mw);
 	mw->state = SR_MW_FREE;
@@ -273,19 +273,19 @@ int sr_rkey_invalidate_remote(struct sr_qp *qp, uint32_t rkey)
 {
 	int err;
 
-	pthread_rwlock_wrlock(&qp->ctx->mr_lock);
+	pthread_rwlock_wrlock(&qp->rctx->mr_lock);
 	err = mw_invalidate(qp, rkey, true);
-	pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	pthread_rwlock_unlock(&qp->rctx->mr_lock);
 	return err;
 }
 
 uint8_t *sr_mw_lookup(struct sr_qp *qp, uint32_t key, uint64_t va, uint64_t len, unsigned int need_access)
 {
-	struct sr_mw *mw = mw_of_key(qp->ctx, key);
+	struct sr_mw *mw = mw_of_key(qp->rctx, key);
 	struct sr_mr *mr;
 	uint64_t off, at;
 
-	if (!mw || mw->state != SR_MW_VALID || !(mr = mw->mr) || mw->pd != to_spd(qp->ibqp.qp_base.pd) ||
+	if (!mw || mw->state != SR_MW_VALID || !(mr = mw->mr) || mw->pd != qp->rpd ||
 	    (mw->ibmw.type == IBV_MW_TYPE_2 && mw->qp_serial != qp->serial) ||
 	    (mw->access & need_access) != need_access)
 		return NULL;

@@ -32,6 +32,14 @@ void sr_odp_caps(const struct sr_device *dev, struct ibv_odp_caps *c)
 	c->per_transport_caps.ud_odp_caps = iwarp ? 0 : any;
 }
 
+/* XRC's: what its INI end sends from and its TGT end's SRQs receive into */
+uint32_t sr_odp_xrc_caps(const struct sr_device *dev)
+{
+	return dev->conf.type == SR_DEV_IWARP ? 0
+					      : IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+							IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+}
+
 /* Where sge lies in an ODP region of pd that has local write (rxe looks
  * the key up so); caller holds mr_lock for reading. */
 static int odp_range(struct sr_context *ctx, struct sr_pd *pd, const struct ibv_sge *sge, uint8_t **host)

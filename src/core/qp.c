@@ -19,14 +19,15 @@
 #define M(x) IBV_QP_##x
 struct qp_trans {
 	bool valid;
-	int req[3], opt[3]; /* indexed by RC, UC, UD */
+	int req[5], opt[5]; /* indexed by RC, UC, UD, XRC_SEND (INI), XRC_RECV (TGT) */
 };
 
-enum { T_RC, T_UC, T_UD };
+enum { T_RC, T_UC, T_UD, T_INI, T_TGT };
 
 static int qpt_index(enum ibv_qp_type t)
 {
-	return t == IBV_QPT_RC ? T_RC : t == IBV_QPT_UC ? T_UC : T_UD;
+	return t == IBV_QPT_RC ? T_RC : t == IBV_QPT_UC ? T_UC : t == IBV_QPT_XRC_SEND ? T_INI
+				      : t == IBV_QPT_XRC_RECV ? T_TGT : T_UD;
 }
 
 /* [cur][next], as in IBTA 10.3 / the kernel's qp_state_table */
@@ -36,7 +37,9 @@ static const struct qp_trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 		[IBV_QPS_INIT] = { .valid = true,
 			.req = { [T_RC] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),
 				 [T_UC] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),
-				 [T_UD] = M(PKEY_INDEX) | M(PORT) | M(QKEY) } },
+				 [T_UD] = M(PKEY_INDEX) | M(PORT) | M(QKEY),
+				 [T_INI] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),
+				 [T_TGT] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS) } },
 		[IBV_QPS_ERR] = { .valid = true },
 	},
 	[IBV_QPS_INIT] = {
@@ -45,14 +48,21 @@ static const struct qp_trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 		[IBV_QPS_INIT] = { .valid = true,
 			.opt = { [T_RC] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),
 				 [T_UC] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),
-				 [T_UD] = M(PKEY_INDEX) | M(PORT) | M(QKEY) } },
+				 [T_UD] = M(PKEY_INDEX) | M(PORT) | M(QKEY),
+				 [T_INI] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),
+				 [T_TGT] = M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS) } },
 		[IBV_QPS_RTR] = { .valid = true,
 			.req = { [T_RC] = M(AV) | M(PATH_MTU) | M(DEST_QPN) | M(RQ_PSN) | M(MAX_DEST_RD_ATOMIC) |
 					  M(MIN_RNR_TIMER),
-				 [T_UC] = M(AV) | M(PATH_MTU) | M(DEST_QPN) | M(RQ_PSN) },
+				 [T_UC] = M(AV) | M(PATH_MTU) | M(DEST_QPN) | M(RQ_PSN),
+				 [T_INI] = M(AV) | M(PATH_MTU) | M(DEST_QPN) | M(RQ_PSN),
+				 [T_TGT] = M(AV) | M(PATH_MTU) | M(DEST_QPN) | M(RQ_PSN) | M(MAX_DEST_RD_ATOMIC) |
+					   M(MIN_RNR_TIMER) },
 			.opt = { [T_RC] = M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX),
 				 [T_UC] = M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX),
-				 [T_UD] = M(PKEY_INDEX) | M(QKEY) } },
+				 [T_UD] = M(PKEY_INDEX) | M(QKEY),
+				 [T_INI] = M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX),
+				 [T_TGT] = M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX) } },
 	},
 	[IBV_QPS_RTR] = {
 		[IBV_QPS_RESET] = { .valid = true },
@@ -60,11 +70,16 @@ static const struct qp_trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 		[IBV_QPS_RTS] = { .valid = true,
 			.req = { [T_RC] = M(SQ_PSN) | M(TIMEOUT) | M(RETRY_CNT) | M(RNR_RETRY) | M(MAX_QP_RD_ATOMIC),
 				 [T_UC] = M(SQ_PSN),
-				 [T_UD] = M(SQ_PSN) },
+				 [T_UD] = M(SQ_PSN),
+				 [T_INI] = M(SQ_PSN) | M(TIMEOUT) | M(RETRY_CNT) | M(RNR_RETRY) | M(MAX_QP_RD_ATOMIC),
+				 [T_TGT] = M(TIMEOUT) | M(SQ_PSN) },
 			.opt = { [T_RC] = M(CUR_STATE) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(MIN_RNR_TIMER) |
 					  M(PATH_MIG_STATE),
 				 [T_UC] = M(CUR_STATE) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(PATH_MIG_STATE),
-				 [T_UD] = M(CUR_STATE) | M(QKEY) } },
+				 [T_UD] = M(CUR_STATE) | M(QKEY),
+				 [T_INI] = M(CUR_STATE) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(PATH_MIG_STATE),
+				 [T_TGT] = M(CUR_STATE) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(MIN_RNR_TIMER) |
+					   M(PATH_MIG_STATE) } },
 	},
 	[IBV_QPS_RTS] = {
 		[IBV_QPS_RESET] = { .valid = true },
@@ -73,10 +88,14 @@ static const struct qp_trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 			.opt = { [T_RC] = M(CUR_STATE) | M(ACCESS_FLAGS) | M(ALT_PATH) | M(PATH_MIG_STATE) |
 					  M(MIN_RNR_TIMER),
 				 [T_UC] = M(CUR_STATE) | M(ACCESS_FLAGS) | M(ALT_PATH) | M(PATH_MIG_STATE),
-				 [T_UD] = M(CUR_STATE) | M(QKEY) } },
+				 [T_UD] = M(CUR_STATE) | M(QKEY),
+				 [T_INI] = M(CUR_STATE) | M(ACCESS_FLAGS) | M(ALT_PATH) | M(PATH_MIG_STATE),
+				 [T_TGT] = M(CUR_STATE) | M(ACCESS_FLAGS) | M(ALT_PATH) | M(PATH_MIG_STATE) |
+					   M(MIN_RNR_TIMER) } },
 		[IBV_QPS_SQD] = { .valid = true,
 			.opt = { [T_RC] = M(EN_SQD_ASYNC_NOTIFY), [T_UC] = M(EN_SQD_ASYNC_NOTIFY),
-				 [T_UD] = M(EN_SQD_ASYNC_NOTIFY) } },
+				 [T_UD] = M(EN_SQD_ASYNC_NOTIFY), [T_INI] = M(EN_SQD_ASYNC_NOTIFY),
+				 [T_TGT] = M(EN_SQD_ASYNC_NOTIFY) } },
 	},
 	[IBV_QPS_SQD] = {
 		[IBV_QPS_RESET] = { .valid = true },
@@ -85,13 +104,21 @@ static const struct qp_trans qp_table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 			.opt = { [T_RC] = M(CUR_STATE) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(MIN_RNR_TIMER) |
 					  M(PATH_MIG_STATE),
 				 [T_UC] = M(CUR_STATE) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(PATH_MIG_STATE),
-				 [T_UD] = M(CUR_STATE) | M(QKEY) } },
+				 [T_UD] = M(CUR_STATE) | M(QKEY),
+				 [T_INI] = M(CUR_STATE) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(PATH_MIG_STATE),
+				 [T_TGT] = M(CUR_STATE) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(MIN_RNR_TIMER) |
+					   M(PATH_MIG_STATE) } },
 		[IBV_QPS_SQD] = { .valid = true,
 			.opt = { [T_RC] = M(PORT) | M(AV) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX) |
 					  M(MIN_RNR_TIMER) | M(PATH_MIG_STATE) | M(TIMEOUT) | M(RETRY_CNT) | M(RNR_RETRY) |
 					  M(MAX_QP_RD_ATOMIC) | M(MAX_DEST_RD_ATOMIC),
 				 [T_UC] = M(AV) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX) | M(PATH_MIG_STATE),
-				 [T_UD] = M(PKEY_INDEX) | M(QKEY) } },
+				 [T_UD] = M(PKEY_INDEX) | M(QKEY),
+				 [T_INI] = M(PORT) | M(AV) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX) |
+					   M(PATH_MIG_STATE) | M(TIMEOUT) | M(RETRY_CNT) | M(RNR_RETRY) |
+					   M(MAX_QP_RD_ATOMIC),
+				 [T_TGT] = M(PORT) | M(AV) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX) |
+					   M(MIN_RNR_TIMER) | M(PATH_MIG_STATE) | M(TIMEOUT) | M(MAX_DEST_RD_ATOMIC) } },
 	},
 	[IBV_QPS_SQE] = {
 		[IBV_QPS_RESET] = { .valid = true },
@@ -118,8 +145,8 @@ static bool modify_is_ok(enum ibv_qp_state cur, enum ibv_qp_state next, enum ibv
 	const struct qp_trans *t = &qp_table[cur][next];
 	if (!t->valid)
 		return false;
-	/* an RC QP never enters SQE */
-	if (type == IBV_QPT_RC && cur == IBV_QPS_SQE)
+	/* an RC or XRC QP never enters SQE */
+	if ((type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND || type == IBV_QPT_XRC_RECV) && cur == IBV_QPS_SQE)
 		return false;
 	if (iwarp)
 		return true;
@@ -269,6 +296,21 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 	struct ibv_qp *qp = NULL;
 	int err;
 
+	/* an XRC_RECV (TGT) QP has an XRC domain and no PD (nor CQs or
+	 * queues: what it receives goes to the domain's SRQs); every other
+	 * type a PD */
+	if (ia->qp_type == IBV_QPT_XRC_RECV) {
+		if (!(ia->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !ia->xrcd) {
+			errno = EINVAL;
+			return NULL;
+		}
+		if (!(err = sr_obj_ref(&r, ia->xrcd, SR_OBJ_XRCD, c)))
+			qp = create_qp(c, ia);
+		else
+			errno = err;
+		sr_obj_unref(&r);
+		return qp;
+	}
 	if (!(ia->comp_mask & IBV_QP_INIT_ATTR_PD) || !ia->pd) {
 		errno = EINVAL;
 		return NULL;
@@ -284,16 +326,20 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 	return qp;
 }
 
-static struct ibv_qp *create_qp(struct ibv_context *c, struct ibv_qp_init_attr_ex *ia)
+static struct ibv_qp *create_qp(struct ibv_context *c, struct ibv_qp_init_attr_ex *app)
 {
 	struct sr_context *ctx = to_sctx(c);
+	/* the attributes as the QP takes them (an XRC QP ignores some);
+	 * the application's get the capabilities back */
+	struct ibv_qp_init_attr_ex a = *app, *ia = &a;
 	struct sr_qp *qp;
 	int err;
 
 	/* create flags are accepted when there are none, as rxe does (it
 	 * refuses any flag with EOPNOTSUPP); rdma-core's tests set the mask
 	 * with no flags for devices that are not mlx4/mlx5 */
-	if ((ia->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS)) ||
+	if ((ia->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+			       IBV_QP_INIT_ATTR_CREATE_FLAGS)) ||
 	    ((ia->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && ia->create_flags)) {
 		errno = EOPNOTSUPP;
 		return NULL;
@@ -304,10 +350,10 @@ static struct ibv_qp *create_qp(struct ibv_context *c, struct ibv_qp_init_attr_e
 	case IBV_QPT_RC:
 	case IBV_QPT_UC:
 	case IBV_QPT_UD:
-		break;
-	case IBV_QPT_RAW_PACKET:
 	case IBV_QPT_XRC_SEND:
 	case IBV_QPT_XRC_RECV:
+		break;
+	case IBV_QPT_RAW_PACKET:
 	case IBV_QPT_DRIVER:
 		errno = ia->qp_type == IBV_QPT_RAW_PACKET && !have_net_raw() ? EPERM : EOPNOTSUPP;
 		return NULL;
@@ -319,7 +365,22 @@ static struct ibv_qp *create_qp(struct ibv_context *c, struct ibv_qp_init_attr_e
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
-	if (!ia->send_cq || !ia->recv_cq) {
+	bool xrc = ia->qp_type == IBV_QPT_XRC_SEND || ia->qp_type == IBV_QPT_XRC_RECV;
+	bool tgt = ia->qp_type == IBV_QPT_XRC_RECV;
+	/* an XRC QP has no receive queue (its TGT end has the domain's SRQs)
+	 * and only an INI end a send queue: what it is not given is ignored,
+	 * as mlx5 ignores it */
+	if (xrc) {
+		ia->srq = NULL;
+		ia->recv_cq = NULL;
+		ia->cap.max_recv_wr = ia->cap.max_recv_sge = 0;
+		if (tgt) {
+			ia->send_cq = NULL;
+			ia->pd = NULL;
+			memset(&ia->cap, 0, sizeof(ia->cap));
+		}
+	}
+	if ((!tgt && !ia->send_cq) || (!xrc && !ia->recv_cq)) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -342,6 +403,8 @@ static struct ibv_qp *create_qp(struct ibv_context *c, struct ibv_qp_init_attr_e
 		/* rdma-core's rxe provider: what each QP type may ask for */
 		else if (ia->qp_type == IBV_QPT_UD)
 			ok &= IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+		else if (tgt)
+			ok = 0;
 		else if (ia->qp_type == IBV_QPT_UC)
 			ok &= IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
 			      IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV;
@@ -382,7 +445,7 @@ static struct ibv_qp *create_qp(struct ibv_context *c, struct ibv_qp_init_attr_e
 		if (!qp->sq.ud_av)
 			goto nomem;
 	}
-	if (!ia->srq) {
+	if (!ia->srq && !xrc) {
 		if (sr_rq_init(&qp->rq, ia->pd, SR_RES_TYPE_RQ, cap->max_recv_wr, cap->max_recv_sge))
 			goto nomem;
 	}
@@ -393,9 +456,15 @@ static struct ibv_qp *create_qp(struct ibv_context *c, struct ibv_qp_init_attr_e
 	qp->cap.max_send_wr = qp->sq.max_wr;
 	qp->cap.max_send_sge = qp->sq.max_sge;
 	qp->cap.max_inline_data = qp->sq.max_inline;
-	qp->cap.max_recv_wr = ia->srq ? 0 : qp->rq.max_wr;
-	qp->cap.max_recv_sge = ia->srq ? 0 : qp->rq.max_sge;
+	qp->cap.max_recv_wr = ia->srq || xrc ? 0 : qp->rq.max_wr;
+	qp->cap.max_recv_sge = ia->srq || xrc ? 0 : qp->rq.max_sge;
+	if (tgt)
+		qp->cap.max_send_wr = qp->cap.max_send_sge = qp->cap.max_inline_data = 0;
+	qp->rpd = ia->pd ? to_spd(ia->pd) : NULL;
+	qp->rctx = ctx;
+	qp->xrcd = tgt ? (struct sr_xrcd *)ia->xrcd : NULL;
 	*cap = qp->cap;
+	app->cap = qp->cap;
 	qp->attr.qp_state = IBV_QPS_RESET;
 	qp->attr.cur_qp_state = IBV_QPS_RESET;
 	qp->attr.path_mtu = IBV_MTU_1024;
@@ -439,12 +508,17 @@ static struct ibv_qp *create_qp(struct ibv_context *c, struct ibv_qp_init_attr_e
 		goto fail;
 	qp->stats = sr_stats_qp_open(ctx->dev->conf.name, ctx->dev->conf.type, q->qp_num, q->qp_type,
 				     &qp->stats_slot);
-	sr_pd_use(ia->pd, 1);
+	if (ia->pd)
+		sr_pd_use(ia->pd, 1);
+	if (tgt)
+		sr_xrc_tgt_add(qp);
 	if (ia->qp_type == IBV_QPT_UD)
 		atomic_fetch_add(&ctx->prog.n_ud_qps, 1);
 	/* what destroying a CQ or SRQ checks, without walking every QP */
-	atomic_fetch_add(&qp->scq->n_qps, 1);
-	atomic_fetch_add(&qp->rcq->n_qps, 1);
+	if (qp->scq)
+		atomic_fetch_add(&qp->scq->n_qps, 1);
+	if (qp->rcq)
+		atomic_fetch_add(&qp->rcq->n_qps, 1);
 	if (qp->srq)
 		atomic_fetch_add(&qp->srq->n_qps, 1);
 	return q;
@@ -710,8 +784,9 @@ static int modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 			 * the unread ones of the QP's past */
 			qp->sq.head = qp->sq.tail = qp->sq.cur = 0;
 			qp->rq.head = qp->rq.tail = 0;
-			sr_cq_clean(qp->scq, ibqp->qp_num);
-			if (qp->rcq != qp->scq)
+			if (qp->scq)
+				sr_cq_clean(qp->scq, ibqp->qp_num);
+			if (qp->rcq && qp->rcq != qp->scq)
 				sr_cq_clean(qp->rcq, ibqp->qp_num);
 			qp->last_wqe_reached_sent = false;
 		} else if (next == IBV_QPS_SQD) {
@@ -725,9 +800,24 @@ static int modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	return 0;
 }
 
+/* The QP a handle names: its own, or an ibv_open_qp handle's TGT QP. */
+static struct ibv_qp *handle_qp(struct sr_obj *o, struct ibv_qp *ibqp)
+{
+	return o->opened ? &SR_CONTAINER(o, struct sr_qp_open, obj)->qp->ibqp.qp_base : ibqp;
+}
+
 int sr_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
-	return SR_WITH_OBJ(ibqp, SR_OBJ_QP, modify_qp(ibqp, attr, mask));
+	int err;
+	struct sr_obj *o = sr_obj_get(ibqp, SR_OBJ_QP, NULL, &err);
+
+	if (!o)
+		return err;
+	struct ibv_qp *q = handle_qp(o, ibqp);
+	err = modify_qp(q, attr, mask);
+	ibqp->state = q->state;
+	sr_obj_put(o);
+	return err;
 }
 
 static int query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask, struct ibv_qp_init_attr *init)
@@ -753,19 +843,51 @@ static int query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask, str
 
 int sr_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask, struct ibv_qp_init_attr *init)
 {
-	return SR_WITH_OBJ(ibqp, SR_OBJ_QP, query_qp(ibqp, attr, mask, init));
+	int err;
+	struct sr_obj *o = sr_obj_get(ibqp, SR_OBJ_QP, NULL, &err);
+
+	if (!o)
+		return err;
+	err = query_qp(handle_qp(o, ibqp), attr, mask, init);
+	if (o->opened)
+		init->qp_context = ibqp->qp_context;
+	sr_obj_put(o);
+	return err;
 }
 
+static int qp_teardown(struct sr_qp *qp, struct sr_obj *o);
+
+/* A TGT QP lives while a handle of it does (the creator's and those of
+ * ibv_open_qp), as the kernel's shared XRC QPs. */
 int sr_destroy_qp(struct ibv_qp *ibqp)
 {
 	struct sr_qp *qp = to_sqp(ibqp);
-	struct sr_context *ctx;
 	struct sr_obj *o;
 	int err;
 
 	if (!(o = sr_obj_claim(ibqp, SR_OBJ_QP, &err)))
 		return err;
-	ctx = qp->ctx;
+	if (o->opened) {
+		struct sr_qp_open *h = SR_CONTAINER(o, struct sr_qp_open, obj);
+
+		qp = h->qp;
+		sr_obj_del(o);
+		free(h);
+		return sr_xrc_tgt_put(qp) ? qp_teardown(qp, NULL) : 0;
+	}
+	if (ibqp->qp_type == IBV_QPT_XRC_RECV && !sr_xrc_tgt_put(qp)) {
+		sr_obj_del(o); /* this handle goes; the QP stays for the others */
+		return 0;
+	}
+	return qp_teardown(qp, o);
+}
+
+/* Destroys qp (o: its own handle, claimed; NULL once that is gone). */
+static int qp_teardown(struct sr_qp *qp, struct sr_obj *o)
+{
+	struct ibv_qp *ibqp = &qp->ibqp.qp_base;
+	struct sr_context *ctx = qp->ctx;
+
 	/* As the kernel (uverbs): a QP still attached to a multicast group
 	 * is not destroyed.  mcast_lock keeps an attach from slipping in
 	 * between this check and the QP's death (mcast_attach.c). */
@@ -775,7 +897,8 @@ int sr_destroy_qp(struct ibv_qp *ibqp)
 		sr_obj_put(o);
 		return EBUSY;
 	}
-	sr_obj_del(o);
+	if (o)
+		sr_obj_del(o);
 	sr_ctx_remove_qp(ctx, qp);
 	pthread_mutex_lock(&qp->lock);
 	qp->dead = true;
@@ -801,11 +924,14 @@ int sr_destroy_qp(struct ibv_qp *ibqp)
 		qp->sq.buf = qp->rq.buf = NULL;
 		pthread_mutex_unlock(&qp->lock);
 	}
-	sr_pd_use(ibqp->pd, -1);
+	if (ibqp->pd)
+		sr_pd_use(ibqp->pd, -1);
 	if (ibqp->qp_type == IBV_QPT_UD)
 		atomic_fetch_sub(&ctx->prog.n_ud_qps, 1);
-	atomic_fetch_sub(&qp->scq->n_qps, 1);
-	atomic_fetch_sub(&qp->rcq->n_qps, 1);
+	if (qp->scq)
+		atomic_fetch_sub(&qp->scq->n_qps, 1);
+	if (qp->rcq)
+		atomic_fetch_sub(&qp->rcq->n_qps, 1);
 	if (qp->srq)
 		atomic_fetch_sub(&qp->srq->n_qps, 1);
 	sr_purge_async_events(ctx, ibqp);
@@ -824,6 +950,8 @@ int sr_destroy_qp(struct ibv_qp *ibqp)
  * work requests into packets (next_opcode) and runs local operations. */
 static bool opcode_carried(enum ibv_qp_type t, enum ibv_wr_opcode op)
 {
+	if (t == IBV_QPT_XRC_SEND)
+		t = IBV_QPT_RC; /* the rxe XRC patches' INI: what RC carries */
 	switch (op) {
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
@@ -930,8 +1058,8 @@ static int post_one_send(struct sr_qp *qp, const struct ibv_send_wr *wr)
 	struct sr_send_wqe *w;
 	uint64_t len = 0;
 
-	if (!sr_qp_opcode_ok(qp, wr->opcode))
-		return EINVAL;
+	if (!sr_qp_opcode_ok(qp, wr->opcode) || qp->ibqp.qp_base.qp_type == IBV_QPT_XRC_RECV)
+		return EINVAL; /* a TGT QP has no send queue */
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > sq->max_sge)
 		return EINVAL;
 	/* an iWARP Read Request names one sink buffer (max_sge_rd 1) */
@@ -987,6 +1115,8 @@ static int post_one_send(struct sr_qp *qp, const struct ibv_send_wr *wr)
 	default:
 		break;
 	}
+	if (qp->ibqp.qp_base.qp_type == IBV_QPT_XRC_SEND)
+		w->remote_qpn = wr->qp_type.xrc.remote_srqn & 0xffffff; /* the XRCETH's SRQ */
 	if (ud_send) {
 		*sr_sq_av(sq, w) = to_sah(wr->wr.ud.ah)->av;
 		w->remote_qpn = wr->wr.ud.remote_qpn & 0xffffff;
@@ -1071,7 +1201,7 @@ int sr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 	int err = 0;
 
 	pthread_mutex_lock(&qp->lock);
-	if (qp->srq || qp->attr.qp_state == IBV_QPS_RESET) {
+	if (qp->srq || sr_qp_is_xrc(qp) || qp->attr.qp_state == IBV_QPS_RESET) {
 		*bad = wr;
 		pthread_mutex_unlock(&qp->lock);
 		return EINVAL;

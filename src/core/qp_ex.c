@@ -122,6 +122,13 @@ static void x_set_ud_addr(struct ibv_qp_ex *x, struct ibv_ah *ah, uint32_t qpn, 
 	w->remote_qpn = qpn & 0xffffff;
 	w->remote_qkey = qkey;
 }
+/* an XRC INI end's WQE: the SRQ its XRCETH names (post_one_send's place) */
+static void x_set_xrc_srqn(struct ibv_qp_ex *x, uint32_t srqn)
+{
+	struct sr_send_wqe *w = wr_last(x);
+	if (w)
+		w->remote_qpn = srqn & 0xffffff;
+}
 static void x_set_sge_list(struct ibv_qp_ex *x, size_t n, const struct ibv_sge *sg)
 {
 	struct sr_qp *qp = xqp(x);
@@ -229,6 +236,7 @@ void sr_qp_ex_init(struct sr_qp *qp)
 	x->wr_atomic_cmp_swp = x_cas;
 	x->wr_atomic_fetch_add = x_faa;
 	x->wr_set_ud_addr = x_set_ud_addr;
+	x->wr_set_xrc_srqn = x_set_xrc_srqn;
 	x->wr_set_sge = x_set_sge;
 	x->wr_set_sge_list = x_set_sge_list;
 	x->wr_set_inline_data = x_set_inline;

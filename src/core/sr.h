@@ -64,9 +64,12 @@ struct sr_device {
 	struct sr_fault_dev *faults; /* fault injection (core/fault.h), NULL = none */
 	uint32_t n_obj[SR_OBJ_NTYPES]; /* live objects of each type, all contexts (handle.c's lock) */
 	_Atomic uint64_t dm_used;      /* bytes of device memory allocated (dm.c) */
-	/* ctx_lock protects the open contexts' list and their open counts */
+	/* ctx_lock protects the open contexts' list and their open counts,
+	 * and the XRC domains' list */
 	pthread_mutex_t ctx_lock;
 	struct sr_context *ctxs;       /* the process's open contexts of it (import.c finds them) */
+	struct sr_xrc_dom *xrc_doms;   /* its XRC domains in the process (xrc.c) */
+	_Atomic uint32_t srq_num_next; /* the next XRC SRQ's number (xrc.c) */
 };
 
 struct sr_gid_entry {
@@ -326,6 +329,37 @@ struct sr_srq {
 	uint32_t limit;
 	bool error;
 	atomic_uint n_qps;      /* QPs attached to it */
+	/* an XRC SRQ (xrc.c): its domain, number there and completion queue;
+	 * the TGT QPs of the domain deliver into it by that number */
+	struct sr_xrcd *xrcd;   /* NULL: a basic SRQ */
+	uint32_t srq_num;
+	struct sr_cq *cq;
+	struct sr_srq *dom_next; /* xrcd->dom->srqs (the domain's lock) */
+};
+
+/* An XRC domain (xrc.c): what every ibv_open_xrcd of one file (or one
+ * anonymous open) in the process shares; its SRQs and TGT QPs.  lock
+ * protects the lists; refs (the device's ctx_lock) counts its handles. */
+struct sr_xrc_dom {
+	struct sr_device *dev;
+	bool anonymous;
+	dev_t fdev;
+	ino_t fino;
+	int refs;
+	pthread_mutex_t lock;
+	struct sr_srq *srqs;
+	struct sr_qp *tgts;
+	struct sr_xrc_dom *next;  /* dev->xrc_doms */
+};
+
+/* An ibv_open_xrcd handle: rdma-core's verbs_xrcd, then ours. */
+struct sr_xrcd {
+	struct ibv_xrcd ibxrcd;
+	uint32_t comp_mask;
+	uint32_t handle;
+	struct sr_obj obj;
+	struct sr_xrc_dom *dom;
+	atomic_int usecnt;      /* SRQs and TGT QPs made through it */
 };
 
 /* The path to a peer, from an AH or RC/UC QP attributes. */
@@ -409,6 +443,16 @@ struct sr_qp {
 	struct ibv_qp_ex ibqp;     /* ibv_qp is its prefix */
 	struct sr_obj obj;
 	struct sr_context *ctx;
+	/* The PD requests from the peer are checked against: the QP's own,
+	 * an XRC TGT QP's that of the SRQ its message goes to (set with srq
+	 * and rcq for each packet, qp->lock held; NULL between packets). */
+	struct sr_pd *rpd;
+	struct sr_context *rctx;   /* ... and whose keys: rpd's context (a TGT QP's SRQ's may be another's) */
+	/* XRC (xrc.c): an XRC_RECV QP's domain handle, its other handles
+	 * (ibv_open_qp) and its place among the domain's TGT QPs */
+	struct sr_xrcd *xrcd;
+	int xrc_refs;              /* handles of it: 1 + ibv_open_qp's (the domain's lock) */
+	struct sr_qp *dom_next;
 	uint64_t serial;           /* unique in the process, never reused (a type 2 MW names its QP by it) */
 	/* lock protects everything below, the SQ/RQ and the transport state */
 	pthread_mutex_t lock;
@@ -503,6 +547,17 @@ static inline struct sr_mr *to_smr(struct ibv_mr *m) { return ((struct sr_mr *)m
 static inline struct sr_mw *to_smw(struct ibv_mw *m) { return (struct sr_mw *)m; }
 static inline struct sr_srq *to_ssrq(struct ibv_srq *s) { return (struct sr_srq *)s; }
 static inline struct sr_ah *to_sah(struct ibv_ah *a) { return (struct sr_ah *)a; }
+/* The transport a QP's type stands for: an XRC QP is reliable
+ * connected (its INI end RC's requester, its TGT end RC's responder). */
+static inline enum ibv_qp_type sr_qp_transport(const struct sr_qp *qp)
+{
+	enum ibv_qp_type t = qp->ibqp.qp_base.qp_type;
+	return t == IBV_QPT_XRC_SEND || t == IBV_QPT_XRC_RECV ? IBV_QPT_RC : t;
+}
+static inline bool sr_qp_is_xrc(const struct sr_qp *qp)
+{
+	return qp->ibqp.qp_base.qp_type == IBV_QPT_XRC_SEND || qp->ibqp.qp_base.qp_type == IBV_QPT_XRC_RECV;
+}
 static inline struct sr_dm *to_sdm(struct ibv_dm *d) { return ((struct sr_dm *)d)->real; }
 
 uint64_t sr_now_ns(void);
@@ -602,6 +657,7 @@ static inline bool sr_mr_implicit(const void *addr, size_t len)
 }
 /* odp.c: on-demand paging: the device's odp_caps; ibv_advise_mr */
 void sr_odp_caps(const struct sr_device *dev, struct ibv_odp_caps *c);
+uint32_t sr_odp_xrc_caps(const struct sr_device *dev);
 int sr_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags, struct ibv_sge *sg,
 		 uint32_t num_sge);
 struct ibv_mr *sr_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm, uint64_t offset, size_t len, unsigned int access);
@@ -626,8 +682,8 @@ uint8_t *sr_mw_lookup(struct sr_qp *qp, uint32_t key, uint64_t va, uint64_t len,
 static inline uint8_t *sr_rkey_lookup(struct sr_qp *qp, uint32_t key, uint64_t va, uint64_t len,
 				      unsigned int need_access)
 {
-	struct sr_context *ctx = qp->ctx;
-	uint8_t *p = sr_mr_lookup(ctx, key, true, to_spd(qp->ibqp.qp_base.pd), va, len, need_access);
+	struct sr_context *ctx = qp->rctx;
+	uint8_t *p = sr_mr_lookup(ctx, key, true, qp->rpd, va, len, need_access);
 
 	if (!p && ctx->mw_tab)
 		p = sr_mw_lookup(qp, key, va, len, need_access);
@@ -706,6 +762,28 @@ void sr_unimport_dm(struct ibv_dm *dm);
 /* Destroying an import (o claimed, of type t) destroys its object, as
  * the kernel's command on the handle does, and then the import. */
 int sr_destroy_import(struct sr_obj *o, enum sr_obj_type t);
+
+/* xrc.c: XRC domains, XRC SRQs' numbers, ibv_open_qp */
+struct ibv_xrcd *sr_open_xrcd(struct ibv_context *c, struct ibv_xrcd_init_attr *attr);
+int sr_close_xrcd(struct ibv_xrcd *xrcd);
+/* An XRC SRQ joins its domain (a number given) / leaves it. */
+void sr_xrc_srq_add(struct sr_srq *srq);
+void sr_xrc_srq_del(struct sr_srq *srq);
+/* A TGT QP joins its domain (one handle); a handle of it goes: true if
+ * that was the last, and the QP has left the domain. */
+void sr_xrc_tgt_add(struct sr_qp *qp);
+bool sr_xrc_tgt_put(struct sr_qp *qp);
+/* The SRQ of tgt's domain numbered srq_num, or NULL (tgt->lock held). */
+struct sr_srq *sr_xrc_srq_find(struct sr_qp *tgt, uint32_t srq_num);
+struct ibv_qp *sr_open_qp(struct ibv_context *c, struct ibv_qp_open_attr *attr);
+int sr_get_srq_num(struct ibv_srq *srq, uint32_t *num);
+/* An ibv_open_qp handle: operates on qp; destroying the last handle of
+ * a TGT QP destroys it. */
+struct sr_qp_open {
+	struct ibv_qp ibqp;
+	struct sr_obj obj;
+	struct sr_qp *qp;
+};
 
 /* dm.c */
 struct ibv_dm *sr_alloc_dm(struct ibv_context *c, struct ibv_alloc_dm_attr *attr);
@@ -789,6 +867,7 @@ void sr_local_wqe_fill(struct sr_send_wqe *w, enum ibv_wr_opcode op, uint32_t in
 void sr_qp_ex_init(struct sr_qp *qp);
 /* srq.c */
 struct ibv_srq *sr_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr);
+struct ibv_srq *sr_create_srq_ex(struct ibv_context *c, struct ibv_srq_init_attr_ex *attr);
 int sr_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask);
 int sr_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr);
 int sr_destroy_srq(struct ibv_srq *srq);

@@ -7,26 +7,24 @@
 
 #include "core/sr.h"
 
-struct ibv_srq *sr_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
+/* A new SRQ of pd (resolved); an XRC one in xrcd's domain with cq
+ * (both resolved), else basic. */
+static struct ibv_srq *srq_make(struct ibv_pd *pd, struct ibv_srq_init_attr *attr, struct sr_xrcd *xrcd,
+				struct ibv_cq *cq, int *errp)
 {
-	struct sr_srq *srq = NULL;
-	struct sr_obj *pdo;
+	struct sr_srq *srq;
 	int err;
 
-	if (!(pdo = sr_obj_get(pd, SR_OBJ_PD, NULL, &err))) {
-		errno = err;
-		return NULL;
-	}
 	/* srq_limit is "irrelevant for ibv_create_srq" (the man page): rxe
 	 * takes it as it is (rxe_srq_chk_init() does not look at it) */
 	if (attr->attr.max_wr == 0 || attr->attr.max_wr > SR_MAX_SRQ_WR || attr->attr.max_sge > SR_MAX_SGE) {
-		err = EINVAL;
-		goto fail;
+		*errp = EINVAL;
+		return NULL;
 	}
 	srq = calloc(1, sizeof(*srq));
 	if (!srq) {
-		err = ENOMEM;
-		goto fail;
+		*errp = ENOMEM;
+		return NULL;
 	}
 	if ((err = sr_obj_add(to_sctx(pd->context), &srq->obj, &srq->ibsrq, SR_OBJ_SRQ)))
 		goto fail;
@@ -45,13 +43,65 @@ struct ibv_srq *sr_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
 	srq->ibsrq.pd = pd;
 	pthread_mutex_init(&srq->ibsrq.mutex, NULL);
 	pthread_cond_init(&srq->ibsrq.cond, NULL);
-	sr_obj_put(pdo);
+	if (xrcd) {
+		srq->xrcd = xrcd;
+		srq->cq = to_scq(cq);
+		atomic_fetch_add(&srq->cq->n_qps, 1); /* the CQ is busy while the SRQ completes into it */
+		sr_xrc_srq_add(srq);
+	}
 	return &srq->ibsrq;
 fail:
-	sr_obj_put(pdo);
 	free(srq);
-	errno = err;
+	*errp = err;
 	return NULL;
+}
+
+struct ibv_srq *sr_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
+{
+	struct ibv_srq *srq = NULL;
+	struct sr_obj *pdo;
+	int err;
+
+	if ((pdo = sr_obj_get(pd, SR_OBJ_PD, NULL, &err))) {
+		srq = srq_make(pd, attr, NULL, NULL, &err);
+		sr_obj_put(pdo);
+	}
+	if (!srq)
+		errno = err;
+	return srq;
+}
+
+/* As mlx5: a basic SRQ needs a PD, an XRC one a PD, an XRC domain and a
+ * CQ (EINVAL without); a tag-matching one is not offered (EOPNOTSUPP). */
+struct ibv_srq *sr_create_srq_ex(struct ibv_context *c, struct ibv_srq_init_attr_ex *attr)
+{
+	uint32_t known = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+	struct sr_obj_refs r = { .n = 0 };
+	struct ibv_srq *srq = NULL;
+	enum ibv_srq_type t = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? attr->srq_type : IBV_SRQT_BASIC;
+	bool xrc = t == IBV_SRQT_XRC;
+	int err = 0;
+
+	if (t == IBV_SRQT_TM || (attr->comp_mask & ~known))
+		err = EOPNOTSUPP;
+	else if (t != IBV_SRQT_BASIC && !xrc)
+		err = EINVAL;
+	else if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd ||
+		 (xrc && (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd ||
+			  !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq)))
+		err = EINVAL;
+	else if (!(err = sr_obj_ref(&r, attr->pd, SR_OBJ_PD, c)) &&
+		 (!xrc || (!(err = sr_obj_ref(&r, attr->xrcd, SR_OBJ_XRCD, c)) &&
+			   !(err = sr_obj_ref(&r, attr->cq, SR_OBJ_CQ, c))))) {
+		struct ibv_srq_init_attr ia = { .srq_context = attr->srq_context, .attr = attr->attr };
+
+		srq = srq_make(attr->pd, &ia, xrc ? (struct sr_xrcd *)attr->xrcd : NULL, xrc ? attr->cq : NULL, &err);
+		attr->attr = ia.attr;
+	}
+	sr_obj_unref(&r);
+	if (!srq)
+		errno = err;
+	return srq;
 }
 
 static int modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr, int mask)
@@ -132,9 +182,13 @@ int sr_destroy_srq(struct ibv_srq *ibsrq)
 		sr_obj_put(o);
 		return EBUSY;
 	}
+	if (srq->xrcd)
+		sr_xrc_srq_del(srq); /* no TGT QP finds it from now on */
 	pthread_mutex_lock(&ctx->prog.lock);
 	pthread_mutex_unlock(&ctx->prog.lock);
 	sr_obj_del(o);
+	if (srq->cq)
+		atomic_fetch_sub(&srq->cq->n_qps, 1);
 	sr_purge_async_events(ctx, ibsrq);
 	sr_ring_free(srq->rq.buf, &srq->rq.mem);
 	sr_pd_use(ibsrq->pd, -1); /* after the ring: its parent domain's free may be called */

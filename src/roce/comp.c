@@ -264,7 +264,7 @@ void sr_comp_rx(struct sr_qp *qp, struct sr_pkt *pkt)
 {
 	struct sr_roce_qp *r = rqp(qp);
 
-	if (qp->ibqp.qp_base.qp_type != IBV_QPT_RC)
+	if (sr_qp_transport(qp) != IBV_QPT_RC)
 		return;
 	/* responses for PSNs we never sent are bogus */
 	if (psn_diff(pkt->psn, r->next_psn) >= 0)

@@ -296,7 +296,7 @@ static int flow_socket_open(struct sr_qp *qp, const struct sockaddr_in6 *local, 
 	/* a GSO burst from the peer arrives as one buffer: one copy, one syscall */
 	setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one));
 	int rcvbuf = set_rcvbuf(fd);
-	if (qp->ibqp.qp_base.qp_type != IBV_QPT_UD)
+	if (sr_qp_transport(qp) != IBV_QPT_UD)
 		rqp(qp)->rcvbuf = rcvbuf;
 	else if (setsockopt(fd, v4 ? IPPROTO_IP : IPPROTO_IPV6, v4 ? IP_RECVTOS : IPV6_RECVTCLASS, &one, sizeof(one)))
 		SR_DBG("UD QP %u: no IP_RECVTOS/IPV6_RECVTCLASS: %s", sr_roce_qpn(qp), strerror(errno));
@@ -853,7 +853,7 @@ static void roce_rx_one(struct sr_qp *qp, const uint8_t *buf, size_t len, const 
 {
 	struct sr_roce_qp *r = rqp(qp);
 	struct sr_pkt pkt;
-	enum ibv_qp_type t = qp->ibqp.qp_base.qp_type;
+	enum ibv_qp_type t = sr_qp_transport(qp);
 
 	sr_stat_add(qp->stats, SR_STAT_RCVD_PKTS, 1);
 	sr_stat_add(qp->stats, SR_STAT_RCVD_BYTES, len);
@@ -867,8 +867,11 @@ static void roce_rx_one(struct sr_qp *qp, const uint8_t *buf, size_t len, const 
 		return;
 	}
 	/* the opcode must belong to this QP's transport */
-	uint32_t need = t == IBV_QPT_RC ? SR_OP_RC : t == IBV_QPT_UC ? SR_OP_UC : SR_OP_UD;
-	if (!(pkt.mask & need)) {
+	uint32_t need = sr_qp_is_xrc(qp) ? SR_OP_XRC : t == IBV_QPT_RC ? SR_OP_RC : t == IBV_QPT_UC ? SR_OP_UC : SR_OP_UD;
+	/* ... and its end: an XRC INI end takes responses, a TGT end requests */
+	enum ibv_qp_type qt = qp->ibqp.qp_base.qp_type;
+	if (!(pkt.mask & need) || (qt == IBV_QPT_XRC_SEND && (pkt.mask & SR_OP_REQ)) ||
+	    (qt == IBV_QPT_XRC_RECV && !(pkt.mask & SR_OP_REQ))) {
 		r->stat_drop++;
 		return;
 	}
@@ -903,7 +906,9 @@ static void roce_rx_one(struct sr_qp *qp, const uint8_t *buf, size_t len, const 
 		}
 		learn = in_seq || t == IBV_QPT_UC;
 	}
-	if (pkt.mask & SR_OP_REQ)
+	if ((pkt.mask & SR_OP_REQ) && qt == IBV_QPT_XRC_RECV)
+		sr_roce_xrc_resp_rx(qp, &pkt, env);
+	else if (pkt.mask & SR_OP_REQ)
 		sr_resp_rx(qp, &pkt, env);
 	else if (st != IBV_QPS_RTR)
 		sr_comp_rx(qp, &pkt);
@@ -1082,13 +1087,16 @@ static int roce_qp_create(struct sr_qp *qp)
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return ENOMEM;
-	uint32_t rsge = qp->srq ? qp->srq->rq.max_sge : qp->rq.max_sge;
+	/* a TGT QP's messages go to any SRQ of its domain */
+	uint32_t rsge = qp->ibqp.qp_base.qp_type == IBV_QPT_XRC_RECV ? SR_MAX_SGE
+			: qp->srq				   ? qp->srq->rq.max_sge
+								   : qp->rq.max_sge;
 	r->rwqe = calloc(1, sizeof(struct sr_recv_wqe) + rsge * sizeof(struct ibv_sge));
 	if (!r->rwqe) {
 		free(r);
 		return ENOMEM;
 	}
-	struct sr_ipc_qpn req = { .qp_type = qp->ibqp.qp_base.qp_type };
+	struct sr_ipc_qpn req = { .qp_type = sr_qp_transport(qp) };
 	int64_t qpn = sr_daemon_call(d, SR_IPC_ALLOC_QPN, &req, sizeof(req));
 	if (qpn < 0) {
 		free(r->rwqe);
@@ -1105,7 +1113,7 @@ static int roce_qp_create(struct sr_qp *qp)
 	/* for local peers' flow sockets (ipc.h, "Ports"); a daemon without
 	 * it answers -EOPNOTSUPP, and peers learn the port from our packets */
 	struct sr_ipc_qp_port port = { .qpn = (uint32_t)qpn, .port = r->sport[0] };
-	if (qp->ibqp.qp_base.qp_type != IBV_QPT_UD)
+	if (sr_qp_transport(qp) != IBV_QPT_UD)
 		sr_daemon_call(d, SR_IPC_QP_PORT, &port, sizeof(port));
 	/* SOFTRDMA_GSO=0: one datagram per sendmsg (packet captures then show
 	 * each RoCE packet as the wire carries it) */
@@ -1165,7 +1173,7 @@ static int roce_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask, 
 {
 	struct sr_roce_qp *r = rqp(qp);
 	enum ibv_qp_state next = (mask & IBV_QP_STATE) ? attr->qp_state : old;
-	enum ibv_qp_type t = qp->ibqp.qp_base.qp_type;
+	enum ibv_qp_type t = sr_qp_transport(qp);
 
 	r->mtu = (uint32_t)sr_mtu_enum_to_bytes(t == IBV_QPT_UD ? qp->ctx->active_mtu : qp->attr.path_mtu);
 	if (mask & IBV_QP_RQ_PSN) {
@@ -1217,7 +1225,7 @@ static void roce_modify_prepare(struct sr_qp *qp, const struct ibv_qp_attr *attr
 	struct sr_daemon_conn *d = ctx->daemon;
 	bool local = false;
 
-	if (!r || !d || qp->ibqp.qp_base.qp_type == IBV_QPT_UD || !(mask & IBV_QP_STATE) ||
+	if (!r || !d || sr_qp_transport(qp) == IBV_QPT_UD || !(mask & IBV_QP_STATE) ||
 	    attr->qp_state != IBV_QPS_RTR || !(mask & IBV_QP_DEST_QPN) || !(mask & IBV_QP_AV))
 		return;
 	for (int i = 0; i < ctx->ngid && !local; i++)

@@ -155,6 +155,7 @@ static void req_local_error(struct sr_qp *qp, struct sr_send_wqe *w, enum ibv_wc
 static void batch_add(struct sr_tx_batch *b, const struct sr_av *av, struct sr_pkt *h, const struct iovec *pay,
 		      int npay, uint32_t paylen)
 {
+	h->opcode = sr_roce_opcode(b->qp, h->opcode); /* an XRC INI end's requests: XRC opcodes */
 	if (b->av != av && b->npkts)
 		sr_tx_batch_flush(b);
 	b->av = av;
@@ -167,7 +168,7 @@ static void batch_add(struct sr_tx_batch *b, const struct sr_av *av, struct sr_p
 static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_batch *b)
 {
 	struct sr_roce_qp *r = rqp(qp);
-	enum ibv_qp_type t = qp->ibqp.qp_base.qp_type;
+	enum ibv_qp_type t = sr_qp_transport(qp);
 	struct iovec iov[SR_MAX_SGE + 1];
 	const struct sr_av *av = t == IBV_QPT_UD ? sr_sq_av(&qp->sq, w) : &qp->av;
 
@@ -184,6 +185,7 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
 		h.pkey = SR_DEFAULT_PKEY;
 		h.psn = psn;
 		h.dqpn = t == IBV_QPT_UD ? w->remote_qpn : qp->attr.dest_qp_num;
+		h.xrc_srqn = w->remote_qpn; /* an XRC request's XRCETH (post_one_send) */
 
 		if (w->opcode == IBV_WR_RDMA_READ) {
 			if (r->rd_outstanding >= (qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1))
@@ -299,7 +301,7 @@ static bool tx_hold(struct sr_qp *qp, uint64_t now)
 	struct sr_roce_qp *r = rqp(qp);
 	struct sr_sq *sq = &qp->sq;
 
-	if (!r->tx_hold || qp->ibqp.qp_base.qp_type != IBV_QPT_RC || qp->attr.qp_state != IBV_QPS_RTS)
+	if (!r->tx_hold || sr_qp_transport(qp) != IBV_QPT_RC || qp->attr.qp_state != IBV_QPS_RTS)
 		return false;
 	bool burst = sr_post_in_burst(qp, now);
 	if (sq->head - sq->cur >= SR_TX_HOLD_WQES)
@@ -317,7 +319,7 @@ bool sr_req_progress_kick(struct sr_qp *qp, bool kick)
 {
 	struct sr_roce_qp *r = rqp(qp);
 	struct sr_sq *sq = &qp->sq;
-	enum ibv_qp_type t = qp->ibqp.qp_base.qp_type;
+	enum ibv_qp_type t = sr_qp_transport(qp);
 	bool sent = false, local_done = false;
 	struct sr_tx_batch *b;
 

@@ -43,7 +43,7 @@ void sr_resp_reset(struct sr_qp *qp)
 static void aeth_hdr(struct sr_qp *qp, struct sr_pkt *h, uint32_t psn, uint8_t syndrome)
 {
 	memset(h, 0, sizeof(*h));
-	h->opcode = IBV_OPCODE_RC_ACKNOWLEDGE;
+	h->opcode = sr_roce_opcode(qp, IBV_OPCODE_RC_ACKNOWLEDGE);
 	h->pkey = SR_DEFAULT_PKEY;
 	h->dqpn = qp->attr.dest_qp_num;
 	h->psn = psn;
@@ -176,7 +176,7 @@ void sr_resp_end_batch(struct sr_qp *qp)
 	 * takes the ACK with it (the peer retries, then fails): the price of
 	 * a WRITE ping-pong with no thread handoff. */
 	uint64_t now = sr_now_ns();
-	if (r->ack_hold && qp->ibqp.qp_base.qp_type == IBV_QPT_RC && qp->attr.qp_state == IBV_QPS_RTS && !r->in_send &&
+	if (r->ack_hold && sr_qp_transport(qp) == IBV_QPT_RC && qp->attr.qp_state == IBV_QPS_RTS && !r->in_send &&
 	    !r->in_write && r->last_post_ns && now - r->last_post_ns < SR_ACK_CONVERSATION_NS) {
 		if (!r->ack_deadline) {
 			r->ack_deadline = now + SR_ACK_HOLD_NS;
@@ -204,10 +204,10 @@ static void ack_before_completion(struct sr_qp *qp)
  * (IBTA 9.9.3: invalid request, remote access, remote operational).  RC
  * NAKs the request and raises the async event of the requester's fault;
  * UC and UD have no one to NAK, and raise none (as rxe_qp_error). */
-static void resp_fatal(struct sr_qp *qp, uint32_t psn, uint8_t nak)
+void sr_resp_fatal(struct sr_qp *qp, uint32_t psn, uint8_t nak)
 {
 	struct sr_roce_qp *r = rqp(qp);
-	if (qp->ibqp.qp_base.qp_type != IBV_QPT_RC) {
+	if (sr_qp_transport(qp) != IBV_QPT_RC) {
 		sr_qp_to_error(qp, (enum ibv_event_type) - 1);
 		return;
 	}
@@ -262,14 +262,14 @@ static int place_recv(struct sr_qp *qp, const void *data, uint32_t len)
 	struct sr_roce_qp *r = rqp(qp);
 	if (r->rwqe_off + len > r->rwqe->length)
 		return -1; /* too long for the posted buffer */
-	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+	pthread_rwlock_rdlock(&qp->rctx->mr_lock);
 	/* A UD QP takes datagrams from anyone at any time, also while the
 	 * application tears down (UCX unmaps its receive buffers before it
 	 * destroys the QP): its receives are placed through the kernel */
-	int how = qp->ibqp.qp_base.qp_type == IBV_QPT_UD ? SR_COPY_TO_SGE_CHECKED : SR_COPY_TO_SGE;
-	int err = sr_sge_copy(qp->ctx, to_spd(qp->ibqp.qp_base.pd), r->rwqe->sge, r->rwqe->num_sge, r->rwqe_off,
+	int how = sr_qp_transport(qp) == IBV_QPT_UD ? SR_COPY_TO_SGE_CHECKED : SR_COPY_TO_SGE;
+	int err = sr_sge_copy(qp->rctx, qp->rpd, r->rwqe->sge, r->rwqe->num_sge, r->rwqe_off,
 			      (void *)data, len, how);
-	pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	pthread_rwlock_unlock(&qp->rctx->mr_lock);
 	if (err)
 		return -2;
 	r->rwqe_off += len;
@@ -348,7 +348,7 @@ static void resp_ud(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_env
 		/* a receive SGE naming no region, past its end, or unmapped
 		 * since: rxe's malformed WQE (class A), the QP goes to ERR */
 		recv_complete(qp, IBV_WC_LOC_QP_OP_ERR, op, 0, pkt, pkt->deth_sqpn, SR_WC_NOGRH);
-		resp_fatal(qp, pkt->psn, SR_AETH_NAK_REM_OP);
+		sr_resp_fatal(qp, pkt->psn, SR_AETH_NAK_REM_OP);
 		return;
 	}
 	recv_complete(qp, IBV_WC_SUCCESS, op, 40 + pkt->paylen, pkt, pkt->deth_sqpn, l3);
@@ -402,7 +402,7 @@ static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate, cons
 	 * fit the PSN window, nor its count 32 bits (len + mtu - 1 wrapped) */
 	if (len > SR_MAX_MSG_SIZE) {
 		if (!duplicate)
-			resp_fatal(qp, pkt->psn, SR_AETH_NAK_INVALID_REQ);
+			sr_resp_fatal(qp, pkt->psn, SR_AETH_NAK_INVALID_REQ);
 		return;
 	}
 
@@ -421,7 +421,7 @@ static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate, cons
 	struct sr_tx_batch *b = resp_batch(t, qp);
 	if (!qp_allows(qp, IBV_ACCESS_REMOTE_READ)) {
 		if (!duplicate)
-			resp_fatal(qp, pkt->psn, SR_AETH_NAK_INVALID_REQ);
+			sr_resp_fatal(qp, pkt->psn, SR_AETH_NAK_INVALID_REQ);
 		return;
 	}
 	uint8_t *stage = NULL;
@@ -431,24 +431,24 @@ static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate, cons
 		stage = t->stage + t->stage_used;
 		t->stage_used += len;
 	}
-	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+	pthread_rwlock_rdlock(&qp->rctx->mr_lock);
 	if (len) {
 		src = sr_rkey_lookup(qp, pkt->reth_rkey, pkt->reth_va, len, IBV_ACCESS_REMOTE_READ);
 		/* registered, but unmapped by the application since (core/guard.h) */
 		if (src && !(stage ? sr_place_guarded(stage, src, len) : sr_probe_read(src, len)))
 			src = NULL;
 		if (!src) {
-			pthread_rwlock_unlock(&qp->ctx->mr_lock);
+			pthread_rwlock_unlock(&qp->rctx->mr_lock);
 			if (!duplicate)
-				resp_fatal(qp, pkt->psn, SR_AETH_NAK_REM_ACCESS);
+				sr_resp_fatal(qp, pkt->psn, SR_AETH_NAK_REM_ACCESS);
 			return;
 		}
 		if (stage) {
 			src = stage;
-			pthread_rwlock_unlock(&qp->ctx->mr_lock);
+			pthread_rwlock_unlock(&qp->rctx->mr_lock);
 		}
 	} else if (stage) {
-		pthread_rwlock_unlock(&qp->ctx->mr_lock);
+		pthread_rwlock_unlock(&qp->rctx->mr_lock);
 	}
 	if (!duplicate) {
 		if (!res_add(qp, pkt->psn, npkts, pkt->reth_rkey, false, 0))
@@ -471,13 +471,13 @@ static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate, cons
 		h.dqpn = qp->attr.dest_qp_num;
 		h.psn = psn_add(pkt->psn, i);
 		if (npkts == 1)
-			h.opcode = IBV_OPCODE_RC_RDMA_READ_RESPONSE_ONLY;
+			h.opcode = sr_roce_opcode(qp, IBV_OPCODE_RC_RDMA_READ_RESPONSE_ONLY);
 		else if (i == 0)
-			h.opcode = IBV_OPCODE_RC_RDMA_READ_RESPONSE_FIRST;
+			h.opcode = sr_roce_opcode(qp, IBV_OPCODE_RC_RDMA_READ_RESPONSE_FIRST);
 		else if (i + 1 == npkts)
-			h.opcode = IBV_OPCODE_RC_RDMA_READ_RESPONSE_LAST;
+			h.opcode = sr_roce_opcode(qp, IBV_OPCODE_RC_RDMA_READ_RESPONSE_LAST);
 		else
-			h.opcode = IBV_OPCODE_RC_RDMA_READ_RESPONSE_MIDDLE;
+			h.opcode = sr_roce_opcode(qp, IBV_OPCODE_RC_RDMA_READ_RESPONSE_MIDDLE);
 		h.aeth_syndrome = SR_AETH_ACK | SR_AETH_ACK_UNLIMITED;
 		h.aeth_msn = r->msn;
 		uint32_t off = i * mtu;
@@ -518,7 +518,7 @@ static void resp_read(struct sr_qp *qp, struct sr_pkt *pkt, bool duplicate, cons
 	 * (all but a kept last packet, which points into the stage) */
 	if (!kept)
 		resp_tx_send(t);
-	pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	pthread_rwlock_unlock(&qp->rctx->mr_lock);
 }
 
 static void send_atomic_ack(struct sr_qp *qp, uint32_t psn, uint64_t orig)
@@ -526,7 +526,7 @@ static void send_atomic_ack(struct sr_qp *qp, uint32_t psn, uint64_t orig)
 	struct sr_roce_qp *r = rqp(qp);
 	struct sr_pkt h;
 	memset(&h, 0, sizeof(h));
-	h.opcode = IBV_OPCODE_RC_ATOMIC_ACKNOWLEDGE;
+	h.opcode = sr_roce_opcode(qp, IBV_OPCODE_RC_ATOMIC_ACKNOWLEDGE);
 	h.pkey = SR_DEFAULT_PKEY;
 	h.dqpn = qp->attr.dest_qp_num;
 	h.psn = psn;
@@ -551,26 +551,26 @@ static void resp_atomic(struct sr_qp *qp, struct sr_pkt *pkt)
 	uint64_t orig;
 
 	if (!qp_allows(qp, IBV_ACCESS_REMOTE_ATOMIC)) {
-		resp_fatal(qp, pkt->psn, SR_AETH_NAK_INVALID_REQ);
+		sr_resp_fatal(qp, pkt->psn, SR_AETH_NAK_INVALID_REQ);
 		return;
 	}
 	if (pkt->atm_va & 7) {
-		resp_fatal(qp, pkt->psn, SR_AETH_NAK_INVALID_REQ);
+		sr_resp_fatal(qp, pkt->psn, SR_AETH_NAK_INVALID_REQ);
 		return;
 	}
-	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+	pthread_rwlock_rdlock(&qp->rctx->mr_lock);
 	uint64_t *p = (uint64_t *)sr_rkey_lookup(qp, pkt->atm_rkey, pkt->atm_va, 8, IBV_ACCESS_REMOTE_ATOMIC);
 	if (!p) {
-		pthread_rwlock_unlock(&qp->ctx->mr_lock);
-		resp_fatal(qp, pkt->psn, SR_AETH_NAK_REM_ACCESS);
+		pthread_rwlock_unlock(&qp->rctx->mr_lock);
+		sr_resp_fatal(qp, pkt->psn, SR_AETH_NAK_REM_ACCESS);
 		return;
 	}
-	bool cas = pkt->opcode == IBV_OPCODE_RC_COMPARE_SWAP;
+	bool cas = (pkt->opcode & ~SR_OPCODE_XRC) == IBV_OPCODE_RC_COMPARE_SWAP;
 	bool done = sr_atomic_guarded(p, cas, cas ? pkt->atm_compare : pkt->atm_swap_add, pkt->atm_swap_add, &orig);
-	pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	pthread_rwlock_unlock(&qp->rctx->mr_lock);
 	if (!done) {
 		/* registered, but unmapped by the application (core/guard.h) */
-		resp_fatal(qp, pkt->psn, SR_AETH_NAK_REM_ACCESS);
+		sr_resp_fatal(qp, pkt->psn, SR_AETH_NAK_REM_ACCESS);
 		return;
 	}
 	if (!res_add(qp, pkt->psn, 1, pkt->atm_rkey, true, orig))
@@ -638,7 +638,7 @@ static bool seq_ok(struct sr_roce_qp *r, const struct sr_pkt *pkt)
 static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_env *env)
 {
 	struct sr_roce_qp *r = rqp(qp);
-	bool rc = qp->ibqp.qp_base.qp_type == IBV_QPT_RC;
+	bool rc = sr_qp_transport(qp) == IBV_QPT_RC;
 	int32_t d = psn_diff(pkt->psn, r->epsn);
 
 	if (rc) {
@@ -683,7 +683,7 @@ static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_
 
 	if (!seq_ok(r, pkt)) {
 		if (rc) {
-			resp_fatal(qp, pkt->psn, SR_AETH_NAK_INVALID_REQ);
+			sr_resp_fatal(qp, pkt->psn, SR_AETH_NAK_INVALID_REQ);
 		} else {
 			r->in_send = r->in_write = false;
 			r->uc_drop = !(pkt->mask & SR_OP_FIRST);
@@ -733,7 +733,7 @@ static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_
 			/* a receive SGE that cannot be written is class A on UC
 			 * too (rxe); a UC message too long for it is dropped */
 			if (rc || e != -1)
-				resp_fatal(qp, pkt->psn, e == -1 ? SR_AETH_NAK_INVALID_REQ : SR_AETH_NAK_REM_OP);
+				sr_resp_fatal(qp, pkt->psn, e == -1 ? SR_AETH_NAK_INVALID_REQ : SR_AETH_NAK_REM_OP);
 			else {
 				r->uc_drop = !(pkt->mask & SR_OP_LAST);
 				r->epsn = psn_add(pkt->psn, 1);
@@ -767,7 +767,7 @@ static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_
 	if (pkt->mask & SR_OP_FIRST) {
 		if (!qp_allows(qp, IBV_ACCESS_REMOTE_WRITE)) {
 			if (rc)
-				resp_fatal(qp, pkt->psn, SR_AETH_NAK_INVALID_REQ);
+				sr_resp_fatal(qp, pkt->psn, SR_AETH_NAK_INVALID_REQ);
 			else {
 				r->uc_drop = !(pkt->mask & SR_OP_LAST);
 				r->epsn = psn_add(pkt->psn, 1);
@@ -779,13 +779,13 @@ static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_
 		r->write_resid = pkt->reth_len;
 		r->write_len = pkt->reth_len;
 		/* the whole announced range must be ours to write */
-		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+		pthread_rwlock_rdlock(&qp->rctx->mr_lock);
 		bool ok = !pkt->reth_len ||
 			  sr_rkey_lookup(qp, pkt->reth_rkey, pkt->reth_va, pkt->reth_len, IBV_ACCESS_REMOTE_WRITE);
-		pthread_rwlock_unlock(&qp->ctx->mr_lock);
+		pthread_rwlock_unlock(&qp->rctx->mr_lock);
 		if (!ok) {
 			if (rc)
-				resp_fatal(qp, pkt->psn, SR_AETH_NAK_REM_ACCESS);
+				sr_resp_fatal(qp, pkt->psn, SR_AETH_NAK_REM_ACCESS);
 			else {
 				r->uc_drop = !(pkt->mask & SR_OP_LAST);
 				r->epsn = psn_add(pkt->psn, 1);
@@ -798,7 +798,7 @@ static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_
 	if (pkt->paylen > r->write_resid || (!(pkt->mask & SR_OP_LAST) && pkt->paylen != r->mtu) ||
 	    ((pkt->mask & SR_OP_LAST) && pkt->paylen != r->write_resid)) {
 		if (rc)
-			resp_fatal(qp, pkt->psn, SR_AETH_NAK_INVALID_REQ);
+			sr_resp_fatal(qp, pkt->psn, SR_AETH_NAK_INVALID_REQ);
 		else {
 			r->in_write = false;
 			r->uc_drop = !(pkt->mask & SR_OP_LAST);
@@ -807,14 +807,14 @@ static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_
 		return;
 	}
 	if (pkt->paylen) {
-		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+		pthread_rwlock_rdlock(&qp->rctx->mr_lock);
 		uint8_t *dst = sr_rkey_lookup(qp, r->write_rkey, r->write_va, pkt->paylen, IBV_ACCESS_REMOTE_WRITE);
 		if (dst && !sr_place_guarded(dst, pkt->payload, pkt->paylen))
 			dst = NULL; /* unmapped by the application (core/guard.h) */
-		pthread_rwlock_unlock(&qp->ctx->mr_lock);
+		pthread_rwlock_unlock(&qp->rctx->mr_lock);
 		if (!dst) { /* deregistered or unmapped under us */
 			if (rc)
-				resp_fatal(qp, pkt->psn, SR_AETH_NAK_REM_ACCESS);
+				sr_resp_fatal(qp, pkt->psn, SR_AETH_NAK_REM_ACCESS);
 			return;
 		}
 		r->write_va += pkt->paylen;
@@ -835,7 +835,7 @@ static void resp_rc_uc(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_
 
 void sr_resp_rx(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_env *env)
 {
-	switch (qp->ibqp.qp_base.qp_type) {
+	switch (sr_qp_transport(qp)) {
 	case IBV_QPT_UD:
 		resp_ud(qp, pkt, env);
 		break;

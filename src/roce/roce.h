@@ -214,6 +214,16 @@ void sr_resp_defer_reads(struct sr_qp *qp);
 /* The pending ACK as a packet header (and no longer pending); false if none. */
 bool sr_resp_take_ack(struct sr_qp *qp, struct sr_pkt *h);
 void sr_resp_reset(struct sr_qp *qp);
+/* A request that takes the QP to the error state: NAKed (RC) with nak. */
+void sr_resp_fatal(struct sr_qp *qp, uint32_t psn, uint8_t nak);
+
+/* xrc.c */
+/* The wire opcode of RC operation op for qp: its XRC value on an XRC QP. */
+static inline uint8_t sr_roce_opcode(const struct sr_qp *qp, uint8_t op)
+{
+	return sr_qp_is_xrc(qp) ? (uint8_t)(SR_OPCODE_XRC | op) : op;
+}
+void sr_roce_xrc_resp_rx(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_env *env);
 
 void sr_roce_ud_flow(struct sr_qp *qp, const struct sr_av *av, uint32_t dqpn);
 

@@ -24,7 +24,7 @@ mv "$SR_TMP/suite" "$SR_TMP/tests"
 # Skip reasons: vendor-only, absent from rxe/siw on Debian 12, this machine.
 ALLOWED='non MLX5 device|not an MLX5 device|non EFA device|cuda-python|PCI device must be passed'
 ALLOWED+='|Device memory is not supported|Allocating dmabuf is not supported'
-ALLOWED+='|Create XRCD is not supported|Create QP type 8 is not supported|Raw Packet QP'
+ALLOWED+='|Create QP type 8 is not supported|Raw Packet QP'
 ALLOWED+='|Extended QP is not supported on this device'
 # tag matching: a CQ with IBV_WC_EX_WITH_TM_INFO is refused (docs/verbs.md)
 ALLOWED+="|'Extended CQ is not supported"
@@ -36,6 +36,8 @@ IW_ALLOWED='Create (UC|UD) QP|Create QP type 4 is not supported|Atomic operation
 IW_ALLOWED+='|Create MW is not supported|Create memory window of type 3 is not supported'
 # ODP of what iWARP does not carry (UD, atomics): odp_caps say so
 IW_ALLOWED+='|ODP is unavailable - Operation not supported on this device'
+# and XRC (siw has none)
+IW_ALLOWED+='|Create XRCD is not supported'
 
 # suite LABEL CONF [ALLOWED]: runs the suite; sets OUT
 suite() {
@@ -95,6 +97,9 @@ passed test_odp_rc_traffic test_odp_rc_atomic_cmp_and_swp test_odp_rc_atomic_fet
 	test_odp_rc_srq_traffic test_odp_sync_prefetch_rc_traffic test_odp_async_prefetch_rc_traffic \
 	test_odp_implicit_sync_prefetch_rc_traffic test_odp_implicit_async_prefetch_rc_traffic \
 	test_odp_prefetch_sync_no_page_fault_rc_traffic test_odp_prefetch_async_no_page_fault_rc_traffic
+# XRC
+passed test_qp_ex_xrc_send test_qp_ex_xrc_send_imm test_xrc_traffic_cq_ex test_xrc_atomic_cmp_and_swap \
+	test_xrc_atomic_fetch_and_add test_ro_xrc_traffic test_odp_xrc_traffic
 # import (within one process)
 passed test_imported_rc_ex_rdma_write test_import_dm
 # parent domains

@@ -148,6 +148,7 @@ struct op_expect {
 
 #define P SR_OP_PAYLOAD
 #define Q SR_OP_REQ
+#define X SR_OP_XRCETH
 static const struct op_expect op_expect[] = {
 	/* RC */
 	{ 0x00, 12, P | Q | SR_OP_SEND | SR_OP_FIRST | SR_OP_RWR },
@@ -189,9 +190,34 @@ static const struct op_expect op_expect[] = {
 	/* UD */
 	{ 0x64, 20, P | Q | SR_OP_SEND | SR_OP_ONLY | SR_OP_RWR | SR_OP_COMP | SR_OP_DETH },
 	{ 0x65, 24, P | Q | SR_OP_SEND | SR_OP_ONLY | SR_OP_RWR | SR_OP_COMP | SR_OP_DETH | SR_OP_IMMDT },
+	/* XRC: every request BTH + XRCETH (4) + RC's, responses as RC's */
+	{ 0xa0, 16, X | P | Q | SR_OP_SEND | SR_OP_FIRST | SR_OP_RWR },
+	{ 0xa1, 16, X | P | Q | SR_OP_SEND | SR_OP_MIDDLE },
+	{ 0xa2, 16, X | P | Q | SR_OP_SEND | SR_OP_LAST | SR_OP_COMP },
+	{ 0xa3, 20, X | P | Q | SR_OP_SEND | SR_OP_LAST | SR_OP_COMP | SR_OP_IMMDT },
+	{ 0xa4, 16, X | P | Q | SR_OP_SEND | SR_OP_ONLY | SR_OP_RWR | SR_OP_COMP },
+	{ 0xa5, 20, X | P | Q | SR_OP_SEND | SR_OP_ONLY | SR_OP_RWR | SR_OP_COMP | SR_OP_IMMDT },
+	{ 0xa6, 32, X | P | Q | SR_OP_WRITE | SR_OP_FIRST | SR_OP_RETH },
+	{ 0xa7, 16, X | P | Q | SR_OP_WRITE | SR_OP_MIDDLE },
+	{ 0xa8, 16, X | P | Q | SR_OP_WRITE | SR_OP_LAST },
+	{ 0xa9, 20, X | P | Q | SR_OP_WRITE | SR_OP_LAST | SR_OP_IMMDT | SR_OP_RWR | SR_OP_COMP },
+	{ 0xaa, 32, X | P | Q | SR_OP_WRITE | SR_OP_ONLY | SR_OP_RETH },
+	{ 0xab, 36, X | P | Q | SR_OP_WRITE | SR_OP_ONLY | SR_OP_RETH | SR_OP_IMMDT | SR_OP_RWR | SR_OP_COMP },
+	{ 0xac, 32, X | Q | SR_OP_READ | SR_OP_ONLY | SR_OP_RETH },
+	{ 0xad, 16, P | SR_OP_ACK | SR_OP_READ | SR_OP_FIRST | SR_OP_AETH },
+	{ 0xae, 12, P | SR_OP_ACK | SR_OP_READ | SR_OP_MIDDLE },
+	{ 0xaf, 16, P | SR_OP_ACK | SR_OP_READ | SR_OP_LAST | SR_OP_AETH },
+	{ 0xb0, 16, P | SR_OP_ACK | SR_OP_READ | SR_OP_ONLY | SR_OP_AETH },
+	{ 0xb1, 16, SR_OP_ACK | SR_OP_ONLY | SR_OP_AETH },
+	{ 0xb2, 24, SR_OP_ACK | SR_OP_ONLY | SR_OP_AETH | SR_OP_ATMACK },
+	{ 0xb3, 44, X | Q | SR_OP_ATOMIC | SR_OP_ONLY | SR_OP_ATMETH },
+	{ 0xb4, 44, X | Q | SR_OP_ATOMIC | SR_OP_ONLY | SR_OP_ATMETH },
+	{ 0xb6, 20, X | P | Q | SR_OP_SEND | SR_OP_LAST | SR_OP_COMP | SR_OP_IETH },
+	{ 0xb7, 20, X | P | Q | SR_OP_SEND | SR_OP_ONLY | SR_OP_RWR | SR_OP_COMP | SR_OP_IETH },
 };
 #undef P
 #undef Q
+#undef X
 
 static const struct op_expect *op_lookup(unsigned op)
 {
@@ -214,8 +240,8 @@ static void test_opcode_table(void)
 	for (unsigned op = 0; op < 256; op++) {
 		const struct sr_opcode_info *info = &sr_opcode[op];
 		const struct op_expect *e = op_lookup(op);
-		uint32_t transport = op < 0x20 ? SR_OP_RC : op < 0x40 ? SR_OP_UC : SR_OP_UD;
-		const char *tname = op < 0x20 ? "RC " : op < 0x40 ? "UC " : "UD ";
+		uint32_t transport = op < 0x20 ? SR_OP_RC : op < 0x40 ? SR_OP_UC : op < 0xa0 ? SR_OP_UD : SR_OP_XRC;
+		const char *tname = op < 0x20 ? "RC " : op < 0x40 ? "UC " : op < 0xa0 ? "UD " : "XRC ";
 		uint32_t m;
 		unsigned ext;
 
@@ -229,7 +255,7 @@ static void test_opcode_table(void)
 		if (!info->name)
 			continue;
 		m = info->mask;
-		CHECK(strncmp(info->name, tname, 3) == 0, "0x%02x name %s", op, info->name);
+		CHECK(strncmp(info->name, tname, strlen(tname)) == 0, "0x%02x name %s", op, info->name);
 		CHECK(info->hdr_len == e->hdr_len, "0x%02x %s hdr_len %u want %u", op, info->name,
 		      info->hdr_len, e->hdr_len);
 		CHECK(m == (e->mask | transport), "0x%02x %s mask %#x want %#x", op, info->name, m,
@@ -237,12 +263,15 @@ static void test_opcode_table(void)
 		ext = SR_BTH_BYTES + (m & SR_OP_DETH ? SR_DETH_BYTES : 0) +
 		      (m & SR_OP_RETH ? SR_RETH_BYTES : 0) + (m & SR_OP_ATMETH ? SR_ATMETH_BYTES : 0) +
 		      (m & SR_OP_AETH ? SR_AETH_BYTES : 0) + (m & SR_OP_ATMACK ? SR_ATMACK_BYTES : 0) +
-		      (m & SR_OP_IMMDT ? SR_IMMDT_BYTES : 0) + (m & SR_OP_IETH ? SR_IETH_BYTES : 0);
+		      (m & SR_OP_IMMDT ? SR_IMMDT_BYTES : 0) + (m & SR_OP_IETH ? SR_IETH_BYTES : 0) +
+		      (m & SR_OP_XRCETH ? SR_XRCETH_BYTES : 0);
 		CHECK(info->hdr_len == ext, "0x%02x %s hdr_len disagrees with mask", op, info->name);
 		CHECK(info->hdr_len <= SR_MAX_HDR_BYTES, "0x%02x", op);
 		/* Structural rules any consumer of the table relies on. */
 		CHECK(!!(m & SR_OP_REQ) + !!(m & SR_OP_ACK) == 1, "0x%02x REQ xor ACK", op);
-		CHECK(!!(m & SR_OP_RC) + !!(m & SR_OP_UC) + !!(m & SR_OP_UD) == 1, "0x%02x transport",
+		CHECK(!!(m & SR_OP_RC) + !!(m & SR_OP_UC) + !!(m & SR_OP_UD) + !!(m & SR_OP_XRC) == 1,
+		      "0x%02x transport", op);
+		CHECK(!(m & SR_OP_XRCETH) == !((m & SR_OP_XRC) && (m & SR_OP_REQ)), "0x%02x XRCETH on XRC requests",
 		      op);
 		CHECK(!(m & SR_OP_MIDDLE) || !(m & (SR_OP_FIRST | SR_OP_LAST)), "0x%02x position", op);
 		CHECK(m & (SR_OP_FIRST | SR_OP_MIDDLE | SR_OP_LAST), "0x%02x no position", op);
@@ -255,6 +284,35 @@ static void test_opcode_table(void)
 
 /* ------------------------------------------------------------------ */
 /* RNR timer (IBTA vol. 1 table 45, milliseconds x 100) */
+
+/* The XRCETH's place and layout (IBTA vol. 1 9.3.x: 8 reserved bits,
+ * then the 24-bit XRC SRQ number), right after the BTH, before a RETH or
+ * AtomicETH; a response of an XRC QP has none. */
+static void test_xrceth_layout(void)
+{
+	uint8_t h[SR_MAX_HDR_BYTES];
+	struct sr_pkt pkt, back;
+
+	memset(&pkt, 0, sizeof(pkt));
+	pkt.opcode = 0xaa; /* XRC RDMA_WRITE_ONLY */
+	pkt.xrc_srqn = 0xab1234;
+	pkt.reth_va = 0x1122334455667788ull;
+	pkt.reth_rkey = 0x99aabbcc;
+	pkt.reth_len = 64;
+	CHECK(sr_pkt_build_hdr(h, &pkt) == 32, "XRC RDMA_WRITE_ONLY: 32 header bytes");
+	CHECK(h[0] == 0xaa && h[12] == 0 && h[13] == 0xab && h[14] == 0x12 && h[15] == 0x34,
+	      "the XRCETH after the BTH: a reserved byte, then the SRQ number");
+	CHECK(h[16] == 0x11 && h[23] == 0x88 && h[24] == 0x99 && h[31] == 64, "the RETH after the XRCETH");
+	uint8_t wire[32 + 64 + 4] = { 0 };
+	memcpy(wire, h, 32);
+	CHECK(!sr_pkt_parse(&back, wire, sizeof(wire)) && back.xrc_srqn == 0xab1234 &&
+		      back.reth_va == pkt.reth_va && back.paylen == 64,
+	      "and parse reads them back");
+	memset(&pkt, 0, sizeof(pkt));
+	pkt.opcode = 0xb1; /* XRC ACKNOWLEDGE */
+	pkt.aeth_syndrome = 0x1f;
+	CHECK(sr_pkt_build_hdr(h, &pkt) == 16 && h[12] == 0x1f, "XRC ACKNOWLEDGE: BTH and AETH, no XRCETH");
+}
 
 static void test_rnr_timer(void)
 {
@@ -341,6 +399,8 @@ static void random_pkt(struct sr_pkt *pkt, uint8_t opcode, uint32_t paylen)
 		pkt->deth_qkey = (uint32_t)rnd();
 		pkt->deth_sqpn = (uint32_t)rnd() & SR_QPN_MASK;
 	}
+	if (pkt->mask & SR_OP_XRCETH)
+		pkt->xrc_srqn = (uint32_t)rnd() & SR_QPN_MASK;
 	pkt->paylen = paylen;
 	pkt->hdr_len = sr_opcode[opcode].hdr_len;
 }
@@ -357,7 +417,7 @@ static bool same_fields(const struct sr_pkt *a, const struct sr_pkt *b)
 	       a->atm_rkey == b->atm_rkey && a->atm_swap_add == b->atm_swap_add &&
 	       a->atm_compare == b->atm_compare && a->atmack_orig == b->atmack_orig &&
 	       a->imm_data == b->imm_data && a->ieth_rkey == b->ieth_rkey &&
-	       a->deth_qkey == b->deth_qkey && a->deth_sqpn == b->deth_sqpn &&
+	       a->deth_qkey == b->deth_qkey && a->deth_sqpn == b->deth_sqpn && a->xrc_srqn == b->xrc_srqn &&
 	       a->paylen == b->paylen && a->hdr_len == b->hdr_len;
 }
 
@@ -1095,6 +1155,7 @@ int main(void)
 	test_crc();
 	test_crc_fold();
 	test_opcode_table();
+	test_xrceth_layout();
 	test_rnr_timer();
 	test_parse_rejects();
 	test_synthetic_roundtrip();

@@ -95,12 +95,17 @@ int sr_pkt_parse(struct sr_pkt *pkt, const uint8_t *buf, size_t len)
 
 	/* The order below is the order in which IBTA lays out the extension
 	 * headers for every opcode that carries more than one of them
-	 * (DETH before ImmDt, RETH before ImmDt, AETH before AtomicAckETH). */
+	 * (DETH before ImmDt, XRCETH before RETH, AtomicETH and ImmDt, RETH
+	 * before ImmDt, AETH before AtomicAckETH). */
 	p = buf + SR_BTH_BYTES;
 	if (info->mask & SR_OP_DETH) {
 		pkt->deth_qkey = get32(p);
 		pkt->deth_sqpn = get24(p + 5);
 		p += SR_DETH_BYTES;
+	}
+	if (info->mask & SR_OP_XRCETH) {
+		pkt->xrc_srqn = get24(p + 1); /* the first byte is reserved */
+		p += SR_XRCETH_BYTES;
 	}
 	if (info->mask & SR_OP_RETH) {
 		pkt->reth_va = get64(p);
@@ -160,6 +165,11 @@ uint32_t sr_pkt_build_hdr(uint8_t *hdr, const struct sr_pkt *pkt)
 		p[4] = 0;
 		put24(p + 5, pkt->deth_sqpn & SR_QPN_MASK);
 		p += SR_DETH_BYTES;
+	}
+	if (info->mask & SR_OP_XRCETH) {
+		p[0] = 0;
+		put24(p + 1, pkt->xrc_srqn & SR_QPN_MASK);
+		p += SR_XRCETH_BYTES;
 	}
 	if (info->mask & SR_OP_RETH) {
 		put64(p, pkt->reth_va);

@@ -21,6 +21,7 @@
 #define SR_IMMDT_BYTES 4
 #define SR_IETH_BYTES 4
 #define SR_DETH_BYTES 8
+#define SR_XRCETH_BYTES 4
 #define SR_ICRC_BYTES 4
 #define SR_MAX_HDR_BYTES (SR_BTH_BYTES + SR_DETH_BYTES + SR_RETH_BYTES + SR_ATMETH_BYTES + SR_IMMDT_BYTES)
 
@@ -54,6 +55,8 @@ enum sr_op_mask {
 	SR_OP_RC = 1u << 19,
 	SR_OP_UC = 1u << 20,
 	SR_OP_UD = 1u << 21,
+	SR_OP_XRCETH = 1u << 22,   /* an XRC request: the XRCETH names the SRQ */
+	SR_OP_XRC = 1u << 23,
 };
 
 struct sr_opcode_info {
@@ -99,6 +102,8 @@ struct sr_pkt {
 	/* DETH */
 	uint32_t deth_qkey;
 	uint32_t deth_sqpn;
+	/* XRCETH */
+	uint32_t xrc_srqn;
 	/* Payload: excludes pad bytes and ICRC. Points into the parsed buffer. */
 	const uint8_t *payload;
 	uint32_t paylen;
@@ -187,6 +192,10 @@ uint32_t sr_crc32c_update(uint32_t crc, const void *buf, size_t len);
  * <infiniband/opcode.h> does not define. */
 #define SR_OPCODE_RC_SEND_LAST_WITH_INVALIDATE 0x16
 #define SR_OPCODE_RC_SEND_ONLY_WITH_INVALIDATE 0x17
+/* The XRC opcodes (IBTA vol. 1 9.2, 101xxxxx: the RC operation | 0xa0),
+ * which rdma-core 44 does not define either.  Every request carries an
+ * XRCETH right after the BTH; responses are RC's at their XRC values. */
+#define SR_OPCODE_XRC 0xa0
 
 /* The 4 ICRC bytes on the wire are the little-endian encoding of the value
  * sr_icrc_compute returns (checked against kernel rxe captures). */
