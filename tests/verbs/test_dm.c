@@ -322,32 +322,6 @@ out:
 		ibv_free_dm(dm);
 }
 
-/* The Soft-iWARP half (API only: its QPs connect through rdma_cm), in a
- * child with the iWARP configuration. */
-static void iwarp_child(const char *self)
-{
-	const char *dir = getenv("SR_BUILD_DIR");
-	char conf[4096];
-
-	if (!dir) {
-		NOTE("SR_BUILD_DIR not set: the Soft-iWARP device is not tested");
-		return;
-	}
-	snprintf(conf, sizeof(conf), "%s/tests/iwarp.conf", dir);
-	fflush(stdout);
-	pid_t pid = fork();
-	if (pid == 0) {
-		setenv("SOFTRDMA_CONF", conf, 1);
-		unsetenv("VT_FILTER");
-		execl(self, self, "--iwarp", (char *)NULL);
-		_exit(127);
-	}
-	int st = -1;
-	if (pid > 0 && waitpid(pid, &st, 0) != pid)
-		st = -1;
-	CHECK(st == 0, "device memory on the Soft-iWARP device (the child's checks above)\t(status 0x%x)", st);
-}
-
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -377,6 +351,6 @@ int main(int argc, char **argv)
 		VT_RUN(traffic());
 	vt_close(&D);
 	if (!iwarp && !vt_list)
-		iwarp_child(argv[0]);
+		vt_iwarp_child(argv[0], "--iwarp", "device memory");
 	return vt_end();
 }

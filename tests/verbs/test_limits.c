@@ -161,30 +161,6 @@ static void run(void)
 	}
 }
 
-/* The Soft-iWARP half, in a child with the iWARP configuration. */
-static void iwarp_child(const char *self)
-{
-	const char *dir = getenv("SR_BUILD_DIR");
-	char conf[4096];
-
-	if (!dir) {
-		NOTE("SR_BUILD_DIR not set: the Soft-iWARP device is not tested");
-		return;
-	}
-	snprintf(conf, sizeof(conf), "%s/tests/iwarp.conf", dir);
-	fflush(stdout);
-	pid_t pid = fork();
-	if (pid == 0) {
-		setenv("SOFTRDMA_CONF", conf, 1);
-		execl(self, self, "--iwarp", (char *)NULL);
-		_exit(127);
-	}
-	int st = -1;
-	if (pid > 0 && waitpid(pid, &st, 0) != pid)
-		st = -1;
-	CHECK(st == 0, "the Soft-iWARP device's limits (the child's checks above)\t(status 0x%x)", st);
-}
-
 int main(int argc, char **argv)
 {
 	bool child = argc > 1 && !strcmp(argv[1], "--iwarp");
@@ -192,6 +168,6 @@ int main(int argc, char **argv)
 	vt_begin(child ? "test_limits (iWARP)" : "test_limits", 1100);
 	run();
 	if (!child)
-		iwarp_child(argv[0]);
+		vt_iwarp_child(argv[0], "--iwarp", "the device's limits");
 	return vt_end();
 }

@@ -380,31 +380,6 @@ out:
 		munmap(m, 2 * PG);
 }
 
-/* The Soft-iWARP half (API only: its QPs connect through rdma_cm). */
-static void iwarp_child(const char *self)
-{
-	const char *dir = getenv("SR_BUILD_DIR");
-	char conf[4096];
-
-	if (!dir) {
-		NOTE("SR_BUILD_DIR not set: the Soft-iWARP device is not tested");
-		return;
-	}
-	snprintf(conf, sizeof(conf), "%s/tests/iwarp.conf", dir);
-	fflush(stdout);
-	pid_t pid = fork();
-	if (pid == 0) {
-		setenv("SOFTRDMA_CONF", conf, 1);
-		unsetenv("VT_FILTER");
-		execl(self, self, "--iwarp", (char *)NULL);
-		_exit(127);
-	}
-	int st = -1;
-	if (pid > 0 && waitpid(pid, &st, 0) != pid)
-		st = -1;
-	CHECK(st == 0, "on-demand paging on the Soft-iWARP device (the child's checks above)\t(status 0x%x)", st);
-}
-
 int main(int argc, char **argv)
 {
 	iwarp = argc > 1 && !strcmp(argv[1], "--iwarp");
@@ -425,6 +400,6 @@ int main(int argc, char **argv)
 	}
 	vt_close(&D);
 	if (!iwarp && !vt_list)
-		iwarp_child(argv[0]);
+		vt_iwarp_child(argv[0], "--iwarp", "on-demand paging");
 	return vt_end();
 }

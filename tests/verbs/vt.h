@@ -1284,4 +1284,32 @@ VT_STATIC bool vt_get_async(struct ibv_context *ctx, struct ibv_async_event *ev,
 	return true;
 }
 
+/* Runs this program (self) again with argument arg in a child, with the
+ * Soft-iWARP test configuration (SR_BUILD_DIR/tests/iwarp.conf) and no
+ * case filter, and checks that it succeeds; what is one line saying what
+ * it tested.  Without SR_BUILD_DIR (not under CTest) it says so instead. */
+VT_STATIC void vt_iwarp_child(const char *self, const char *arg, const char *what)
+{
+	const char *dir = getenv("SR_BUILD_DIR");
+	char conf[4096];
+
+	if (!dir) {
+		NOTE("SR_BUILD_DIR not set: the Soft-iWARP device is not tested");
+		return;
+	}
+	snprintf(conf, sizeof(conf), "%s/tests/iwarp.conf", dir);
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		setenv("SOFTRDMA_CONF", conf, 1);
+		unsetenv("VT_FILTER");
+		execl(self, self, arg, (char *)NULL);
+		_exit(127);
+	}
+	int st = -1;
+	if (pid > 0 && waitpid(pid, &st, 0) != pid)
+		st = -1;
+	CHECK(st == 0, "%s on the Soft-iWARP device (the child's checks above)\t(status 0x%x)", what, st);
+}
+
 #endif /* VT_H */
