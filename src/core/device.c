@@ -228,35 +228,28 @@ struct ibv_context *sr_open_device(struct ibv_device *ibdev)
 	 * programs dup() it to share the context (ibv_import_device finds
 	 * the context by the file: a memfd is one of a kind). */
 	ic->cmd_fd = memfd_create("softrdma-context", MFD_CLOEXEC);
-	if (ic->cmd_fd < 0 || fstat(ic->cmd_fd, &st)) {
-		int e = errno;
-		if (ic->cmd_fd >= 0)
-			close(ic->cmd_fd);
-		close(p[0]);
-		close(p[1]);
-		free(ctx);
-		errno = e;
-		return NULL;
-	}
+	if (ic->cmd_fd < 0 || fstat(ic->cmd_fd, &st))
+		goto fail;
 	ctx->cmd_dev = st.st_dev;
 	ctx->cmd_ino = st.st_ino;
 	sr_ctx_init_verbs(&ctx->vctx, ibdev, ic->cmd_fd, p[0]);
-
-	if (sr_progress_start(ctx)) {
-		int e = errno;
-		close(ic->cmd_fd);
-		close(p[0]);
-		close(p[1]);
-		free(ctx);
-		errno = e;
-		return NULL;
-	}
+	if (sr_progress_start(ctx))
+		goto fail;
 	pthread_mutex_lock(&dev->ctx_lock);
 	ctx->n_open = 1;
 	ctx->dev_next = dev->ctxs;
 	dev->ctxs = ctx;
 	pthread_mutex_unlock(&dev->ctx_lock);
 	return ic;
+fail:;
+	int e = errno;
+	if (ic->cmd_fd >= 0)
+		close(ic->cmd_fd);
+	close(p[0]);
+	close(p[1]);
+	free(ctx);
+	errno = e;
+	return NULL;
 }
 
 void sr_ctx_init_verbs(struct verbs_context *v, struct ibv_device *ibdev, int cmd_fd, int async_fd)
