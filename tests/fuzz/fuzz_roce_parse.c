@@ -55,6 +55,7 @@ static bool same_fields(const struct sr_pkt *a, const struct sr_pkt *b)
 	       a->atm_compare == b->atm_compare && a->atmack_orig == b->atmack_orig &&
 	       a->imm_data == b->imm_data && a->ieth_rkey == b->ieth_rkey &&
 	       a->deth_qkey == b->deth_qkey && a->deth_sqpn == b->deth_sqpn &&
+	       a->xrc_srqn == b->xrc_srqn &&
 	       a->paylen == b->paylen && a->hdr_len == b->hdr_len;
 }
 
@@ -65,6 +66,8 @@ static void clear_reserved(uint8_t *hdr, uint32_t mask)
 	hdr[8] &= 0x80;   /* BTH resv7 */
 	if (mask & SR_OP_DETH)
 		hdr[SR_BTH_BYTES + 4] = 0;
+	if (mask & SR_OP_XRCETH)
+		hdr[SR_BTH_BYTES] = 0;   /* XRCETH resv8 before the SRQ number */
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
