@@ -334,9 +334,16 @@ sr_expect() {
 
 # sr_reject OUTFILE ERE DESC: passes if no line of the output matches ERE.
 sr_reject() {
-	if ! grep -Eq -- "$2" "$1"; then
+	local rc=0
+
+	grep -Eq -- "$2" "$1" || rc=$?
+	if [ "$rc" -eq 1 ]; then
 		sr_pass "$3"
 		return 0
+	fi
+	if [ "$rc" -ne 0 ]; then
+		sr_fail "$3: cannot read $1"
+		return 1
 	fi
 	sr_fail "$3: output matches /$2/"
 	grep -En -- "$2" "$1" | head -n 5 | sed 's/^/    >> /'
