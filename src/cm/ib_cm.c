@@ -775,6 +775,24 @@ int sr_cm_comm_est(struct sr_cm_id *id)
 	return id->state == CM_ESTABLISHED ? 0 : -EINVAL;
 }
 
+static void enter_timewait(struct sr_cm_id *id)
+{
+	id->state = CM_TIMEWAIT;
+	/* the kernel waits about a packet lifetime before reusing the QP */
+	sr_cm_arm(id, CM_T_TIMEWAIT, 2 * sr_cm_timeout_ns(SR_CMA_PACKET_LIFETIME));
+}
+
+static void rejected_event(struct sr_cm_id *id, const struct sr_cm_rej *r)
+{
+	if (id->destroyed)
+		return;
+	struct sr_cm_event *e = sr_cm_event_new(id, RDMA_CM_EVENT_REJECTED, r->reason);
+	if (e) {
+		sr_cm_fill_conn_param(e, r->private_data, SR_CM_REJ_PRIVATE_DATA, 0, 0, 0, 0, 0, 0, 0);
+		sr_cm_event_post(id, e);
+	}
+}
+
 static void on_rej(const struct sr_cm_msg *m)
 {
 	const struct sr_cm_rej *r = &m->rej;
@@ -793,6 +811,16 @@ static void on_rej(const struct sr_cm_msg *m)
 	case CM_REP_SENT:
 	case CM_REQ_RCVD:
 		break;
+	case CM_ESTABLISHED:
+		/* The peer gave up before it took our RTU (its id went away in
+		 * REP_SENT, or its REP timed out): as the kernel's CM, the
+		 * connection is over and the application is told REJECTED. */
+		if (r->local_comm_id != id->rcid)
+			return;
+		sr_cm_qp_to_err(id);
+		enter_timewait(id);
+		rejected_event(id, r);
+		return;
 	default:
 		return;
 	}
@@ -818,13 +846,7 @@ static void on_rej(const struct sr_cm_msg *m)
 	id->mad_valid = false;
 	sr_cm_qp_to_err(id);
 	id->state = CM_DISCONNECTED;
-	if (id->destroyed)
-		return;
-	struct sr_cm_event *e = sr_cm_event_new(id, RDMA_CM_EVENT_REJECTED, r->reason);
-	if (e) {
-		sr_cm_fill_conn_param(e, r->private_data, SR_CM_REJ_PRIVATE_DATA, 0, 0, 0, 0, 0, 0, 0);
-		sr_cm_event_post(id, e);
-	}
+	rejected_event(id, r);
 }
 
 static void on_mra(const struct sr_cm_msg *m)
@@ -837,13 +859,6 @@ static void on_mra(const struct sr_cm_msg *m)
 	    (m->mra.message_mraed == SR_CM_MSG_REP && id->state == CM_REP_SENT))
 		sr_cm_arm(id, CM_T_RETRY,
 			  sr_cm_timeout_ns(m->mra.service_timeout) + 2 * sr_cm_timeout_ns(SR_CMA_PACKET_LIFETIME));
-}
-
-static void enter_timewait(struct sr_cm_id *id)
-{
-	id->state = CM_TIMEWAIT;
-	/* the kernel waits about a packet lifetime before reusing the QP */
-	sr_cm_arm(id, CM_T_TIMEWAIT, 2 * sr_cm_timeout_ns(SR_CMA_PACKET_LIFETIME));
 }
 
 static void disconnected_event(struct sr_cm_id *id, const uint8_t *pdata, uint8_t len)

@@ -4,7 +4,8 @@
  * negotiation, data over the connected QPs, disconnect and TIMEWAIT_EXIT,
  * REJECTED for no listener and for rdma_reject, a REQ sent before the
  * server listens (sent again until it does), EADDRINUSE, ids without a
- * QP (CONNECT_RESPONSE + rdma_establish), rdma_init_qp_attr, UD via SIDR,
+ * QP (CONNECT_RESPONSE + rdma_establish), rdma_init_qp_attr, a server id
+ * destroyed before the client's RTU (REJECTED while ESTABLISHED), UD via SIDR,
  * a non-blocking channel.  Only the public API is used. */
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -320,6 +321,97 @@ static void test_connect(void)
 	rdma_destroy_id(l);
 }
 
+/* The server of test_destroyed_after_accept, a process of its own (this
+ * program run with --destroying-server PORT): on the connect request it
+ * stops the client process, accepts, destroys its id at once (a REJ, as
+ * the RTU cannot have come) and lets the client go on, which then reads
+ * the REP (ESTABLISHED, RTU sent) and the REJ after it.  Exit 0 if so. */
+static int destroying_server(uint16_t port)
+{
+	struct rdma_cm_id *l, *s;
+	struct rdma_cm_event *ev;
+	struct sockaddr_in a = vt_lo_addr(port);
+	struct ibv_qp_init_attr qa;
+	pid_t client = getppid();
+
+	ch = rdma_create_event_channel();
+	if (!ch || rdma_create_id(ch, &l, NULL, RDMA_PS_TCP) || rdma_bind_addr(l, (struct sockaddr *)&a) ||
+	    rdma_listen(l, 1))
+		return 1;
+	printf("listening\n");
+	fflush(stdout);
+	if (rdma_get_cm_event(ch, &ev) || ev->event != RDMA_CM_EVENT_CONNECT_REQUEST)
+		return 1;
+	s = ev->id;
+	rdma_ack_cm_event(ev);
+	qp_attr(&qa, IBV_QPT_RC);
+	if (rdma_create_qp(s, NULL, &qa))
+		return 1;
+	struct ibv_qp *qp = s->qp;
+	kill(client, SIGSTOP);
+	int rc = rdma_accept(s, NULL) || rdma_destroy_id(s);
+	ibv_destroy_qp(qp);
+	vt_sleep_ms(200); /* the REP and the REJ on their way, in order */
+	kill(client, SIGCONT);
+	rdma_destroy_id(l);
+	return rc;
+}
+
+/* A server that destroys its id the moment rdma_accept returns, before the
+ * client's RTU came in: its CM sends a REJ to a client that is already
+ * ESTABLISHED.  As from the kernel's CM, the client must hear that the
+ * connection is over: REJECTED (reason 28, consumer defined) with its QP in
+ * the error state, not silence and a QP that sends into the void. */
+static void test_destroyed_after_accept(void)
+{
+	struct rdma_cm_id *c;
+	struct rdma_cm_event *ev;
+	struct ibv_qp_init_attr qa;
+	uint16_t port = vt_pick_port();
+	char exe[4096], arg[16], line[32] = "";
+	int out[2], st;
+
+	SECTION("server id destroyed right after accept: the ESTABLISHED client gets REJECTED");
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (!CHECK(n > 0 && !pipe(out), "own executable and a pipe"))
+		return;
+	exe[n] = 0;
+	snprintf(arg, sizeof(arg), "%u", port);
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(out[1], 1);
+		execl(exe, exe, "--destroying-server", arg, (char *)NULL);
+		_exit(127);
+	}
+	close(out[1]);
+	FILE *f = fdopen(out[0], "r");
+	if (!CHECK(f && fgets(line, sizeof(line), f) && !strcmp(line, "listening\n"), "server listens"))
+		goto out;
+	c = resolved(RDMA_PS_TCP, port);
+	qp_attr(&qa, IBV_QPT_RC);
+	CHECK_RC(rdma_create_qp(c, NULL, &qa), 0, "client create_qp");
+	CHECK_RC(rdma_connect(c, NULL), 0, "connect");
+	if ((ev = next_event(RDMA_CM_EVENT_ESTABLISHED, 5000)))
+		rdma_ack_cm_event(ev);
+	if ((ev = next_event(RDMA_CM_EVENT_REJECTED, 5000))) {
+		struct ibv_qp_attr at;
+		struct ibv_qp_init_attr ia;
+
+		CHECK_INT(ev->status, 28, "  reason 28 (consumer defined), as the server's CM sent it");
+		rdma_ack_cm_event(ev);
+		CHECK_RC(ibv_query_qp(c->qp, &at, IBV_QP_STATE, &ia), 0, "  query client QP");
+		CHECK_INT(at.qp_state, IBV_QPS_ERR, "  client QP in the error state");
+		CHECK_RC(rdma_disconnect(c), 0, "  rdma_disconnect after REJECTED");
+	}
+	rdma_destroy_qp(c);
+	CHECK_RC(rdma_destroy_id(c), 0, "destroy client id");
+out:
+	if (f)
+		fclose(f);
+	kill(pid, SIGCONT); /* if it stopped us and died */
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && !WEXITSTATUS(st), "the server ran through");
+}
+
 static void test_ud(void)
 {
 	struct rdma_cm_id *l, *c, *s;
@@ -450,6 +542,8 @@ static void test_destroy_under_reader(void)
 
 int main(int argc, char **argv)
 {
+	if (argc == 3 && !strcmp(argv[1], "--destroying-server"))
+		return destroying_server((uint16_t)atoi(argv[2]));
 	vt_begin_args("test_cm", 120, argc, argv);
 	srand((unsigned)time(NULL));
 	ch = vt_list ? NULL : rdma_create_event_channel(); /* listing starts nothing */
@@ -458,6 +552,7 @@ int main(int argc, char **argv)
 	VT_RUN(test_errors());
 	VT_RUN(cmt_test_afonly());
 	VT_RUN(test_connect());
+	VT_RUN(test_destroyed_after_accept());
 	VT_RUN(test_ud());
 	VT_RUN(test_destroy_under_reader());
 	if (ch)
