@@ -22,16 +22,35 @@ uint64_t sr_timeout_ns(uint8_t timeout)
 
 __thread uint64_t sr_rx_batch_ns;
 
-/* Arms the retransmission timer while packets are outstanding; restart:
- * progress was made, it starts again.  Within a receive batch the
- * deadline comes from the batch's clock (sr_rx_batch_ns, read once per
- * recvmmsg in roce/net.c) rather than a clock read per packet, which was
- * 2.4% of an RDMA READ requester's samples (16 responses per 64 KiB
- * READ); the deadline is at least 4 ms away (sr_timeout_ns) and starts
- * at most one batch's handling early.  A deadline that only moves later,
- * of a QP the timer pass visits already, is not armed again: arming tells
- * the progress thread (an atomic flag, a full barrier, per response
- * packet), which, due to look by the earlier deadline, finds it then. */
+/* The retransmission timer's deadline is d.  A deadline that only moves
+ * later, of a QP the timer pass visits already, is not armed again:
+ * arming tells the progress thread (an atomic flag, a full barrier, per
+ * response packet), which, due to look by the earlier deadline, finds it
+ * then.  It may fire a quarter of its wait late. */
+static void set_retrans(struct sr_qp *qp, uint64_t now, uint64_t wait)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	uint64_t d = now + wait;
+	bool later = r->retrans_deadline && d >= r->retrans_deadline && sr_qp_timer_set(qp);
+	r->retrans_deadline = d;
+	if (!later)
+		sr_qp_timer_arm_slack(qp, d, wait / 4);
+}
+
+/* The clock of what is handled now: within a receive batch the batch's
+ * (sr_rx_batch_ns, read once per recvmmsg in roce/net.c) rather than a
+ * clock read per packet, which was 2.4% of an RDMA READ requester's
+ * samples (16 responses per 64 KiB READ); it is at most one batch's
+ * handling early. */
+static uint64_t comp_now(void) { return sr_rx_batch_ns ? sr_rx_batch_ns : sr_now_ns(); }
+
+/* A tail-loss probe may be the timer's next step: no READ or atomic
+ * awaits its response (sr_req_probe re-sends only SEND and WRITE). */
+static bool probe_ok(struct sr_qp *qp) { return !rqp(qp)->rd_outstanding; }
+
+/* Arms the retransmission timer while packets are outstanding (recovery.h
+ * says how long it runs); restart: progress was made, it starts again.
+ * Started from idle, the QP's timeout counts from now. */
 static void arm_retrans(struct sr_qp *qp, bool restart)
 {
 	struct sr_roce_qp *r = rqp(qp);
@@ -44,12 +63,10 @@ static void arm_retrans(struct sr_qp *qp, bool restart)
 	}
 	if (r->retrans_deadline && !restart)
 		return;
-	uint64_t d = (sr_rx_batch_ns ? sr_rx_batch_ns : sr_now_ns()) + to;
-	bool later = r->retrans_deadline && d >= r->retrans_deadline && sr_qp_timer_set(qp);
-	r->retrans_deadline = d;
-	/* at least 4 ms away: a tick late is no harm */
-	if (!later)
-		sr_qp_timer_arm_slack(qp, d, SR_PROGRESS_TICK_NS);
+	uint64_t now = comp_now();
+	if (!r->retrans_deadline && !restart)
+		r->rec.epoch_ns = now;
+	set_retrans(qp, now, sr_rec_wait(&r->rec, to, probe_ok(qp)));
 }
 
 void sr_comp_arm_timer(struct sr_qp *qp) { arm_retrans(qp, false); }
@@ -100,6 +117,7 @@ static void comp_ack_upto(struct sr_qp *qp, uint32_t psn)
 	struct sr_roce_qp *r = rqp(qp);
 	struct sr_sq *sq = &qp->sq;
 	bool progress = false;
+	uint32_t una0 = r->una_psn;
 
 	for (uint32_t i = sq->tail; i != sq->head; i++) {
 		struct sr_send_wqe *w = sr_sq_wqe(sq, i);
@@ -140,10 +158,10 @@ static void comp_ack_upto(struct sr_qp *qp, uint32_t psn)
 		break;
 	}
 	if (progress) {
-		if (r->cwnd < r->window)
-			r->cwnd++;
+		sr_cc_acked(&r->cc, &r->cwnd, (uint32_t)psn_diff(r->una_psn, una0), r->window);
 		r->retry_left = qp->attr.retry_cnt;
 		r->gap_retx_valid = false;
+		sr_rec_progress(&r->rec, r->una_psn, comp_now());
 		restart_timer(qp);
 	}
 	sr_sq_complete(qp);
@@ -158,6 +176,8 @@ static void comp_gap(struct sr_qp *qp)
 	r->gap_retx_valid = true;
 	r->gap_retx_una = r->una_psn;
 	SR_DBG("QP %u: response gap, going back to psn %u", sr_roce_qpn(qp), r->una_psn);
+	if (sr_rec_loss(&r->rec, r->una_psn, r->next_psn))
+		sr_cc_loss(&r->cc, &r->cwnd);
 	sr_req_go_back(qp, r->una_psn);
 }
 
@@ -212,10 +232,10 @@ static void comp_advance(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_pkt 
 	r->gap_retx_valid = false;
 	if (piece_done && r->rd_outstanding)
 		r->rd_outstanding--;
-	if (piece_done && r->cwnd < r->window)
-		r->cwnd++; /* a whole burst answered: grows as an ACK does */
+	sr_cc_acked(&r->cc, &r->cwnd, 1, r->window);
 	if ((uint32_t)psn_diff(r->una_psn, w->first_psn) >= w->npkts)
 		w->state = SR_WQE_DONE;
+	sr_rec_progress(&r->rec, r->una_psn, comp_now());
 	restart_timer(qp);
 	sr_sq_complete(qp);
 }
@@ -247,17 +267,27 @@ static void comp_atomic_ack(struct sr_qp *qp, struct sr_pkt *pkt)
 		comp_advance(qp, w, pkt, true);
 }
 
-static void comp_retry(struct sr_qp *qp, uint32_t psn)
+/* Go back to psn (the oldest unacknowledged) for a loss: count: a retry
+ * as IBTA counts them (a NAK sequence episode, a local ACK timeout), the
+ * QP failing when none is left.  The window decreases once per window of
+ * data lost from (sr_rec_loss); timeout: more, a retransmission timeout. */
+static void comp_retry(struct sr_qp *qp, uint32_t psn, bool count, bool timeout)
 {
 	struct sr_roce_qp *r = rqp(qp);
-	if (r->retry_left <= 0) {
-		comp_fail(qp, psn, IBV_WC_RETRY_EXC_ERR);
-		return;
+	if (count) {
+		if (r->retry_left <= 0) {
+			comp_fail(qp, psn, IBV_WC_RETRY_EXC_ERR);
+			return;
+		}
+		r->retry_left--;
 	}
-	r->retry_left--;
-	r->cwnd = r->cwnd / 2 < 8 ? 8 : r->cwnd / 2;
-	sr_req_go_back(qp, psn);
-	restart_timer(qp);
+	if (timeout)
+		sr_cc_timeout(&r->cc, &r->cwnd);
+	else if (sr_rec_loss(&r->rec, r->una_psn, r->next_psn))
+		sr_cc_loss(&r->cc, &r->cwnd);
+	r->gap_retx_valid = true;
+	r->gap_retx_una = r->una_psn;
+	sr_req_resend(qp, psn, count);
 }
 
 void sr_comp_rx(struct sr_qp *qp, struct sr_pkt *pkt)
@@ -322,7 +352,15 @@ void sr_comp_rx(struct sr_qp *qp, struct sr_pkt *pkt)
 				break; /* waiting out an RNR NAK: the retry resends from there */
 			SR_DBG("QP %u: PSN sequence NAK psn %u", sr_roce_qpn(qp), pkt->psn);
 			sr_stat_add(qp->stats, SR_STAT_RCVD_SEQ_ERR, 1);
-			comp_retry(qp, pkt->psn);
+			/* one episode per gap: a NAK for the gap we resend
+			 * already (a duplicate, or stray) changes nothing */
+			if (r->gap_retx_valid && r->gap_retx_una == r->una_psn)
+				break;
+			comp_retry(qp, pkt->psn, true, false);
+			if (qp->attr.qp_state == IBV_QPS_ERR)
+				break;
+			if (r->next_psn != r->una_psn)
+				set_retrans(qp, comp_now(), sr_rec_wait(&r->rec, sr_timeout_ns(qp->attr.timeout), false));
 			break;
 		case SR_AETH_NAK_INVALID_REQ:
 			comp_fail(qp, pkt->psn, IBV_WC_REM_INV_REQ_ERR);
@@ -358,10 +396,30 @@ void sr_comp_timer(struct sr_qp *qp, uint64_t now)
 	}
 	if (r->retrans_deadline && now >= r->retrans_deadline) {
 		r->retrans_deadline = 0;
-		if (r->next_psn != r->una_psn) {
-			SR_DBG("QP %u: timeout at psn %u, %d retries left", sr_roce_qpn(qp), r->una_psn, r->retry_left);
-			comp_retry(qp, r->una_psn);
-			sr_req_progress(qp);
+		if (r->next_psn == r->una_psn)
+			return;
+		uint64_t to = sr_timeout_ns(qp->attr.timeout);
+		/* the QP's own timeout has run out since the last progress (a
+		 * timer fires up to a quarter of its wait late, never early) */
+		bool expired = now - r->rec.epoch_ns >= to - to / 8;
+		if (!expired && !r->rec.tlp_sent && sr_req_probe(qp)) {
+			SR_DBG("QP %u: tail-loss probe", sr_roce_qpn(qp));
+			r->rec.stat_tlp++;
+		} else {
+			SR_DBG("QP %u: timeout at psn %u (%s, srtt %lu ns, %lu ns since progress), %d retries left",
+			       sr_roce_qpn(qp), r->una_psn, expired ? "QP timeout" : "early", (unsigned long)r->rec.srtt,
+			       (unsigned long)(now - r->rec.epoch_ns), r->retry_left);
+			comp_retry(qp, r->una_psn, expired, true);
+			if (qp->attr.qp_state == IBV_QPS_ERR)
+				return;
+			if (expired)
+				r->rec.epoch_ns = now;
+			r->rec.backoff++;
+			r->rec.stat_rto++;
 		}
+		r->rec.tlp_sent = true;
+		if (to)
+			set_retrans(qp, now, sr_rec_wait(&r->rec, to, false));
+		sr_req_progress(qp);
 	}
 }

@@ -1182,6 +1182,8 @@ static int roce_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask, 
 	if (mask & IBV_QP_SQ_PSN) {
 		r->next_psn = qp->attr.sq_psn;
 		r->una_psn = qp->attr.sq_psn;
+		sr_rec_init(&r->rec, r->next_psn);
+		r->cc = (struct sr_roce_cc){ 0 };
 	}
 	if (mask & IBV_QP_RETRY_CNT)
 		r->retry_left = qp->attr.retry_cnt;

@@ -43,7 +43,9 @@ struct sr_send_wqe *sr_req_wqe_for_psn(struct sr_qp *qp, uint32_t psn, uint32_t 
 	return NULL;
 }
 
-void sr_req_go_back(struct sr_qp *qp, uint32_t psn)
+void sr_req_go_back(struct sr_qp *qp, uint32_t psn) { sr_req_resend(qp, psn, true); }
+
+void sr_req_resend(struct sr_qp *qp, uint32_t psn, bool retry)
 {
 	struct sr_roce_qp *r = rqp(qp);
 	struct sr_sq *sq = &qp->sq;
@@ -53,7 +55,8 @@ void sr_req_go_back(struct sr_qp *qp, uint32_t psn)
 	SR_DBG("QP %u: go back to psn %u: %s", qp->ibqp.qp_base.qp_num, psn, w ? "resending" : "no WQE holds it");
 	if (!w)
 		return;
-	sr_stat_add(qp->stats, SR_STAT_RETRANSMITS, 1);
+	if (retry)
+		sr_stat_add(qp->stats, SR_STAT_RETRANSMITS, 1);
 	w->sent_pkts = (uint32_t)psn_diff(psn, w->first_psn);
 	for (uint32_t i = idx + 1; i != sq->head; i++) {
 		struct sr_send_wqe *x = sr_sq_wqe(sq, i);
@@ -63,9 +66,26 @@ void sr_req_go_back(struct sr_qp *qp, uint32_t psn)
 			x->sent_pkts = 0;
 	}
 	sq->cur = idx;
+	sr_rec_go_back(&r->rec, psn);
 	r->rd_outstanding = 0;
 	r->rd_resp_pkts = 0; /* what is asked again counts again */
 	r->noack_pkts = 0;
+}
+
+bool sr_req_probe(struct sr_qp *qp)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	uint32_t last = psn_add(r->rec.snd_max, (uint32_t)-1);
+	struct sr_send_wqe *w;
+
+	if (r->rd_outstanding || psn_diff(r->rec.snd_max, r->una_psn) <= 0 || !(w = sr_req_wqe_for_psn(qp, last, NULL)))
+		return false;
+	if (w->opcode == IBV_WR_RDMA_READ || w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	    w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
+		return false;
+	sr_req_resend(qp, last, false);
+	r->rec.force_ackreq = true;
+	return true;
 }
 
 /* Gather the payload bytes [off, off+len) of w into iov (pointing into
@@ -214,6 +234,7 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
 			h.reth_len = (uint32_t)len;
 			h.ackreq = true;
 			batch_add(b, av, &h, NULL, 0, 0);
+			sr_rec_sent(&r->rec, psn, n, true);
 			w->sent_pkts += n;
 			r->rd_outstanding++;
 			r->rd_resp_pkts += n;
@@ -230,6 +251,7 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
 			h.atm_compare = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->compare_add : 0;
 			h.ackreq = true;
 			batch_add(b, av, &h, NULL, 0, 0);
+			sr_rec_sent(&r->rec, psn, 1, true);
 			w->sent_pkts = 1;
 			r->rd_outstanding++;
 			continue;
@@ -268,11 +290,14 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
 		 * are acknowledged together with it, as rxe coalesces. */
 		bool want_ack = last && ((w->send_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all ||
 					 qp->sq.cur + 1 == qp->sq.head);
-		if (t == IBV_QPT_RC && (want_ack || r->noack_pkts >= r->cwnd / 2)) {
+		if (t == IBV_QPT_RC && (want_ack || r->noack_pkts >= r->cwnd / 2 || r->rec.force_ackreq)) {
 			h.ackreq = true;
 			r->noack_pkts = 0;
+			r->rec.force_ackreq = false;
 		}
 		batch_add(b, av, &h, iov, n, len);
+		if (t == IBV_QPT_RC)
+			sr_rec_sent(&r->rec, psn, 1, h.ackreq);
 		w->sent_pkts++;
 	}
 	return true;

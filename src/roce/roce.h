@@ -8,6 +8,8 @@
 #include <sys/uio.h>
 #include "core/sr.h"
 #include "roce/wire/roce_hdr.h"
+#include "roce/recovery.h"
+#include "roce/cc.h"
 #include "common/ipc.h"
 
 /* Per-packet receive context: where it came from, for ICRC and replies. */
@@ -94,9 +96,7 @@ struct sr_roce_qp {
 	uint32_t next_psn;       /* next PSN to assign to a new WQE */
 	uint32_t una_psn;        /* oldest PSN not yet acknowledged */
 	uint32_t window;         /* max packets outstanding: what the receive buffer holds */
-	uint32_t cwnd;           /* packets we allow outstanding now: halved on a retry,
-	                          * grown by one per acknowledged burst (AIMD), so that
-	                          * go-back-N under loss does not flood a slow peer */
+	uint32_t cwnd;           /* packets we allow outstanding now (cc.h) */
 	uint32_t noack_pkts;     /* packets sent since the last AckReq */
 	uint32_t rd_outstanding; /* read/atomic requests awaiting responses */
 	uint32_t rd_resp_pkts;   /* Read response packets those requests still await */
@@ -106,6 +106,8 @@ struct sr_roce_qp {
 	uint32_t rnr_psn;
 	uint32_t gap_retx_una;     /* una at which a gap-triggered go-back was done */
 	bool gap_retx_valid;
+	struct sr_roce_rec rec;    /* RTT, retransmission timing (recovery.h) */
+	struct sr_roce_cc cc;      /* how cwnd moves (cc.h) */
 
 	/* responder */
 	uint32_t epsn;           /* expected PSN */
@@ -187,6 +189,14 @@ void sr_req_progress(struct sr_qp *qp);
 /* kick: the application posted (a held ACK goes now, with or without requests) */
 bool sr_req_progress_kick(struct sr_qp *qp, bool kick); /* true: it sent */
 void sr_req_go_back(struct sr_qp *qp, uint32_t psn);
+/* The same; retry false: a probe before the QP's timeout (recovery.h), not
+ * counted in the retransmits statistic, which counts retries */
+void sr_req_resend(struct sr_qp *qp, uint32_t psn, bool retry);
+/* Tail-loss probe: the last packet sent leaves again, asking for an ACK
+ * (the answer is an ACK if only ACKs were lost, else a sequence NAK or
+ * the ACK of what it completed); false when that is a READ's or an
+ * atomic's, or one of those awaits its response. */
+bool sr_req_probe(struct sr_qp *qp);
 struct sr_send_wqe *sr_req_wqe_for_psn(struct sr_qp *qp, uint32_t psn, uint32_t *idx);
 
 /* comp.c */

@@ -1,0 +1,79 @@
+/* Round-trip estimate and retransmission timing of an RC requester
+ * (recovery.h). */
+#include <string.h>
+
+#include "roce/roce.h"
+
+void sr_rec_init(struct sr_roce_rec *c, uint32_t psn)
+{
+	uint64_t srtt = c->srtt, rttvar = c->rttvar; /* the path is the same one */
+	memset(c, 0, sizeof(*c));
+	c->srtt = srtt;
+	c->rttvar = rttvar;
+	c->snd_max = psn;
+}
+
+void sr_rec_sent(struct sr_roce_rec *c, uint32_t psn, uint32_t n, bool ackreq)
+{
+	if (psn_diff(psn, c->snd_max) < 0)
+		return; /* a retransmission: never timed (Karn) */
+	c->snd_max = psn_add(psn, n);
+	if (ackreq && !c->sample_on) {
+		c->sample_on = true;
+		c->sample_psn = psn_add(psn, n - 1);
+		c->sample_ns = sr_now_ns();
+	}
+}
+
+void sr_rec_go_back(struct sr_roce_rec *c, uint32_t psn)
+{
+	if (c->sample_on && psn_diff(c->sample_psn, psn) >= 0)
+		c->sample_on = false;
+}
+
+void sr_rec_progress(struct sr_roce_rec *c, uint32_t una, uint64_t now)
+{
+	if (c->sample_on && psn_diff(una, c->sample_psn) > 0) {
+		c->sample_on = false;
+		uint64_t m = now > c->sample_ns ? now - c->sample_ns : 1;
+		if (!c->srtt) {
+			c->srtt = m;
+			c->rttvar = m / 2;
+		} else {
+			uint64_t err = m > c->srtt ? m - c->srtt : c->srtt - m;
+			c->rttvar = (3 * c->rttvar + err) / 4;
+			c->srtt = (7 * c->srtt + m) / 8;
+		}
+	}
+	c->backoff = 0;
+	c->tlp_sent = false;
+	c->epoch_ns = now;
+	if (c->in_recovery && psn_diff(una, c->recover_psn) >= 0)
+		c->in_recovery = false;
+}
+
+uint64_t sr_rec_wait(const struct sr_roce_rec *c, uint64_t qp_to, bool probe_ok)
+{
+	uint64_t rto = c->srtt ? c->srtt + 4 * c->rttvar : SR_RTO_INIT_NS;
+	if (rto < SR_RTO_MIN_NS)
+		rto = SR_RTO_MIN_NS;
+	for (uint32_t i = 0; i < c->backoff && rto < qp_to; i++)
+		rto *= 2;
+	if (rto > qp_to)
+		rto = qp_to;
+	if (probe_ok && !c->tlp_sent && c->srtt) {
+		uint64_t pto = 2 * c->srtt < SR_PTO_MIN_NS ? SR_PTO_MIN_NS : 2 * c->srtt;
+		if (pto < rto)
+			return pto;
+	}
+	return rto;
+}
+
+bool sr_rec_loss(struct sr_roce_rec *c, uint32_t una, uint32_t next_psn)
+{
+	if (c->in_recovery && psn_diff(una, c->recover_psn) < 0)
+		return false;
+	c->in_recovery = true;
+	c->recover_psn = next_psn;
+	return true;
+}
