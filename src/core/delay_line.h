@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "core/sr.h"
+#include "core/obj_queue.h"
 
 struct sr_delay_unit {
 	struct sr_delay_unit *next;

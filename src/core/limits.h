@@ -29,7 +29,6 @@
 #define SR_MAX_MCAST_GRP 64
 #define SR_MAX_MCAST_QP_ATTACH 64
 #define SR_MAX_PKEYS 1
-#define SR_HELD_QPS 16 /* QPs of a context whose sends may wait for the next poll */
 #define SR_MAX_MSG_SIZE 0x80000000u /* 2 GiB, as rxe */
 #define SR_MAX_DM_SIZE 0x40000 /* device memory of a device, as a ConnectX-6's MEMIC */
 #define SR_MAX_DM_LOG_ALIGN 12

@@ -6,7 +6,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "core/sr.h"
+#include "core/limits.h"
+#include "core/obj_queue.h"
 #include "ut.h"
 
 static void check_ring(uint32_t max_wr)
