@@ -264,7 +264,7 @@ struct sr_ipc_mcast {
 
 #define SR_MCAST_QPN 0xffffffu     /* BTH DestQP of every multicast datagram */
 
-/* Ports.  A QP sends from a random UDP port (roce/net.c), and a peer's
+/* Ports.  A QP sends from a random UDP port (roce/sockets.c), and a peer's
  * flow socket is connected to that port once its first packet came.  For
  * a peer on this host a client may ask instead, at RTR, and skip the trip
  * of the first packets through the daemon:

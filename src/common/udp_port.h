@@ -1,6 +1,6 @@
 /* Local UDP ports that stay out of the way of RoCE QP source ports.
  *
- * A QP sends from a random port of 49152..65535 (roce/net.c), as rxe's
+ * A QP sends from a random port of 49152..65535 (roce/sockets.c), as rxe's
  * and RNICs' source ports range.  The kernel's ephemeral range
  * (32768..60999 by default) overlaps it, so any UDP socket of ours that
  * lets the kernel pick a port (bind to port 0, or connect without a bind)

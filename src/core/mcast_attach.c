@@ -4,7 +4,7 @@
  * IPv6 ff00::/8).  Sending needs nothing here: a UD SEND whose AH names
  * such a GID goes to that group, UDP port 4791, with the DestQP and Q_Key
  * of the work request (0xFFFFFF and the group's Q_Key, as rdma_cm's
- * MULTICAST_JOIN event hands them out); roce/net.c sends it out of the
+ * MULTICAST_JOIN event hands them out); roce/xmit.c sends it out of the
  * device's interface with multicast loopback on.
  *
  * Receiving: the context keeps one record per group its QPs are attached

@@ -113,7 +113,7 @@ struct sr_context {
 	uint32_t n_mcgs;
 
 	/* txs_lock protects the list of RoCE QPs holding send sockets,
-	 * oldest first (roce/net.c).  Taken inside a qp->lock; other QPs'
+	 * oldest first (roce/sockets.c).  Taken inside a qp->lock; other QPs'
 	 * locks are only tried under it. */
 	pthread_mutex_t txs_lock;
 	struct sr_qp *txs_head, *txs_tail;

@@ -73,7 +73,7 @@ struct sr_progress {
 	uint32_t sole_qp_gen;
 	/* daemon_conn.c */
 	atomic_int n_ud_qps;       /* QPs whose datagrams come through the daemon: UD, and RC/UC
-	                            * without a flow socket (roce/net.c) */
+	                            * without a flow socket (roce/sockets.c) */
 };
 
 /* What the progress thread's epoll events point at (else a QP). */

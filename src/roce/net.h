@@ -35,19 +35,19 @@ static inline void from_sockaddr(const struct sockaddr_storage *ss, struct socka
 }
 
 /* sockets.c */
-uint16_t random_src_port(void);
-void txs_unlink(struct sr_context *ctx, struct sr_qp *qp); /* txs_lock held */
-int tx_socket(struct sr_qp *qp, bool v4);
-void via_daemon(struct sr_qp *qp, bool on);
-void peer_port_learn(struct sr_qp *qp, uint16_t port);
-void rx_socket_open(struct sr_qp *qp);
-void ud_flow_learn(struct sr_qp *qp, uint32_t sqpn, const struct sr_rx_env *env);
-void rx_socket_close(struct sr_qp *qp);
+uint16_t sr_roce_random_sport(void);
+void sr_roce_txs_unlink(struct sr_context *ctx, struct sr_qp *qp); /* txs_lock held */
+int sr_roce_tx_socket(struct sr_qp *qp, bool v4);
+void sr_roce_via_daemon(struct sr_qp *qp, bool on);
+void sr_roce_peer_port_learn(struct sr_qp *qp, uint16_t port);
+void sr_roce_rx_socket_open(struct sr_qp *qp);
+void sr_roce_ud_flow_learn(struct sr_qp *qp, uint32_t sqpn, const struct sr_rx_env *env);
+void sr_roce_rx_socket_close(struct sr_qp *qp);
 
 /* recv.c */
-bool roce_dgram_qpn(const uint8_t *data, uint32_t len, uint32_t *qpn);
-void roce_deliver(struct sr_qp *qp, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len);
-void roce_rx_flush(struct sr_context *ctx);
-void roce_on_readable(struct sr_qp *qp, int fd_unused);
+bool sr_roce_dgram_qpn(const uint8_t *data, uint32_t len, uint32_t *qpn);
+void sr_roce_deliver(struct sr_qp *qp, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len);
+void sr_roce_rx_flush(struct sr_context *ctx);
+void sr_roce_on_readable(struct sr_qp *qp, int fd_unused);
 
 #endif

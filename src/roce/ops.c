@@ -1,22 +1,14 @@
 /* RoCEv2 over UDP: the transport ops core/ calls (struct
  * sr_transport_ops): a QP's creation, modification and destruction, its
  * kicks and timers, and the table itself. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <netinet/ip.h>
-#include <netinet/udp.h>
-#include <sys/random.h>
-#include <sys/socket.h>
 
-#include "roce/roce.h"
 #include "common/ipc_client.h"
 #include "core/fault.h"
-#include "common/sock.h"
-#include "common/cmsg.h"
 #include "roce/net.h"
 
 uint32_t sr_roce_qpn(struct sr_qp *qp) { return qp->ibqp.qp_base.qp_num; }
@@ -53,7 +45,7 @@ static int roce_qp_create(struct sr_qp *qp)
 		return (int)-qpn;
 	}
 	qp->ibqp.qp_base.qp_num = (uint32_t)qpn;
-	r->sport[0] = r->sport[1] = random_src_port();
+	r->sport[0] = r->sport[1] = sr_roce_random_sport();
 	/* for local peers' flow sockets (ipc.h, "Ports"); a daemon without
 	 * it answers -EOPNOTSUPP, and peers learn the port from our packets */
 	struct sr_ipc_qp_port port = { .qpn = (uint32_t)qpn, .port = r->sport[0] };
@@ -81,10 +73,10 @@ static void roce_qp_destroy(struct sr_qp *qp)
 	sr_resp_flush_ack(qp); /* one held for a request that will not come */
 	if (sr_faults_on(qp))
 		sr_roce_fault_drain(qp); /* what the delay fault holds was on its way */
-	rx_socket_close(qp);
+	sr_roce_rx_socket_close(qp);
 	/* off the list first: an eviction in progress finishes before */
 	pthread_mutex_lock(&qp->ctx->txs_lock);
-	txs_unlink(qp->ctx, qp);
+	sr_roce_txs_unlink(qp->ctx, qp);
 	pthread_mutex_unlock(&qp->ctx->txs_lock);
 	if (r->tx4 >= 0)
 		close(r->tx4);
@@ -142,11 +134,11 @@ static int roce_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask, 
 		r->cwnd = r->window;
 
 	if (next == IBV_QPS_RTR && old == IBV_QPS_INIT && t != IBV_QPT_UD)
-		rx_socket_open(qp);
+		sr_roce_rx_socket_open(qp);
 	if (next == IBV_QPS_RESET) {
 		if (sr_faults_on(qp))
 			sr_delay_clear(&qp->faults->delay);
-		rx_socket_close(qp);
+		sr_roce_rx_socket_close(qp);
 		sr_resp_reset(qp);
 		r->retrans_deadline = r->rnr_deadline = 0;
 		r->rd_outstanding = 0;
@@ -218,9 +210,9 @@ const struct sr_transport_ops sr_roce_ops = {
 	.rq_kick = roce_rq_kick,
 	.on_timer = roce_on_timer,
 	.next_deadline = roce_next_deadline,
-	.on_readable = roce_on_readable,
-	.dgram_qpn = roce_dgram_qpn,
-	.deliver = roce_deliver,
-	.rx_flush = roce_rx_flush,
+	.on_readable = sr_roce_on_readable,
+	.dgram_qpn = sr_roce_dgram_qpn,
+	.deliver = sr_roce_deliver,
+	.rx_flush = sr_roce_rx_flush,
 	.sq_release = sr_req_progress,
 };

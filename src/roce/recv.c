@@ -4,20 +4,12 @@
  * datagrams the daemon routes to us, and those a flow socket caught for
  * another QP. */
 #include <arpa/inet.h>
-#include <errno.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <netinet/ip.h>
 #include <netinet/udp.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 
-#include "roce/roce.h"
 #include "common/ipc_client.h"
-#include "core/fault.h"
-#include "common/sock.h"
 #include "common/cmsg.h"
 #include "roce/net.h"
 
@@ -85,7 +77,7 @@ static void roce_rx_one(struct sr_qp *qp, const uint8_t *buf, size_t len, const 
 	}
 	if (t == IBV_QPT_UD) {
 		if (env->via_daemon && r->n_ud_flows)
-			ud_flow_learn(qp, pkt.deth_sqpn, env);
+			sr_roce_ud_flow_learn(qp, pkt.deth_sqpn, env);
 		sr_resp_rx(qp, &pkt, env);
 		return;
 	}
@@ -116,11 +108,11 @@ static void roce_rx_one(struct sr_qp *qp, const uint8_t *buf, size_t len, const 
 	else if (st != IBV_QPS_RTR)
 		sr_comp_rx(qp, &pkt);
 	if (learn && qp->attr.qp_state != IBV_QPS_ERR && !qp->dead)
-		peer_port_learn(qp, port);
+		sr_roce_peer_port_learn(qp, port);
 }
 
 /* The QP a datagram through the daemon is for (core/ routes it). */
-bool roce_dgram_qpn(const uint8_t *data, uint32_t len, uint32_t *qpn)
+bool sr_roce_dgram_qpn(const uint8_t *data, uint32_t len, uint32_t *qpn)
 {
 	if (len < SR_BTH_BYTES)
 		return false;
@@ -129,7 +121,7 @@ bool roce_dgram_qpn(const uint8_t *data, uint32_t len, uint32_t *qpn)
 }
 
 /* Datagram routed to us by the daemon (qp->lock held). */
-void roce_deliver(struct sr_qp *qp, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len)
+void sr_roce_deliver(struct sr_qp *qp, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len)
 {
 	struct sr_rx_env env = { .src = meta->src, .dst = meta->dst, .tclass = meta->tclass, .via_daemon = true };
 	roce_rx_one(qp, data, len, &env);
@@ -172,7 +164,7 @@ static void rx_datagram(struct sr_qp *qp, const uint8_t *b, size_t len, struct s
 	roce_rx_one(qp, b, len, env);
 }
 
-void roce_rx_flush(struct sr_context *ctx)
+void sr_roce_rx_flush(struct sr_context *ctx)
 {
 	while (nredo) {
 		struct sr_redo x = redo[--nredo];
@@ -191,7 +183,7 @@ void roce_rx_flush(struct sr_context *ctx)
 
 static void rx_drain(struct sr_qp *qp, int fd, const struct sockaddr_in6 *local);
 
-void roce_on_readable(struct sr_qp *qp, int fd_unused)
+void sr_roce_on_readable(struct sr_qp *qp, int fd_unused)
 {
 	struct sr_roce_qp *r = rqp(qp);
 

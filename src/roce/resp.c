@@ -29,7 +29,7 @@ void sr_resp_reset(struct sr_qp *qp)
 
 /* The PSNs around the expected one a request of the peer's can carry.
  * Ahead: the gap a lost request leaves, at most what the requester has
- * outstanding -- here at most 512 packets (net.c, window_for) plus the
+ * outstanding -- here at most 512 packets (ops.c, window_for) plus the
  * responses of its outstanding READs, rxe 128 unacknowledged PSNs plus
  * those; 2^16 leaves room for READs of 64 MiB at MTU 1024.  Behind: what
  * it may retransmit, as much.  A request further ahead gets no sequence

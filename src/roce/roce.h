@@ -1,6 +1,6 @@
 /* Soft-RoCE transport state and the functions its roles share:
- * net.c (sockets, send, receive, dispatch), req.c (requester),
- * comp.c (completer: ACKs, NAKs, read responses, timers),
+ * sockets.c, xmit.c, recv.c, ops.c (the network side, roce/net.h),
+ * req.c (requester), comp.c (completer: ACKs, NAKs, read responses, timers),
  * resp.c (responder). */
 #ifndef SR_ROCE_ROCE_H
 #define SR_ROCE_ROCE_H
@@ -64,7 +64,7 @@ struct sr_resp_res {
 #define SR_RX_BATCH 32
 #define SR_RX_BUF 8192
 
-/* A UD QP's flow socket to one peer QP (see net.c): fd -1 until a
+/* A UD QP's flow socket to one peer QP (see sockets.c): fd -1 until a
  * datagram of that QP tells its source port. */
 struct sr_ud_flow {
 	struct sockaddr_in6 local, peer; /* our address:4791, the peer's address:sport */
@@ -83,13 +83,13 @@ struct sr_roce_qp {
 	bool rx_via_daemon;      /* RC/UC from RTR on without one: counted in ctx->prog.n_ud_qps */
 	bool rx_flow_refused;    /* RC/UC: port 4791 is another user's: never a flow socket */
 	uint16_t peer_sport;     /* RC/UC: the port the peer sends from, learnt from its first
-	                          * packet in sequence; 0 until then (net.c) */
+	                          * packet in sequence; 0 until then (sockets.c) */
 	_Atomic uint16_t peer_sport_hint; /* RC/UC: the port a local peer sends from, as
 	                          * softrdmad knows it (modify_prepare); 0 = none */
 	struct sr_ud_flow *ud_flows; /* UD: flow sockets to the peers we sent to */
 	int n_ud_flows;
 	bool ud_flows_off;       /* UD: port 4791 is another user's: all through the daemon */
-	uint16_t sport[2];       /* our UDP source port for IPv4, IPv6: random (net.c) */
+	uint16_t sport[2];       /* our UDP source port for IPv4, IPv6: random (sockets.c) */
 	uint32_t mtu;            /* path MTU in bytes */
 
 	/* requester / completer */
@@ -150,12 +150,14 @@ static inline int32_t psn_diff(uint32_t a, uint32_t b)
 
 static inline uint32_t psn_add(uint32_t a, uint32_t n) { return (a + n) & SR_PSN_MASK; }
 
-/* net.c */
+/* ops.c */
+uint32_t sr_roce_qpn(struct sr_qp *qp);
+
+/* xmit.c */
 /* Send a packet: headers from h (opcode and fields set), payload as an
  * iovec, to dst.  Adds pad and ICRC.  Returns 0 or -errno. */
 int sr_roce_xmit(struct sr_qp *qp, struct sr_pkt *h, const struct iovec *pay, int npay, uint32_t paylen,
 		 const struct sr_av *av);
-uint32_t sr_roce_qpn(struct sr_qp *qp);
 void sr_tx_batch_init(struct sr_tx_batch *b, struct sr_qp *qp, const struct sr_av *av);
 /* Add a packet (it starts a new run if it cannot join the current one);
  * false when the batch is full (flush, then add). */
@@ -235,6 +237,7 @@ static inline uint8_t sr_roce_opcode(const struct sr_qp *qp, uint8_t op)
 }
 void sr_roce_xrc_resp_rx(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_env *env);
 
+/* sockets.c */
 void sr_roce_ud_flow(struct sr_qp *qp, const struct sr_av *av, uint32_t dqpn);
 
 #endif

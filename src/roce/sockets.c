@@ -40,11 +40,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 
-#include "roce/roce.h"
-#include "common/ipc_client.h"
-#include "core/fault.h"
 #include "common/sock.h"
-#include "common/cmsg.h"
 #include "roce/net.h"
 
 /* Multicast sends (UD to a multicast GID) leave from the device's
@@ -71,7 +67,7 @@ static void tx_mcast_opts(int fd, bool v4, int ifindex)
 
 /* A random source port for a QP: 0xC000 + 14 random bits, as rxe's and
  * RNICs' ports range, but unrelated to the QPN. */
-uint16_t random_src_port(void)
+uint16_t sr_roce_random_sport(void)
 {
 	uint16_t r;
 
@@ -108,7 +104,7 @@ static int tx_bind(struct sr_qp *qp, int fd, struct sockaddr *sa, socklen_t len,
 			return 0;
 		if (errno != EADDRINUSE)
 			return -1;
-		*port = random_src_port();
+		*port = sr_roce_random_sport();
 	}
 	set_sa_port(sa, 0);
 	if (bind(fd, sa, len) || getsockname(fd, (struct sockaddr *)&ss, &l))
@@ -128,7 +124,7 @@ static int tx_bind(struct sr_qp *qp, int fd, struct sockaddr *sa, socklen_t len,
  * descriptors, the QP that opened its send sockets longest ago gives
  * them up (it opens them again when it next sends). */
 
-void txs_unlink(struct sr_context *ctx, struct sr_qp *qp) /* txs_lock held */
+void sr_roce_txs_unlink(struct sr_context *ctx, struct sr_qp *qp) /* txs_lock held */
 {
 	struct sr_roce_qp *r = rqp(qp);
 
@@ -183,7 +179,7 @@ static bool tx_evict(struct sr_qp *self)
 		if (v->tx6 >= 0)
 			close(v->tx6);
 		v->tx4 = v->tx6 = -1;
-		txs_unlink(ctx, q);
+		sr_roce_txs_unlink(ctx, q);
 		pthread_mutex_unlock(&q->lock);
 		freed = true;
 	}
@@ -203,7 +199,7 @@ static int qp_socket(struct sr_qp *qp, int family, int type)
 	return fd;
 }
 
-int tx_socket(struct sr_qp *qp, bool v4)
+int sr_roce_tx_socket(struct sr_qp *qp, bool v4)
 {
 	struct sr_roce_qp *r = rqp(qp);
 	int *fdp = v4 ? &r->tx4 : &r->tx6;
@@ -321,7 +317,7 @@ static int rcvbuf_grant(void)
 	return g;
 }
 
-void via_daemon(struct sr_qp *qp, bool on)
+void sr_roce_via_daemon(struct sr_qp *qp, bool on)
 {
 	struct sr_roce_qp *r = rqp(qp);
 
@@ -335,23 +331,23 @@ void via_daemon(struct sr_qp *qp, bool on)
 }
 
 /* RTR: the peer's packets come through the daemon until the first one in
- * sequence tells its source port (peer_port_learn); for a peer on this
+ * sequence tells its source port (sr_roce_peer_port_learn); for a peer on this
  * host the daemon may have told it already (roce_modify_prepare). */
-void rx_socket_open(struct sr_qp *qp)
+void sr_roce_rx_socket_open(struct sr_qp *qp)
 {
 	struct sr_roce_qp *r = rqp(qp);
 	uint16_t hint = atomic_exchange(&r->peer_sport_hint, 0);
 
 	r->peer_sport = 0;
 	r->rcvbuf = rcvbuf_grant();
-	via_daemon(qp, true);
+	sr_roce_via_daemon(qp, true);
 	if (hint)
-		peer_port_learn(qp, hint);
+		sr_roce_peer_port_learn(qp, hint);
 }
 
 /* The peer sends from port (qp->lock held): the flow socket is connected
  * to it from now on (again, if the peer moved). */
-void peer_port_learn(struct sr_qp *qp, uint16_t port)
+void sr_roce_peer_port_learn(struct sr_qp *qp, uint16_t port)
 {
 	struct sr_roce_qp *r = rqp(qp);
 	struct sockaddr_in6 peer = qp->av.dst;
@@ -369,10 +365,10 @@ void peer_port_learn(struct sr_qp *qp, uint16_t port)
 	int fd = flow_socket_open(qp, &qp->av.src, &peer);
 	if (fd >= 0) {
 		r->rx_fd = fd;
-		via_daemon(qp, false);
+		sr_roce_via_daemon(qp, false);
 		return;
 	}
-	via_daemon(qp, true);
+	sr_roce_via_daemon(qp, true);
 	if (fd == -EADDRINUSE) {
 		/* Port 4791 belongs to a daemon of another user (root's).  The
 		 * flow then reaches us through that daemon, which routes it by
@@ -388,7 +384,7 @@ void peer_port_learn(struct sr_qp *qp, uint16_t port)
 
 /* UD: before sending to peer QP dqpn at av->dst, ask for its answers to
  * reach this QP directly: a flow socket, opened when a datagram of that
- * QP comes through the daemon (ud_flow_learn) and tells its source port.
+ * QP comes through the daemon (sr_roce_ud_flow_learn) and tells its source port.
  * Not for QP1 (the CM's, routed by the daemon), multicast, or beyond
  * SR_UD_FLOWS_MAX peers: those keep going through the daemon. */
 void sr_roce_ud_flow(struct sr_qp *qp, const struct sr_av *av, uint32_t dqpn)
@@ -413,7 +409,7 @@ void sr_roce_ud_flow(struct sr_qp *qp, const struct sr_av *av, uint32_t dqpn)
 
 /* UD: a datagram from QP sqpn came through the daemon: if this QP has
  * sent to that QP there, its flow socket is opened now. */
-void ud_flow_learn(struct sr_qp *qp, uint32_t sqpn, const struct sr_rx_env *env)
+void sr_roce_ud_flow_learn(struct sr_qp *qp, uint32_t sqpn, const struct sr_rx_env *env)
 {
 	struct sr_roce_qp *r = rqp(qp);
 
@@ -436,7 +432,7 @@ void ud_flow_learn(struct sr_qp *qp, uint32_t sqpn, const struct sr_rx_env *env)
 	}
 }
 
-void rx_socket_close(struct sr_qp *qp)
+void sr_roce_rx_socket_close(struct sr_qp *qp)
 {
 	struct sr_roce_qp *r = rqp(qp);
 	for (int i = 0; i < r->n_ud_flows; i++) {
@@ -448,7 +444,7 @@ void rx_socket_close(struct sr_qp *qp)
 	r->n_ud_flows = 0;
 	free(r->ud_flows);
 	r->ud_flows = NULL;
-	via_daemon(qp, false);
+	sr_roce_via_daemon(qp, false);
 	r->rx_flow_refused = false;
 	r->peer_sport = 0;
 	if (r->rx_fd >= 0) {

@@ -3,19 +3,11 @@
  * GSO message, sent with one sendmmsg (struct sr_tx_batch, roce.h). */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <stdatomic.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <netinet/ip.h>
 #include <netinet/udp.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 
-#include "roce/roce.h"
-#include "common/ipc_client.h"
 #include "core/fault.h"
-#include "common/sock.h"
 #include "common/cmsg.h"
 #include "roce/net.h"
 
@@ -53,7 +45,7 @@ static int tx_msg_build(struct sr_qp *qp, const struct sr_av *av, struct iovec *
 			struct tx_msg *m, struct msghdr *msg)
 {
 	bool v4 = is_v4(&av->dst);
-	int fd = tx_socket(qp, v4);
+	int fd = sr_roce_tx_socket(qp, v4);
 	bool mcast = sr_in6_is_mcast(&av->dst.sin6_addr);
 
 	if (fd < 0)

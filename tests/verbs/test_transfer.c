@@ -2351,7 +2351,7 @@ static void test_memory_hygiene(void)
 	long grew = (long)after - (long)before;
 	KNOWN_BUG(grew < (1 << 20), "16 threads that polled CQs and exited: heap grew by %ld KiB (< 1 MiB)\t(softrdma "
 		  "keeps a 512 KiB receive buffer per thread that ever drove progress from ibv_poll_cq (static __thread "
-		  "rx_bufs in roce_on_readable, src/roce/net.c) and never frees it when the thread exits)", grew / 1024);
+		  "rx_bufs in sr_roce_on_readable, src/roce/recv.c) and never frees it when the thread exits)", grew / 1024);
 	vt_pair_destroy(&p);
 
 	/* contexts */
@@ -2384,7 +2384,7 @@ static void test_memory_hygiene(void)
 		long g2 = (long)heap_in_use() - (long)b0;
 		if (round == 1)
 			KNOWN_BUG(g2 < (256 << 10), "6 contexts opened, used and closed: heap grew by %ld KiB (< 256 KiB)\t("
-				  "the progress thread's thread-local receive and transmit buffers (net.c rx_bufs, req.c/resp.c "
+				  "the progress thread's thread-local receive and transmit buffers (recv.c rx_bufs, req.c/resp.c "
 				  "tls_batch) are never freed when ibv_close_device ends the thread)", g2 / 1024);
 	}
 	ibv_free_device_list(list);

@@ -277,7 +277,7 @@ VT_STATIC ssize_t vt_wire_recv(struct vt_wire_peer *w, uint8_t *buf, size_t cap,
 }
 
 /* ---- as a QP's peer on its own port: raw sockets (CAP_NET_RAW) ----
- * No other socket can bind a QP's source port (roce/net.c), so a test
+ * No other socket can bind a QP's source port (roce/sockets.c), so a test
  * that plays a QP's peer from its port sniffs the port off lo and sends
  * with IP and UDP headers of its own. */
 
