@@ -254,7 +254,11 @@ sr_watch() {
 		fi
 		if [ $((SECONDS - last)) -ge "$stall" ] || [ $((SECONDS - start)) -ge "$SR_MAX_TIME" ]; then
 			echo "    ----- HANG: $(tr "\\0" " " <"/proc/$pid/cmdline" 2>/dev/null)"
-			echo "    ----- no packet for $((SECONDS - last)) s, running for $((SECONDS - start)) s"
+			if [ $((SECONDS - last)) -ge "$stall" ]; then
+				echo "    ----- no packet for $((SECONDS - last)) s (the limit is $stall s), running for $((SECONDS - start)) s"
+			else
+				echo "    ----- over SR_MAX_TIME ($SR_MAX_TIME s) with packets still moving (the last $((SECONDS - last)) s ago)"
+			fi
 			sr_backtraces "$pid" "$@"
 			# shellcheck disable=SC2046 # one pid per word
 			kill -TERM $(sr_ptree "$pid") 2>/dev/null

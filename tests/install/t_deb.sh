@@ -21,7 +21,8 @@ unshare -m true 2>/dev/null || sr_skip "cannot make a mount namespace"
 build=$(cd "$SR_BUILD_DIR" && pwd -P)
 src=$(cd "$SR_SOURCE_DIR" && pwd -P)
 
-if ! sr_run "make-deb.sh --from-build" -- bash "$src/scripts/make-deb.sh" --from-build "$build" "$SR_TMP"; then
+# packing moves no packets: only SR_MAX_TIME bounds it (xz of a sanitized build is slow)
+if ! SR_TIMEOUT=$SR_MAX_TIME sr_run "make-deb.sh --from-build" -- bash "$src/scripts/make-deb.sh" --from-build "$build" "$SR_TMP"; then
 	sr_finish
 fi
 deb=$(tail -1 "$SR_OUT")
