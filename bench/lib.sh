@@ -20,3 +20,43 @@ bench_port() {
 	done
 	echo $((10000 + RANDOM % (lo - 10000)))
 }
+
+# bench_own_netns SCRIPT ARGS...: as root, re-runs SCRIPT ARGS in a network
+# namespace of its own (lo only; ip netns still makes hosts inside it), so
+# that its softrdmad and ports are its own; returns when it is there
+# already, is not root, or SR_PRIVATE_NETNS=0.  tests/conformance/lib.sh's
+# own re-run would drop the script's arguments.
+bench_own_netns() {
+	if [ "${SR_PRIVATE_NETNS:-1}" = 1 ] && [ -z "${SR_IN_PRIVATE_NETNS:-}" ] && [ "$(id -u)" -eq 0 ] &&
+		unshare -n true 2>/dev/null; then
+		export SR_IN_PRIVATE_NETNS=1
+		# shellcheck disable=SC2016 # expanded by the inner shell
+		exec unshare -n -- bash -c 'ip link set lo up && exec bash "$@"' bash "$@"
+	fi
+}
+
+# bench_ucx LOG SERVER-AT CLIENT-AT NS ADDR TLS DEVICES TEST SIZE ITERS:
+# one ucx_perftest pair, UCX_TLS=TLS and UCX_NET_DEVICES=DEVICES on both
+# ends; SERVER-AT and CLIENT-AT name arrays holding each end's command
+# prefix (softrdma-run, ip netns exec ...), NS is where the server listens
+# ('' = here), ADDR its address.  Both outputs go to LOG; prints the
+# client's "Final:" line (iterations, lat 50%, lat avg, lat overall, bw
+# avg, bw overall, ...).  Needs tests/conformance/lib.sh (sr_free_port,
+# sr_wait_listen).
+bench_ucx() {
+	local log=$1 ns=$4 addr=$5 tls=$6 dev=$7 t=$8 sz=$9 n=${10} p s o
+	local -n bu_sat=$2 bu_cat=$3
+	p=$(sr_free_port "$ns")
+	UCX_TLS=$tls UCX_NET_DEVICES=$dev timeout -k 5 120 "${bu_sat[@]}" ucx_perftest -p "$p" -t "$t" -s "$sz" \
+		-n "$n" >>"$log" 2>&1 </dev/null &
+	s=$!
+	sr_wait_listen "$p" "$s" "$ns" || echo "ucx_perftest's server did not listen on $p" >>"$log"
+	o=$(UCX_TLS=$tls UCX_NET_DEVICES=$dev timeout -k 5 120 "${bu_cat[@]}" ucx_perftest "$addr" -p "$p" -t "$t" \
+		-s "$sz" -n "$n" 2>&1 </dev/null)
+	wait "$s" 2>/dev/null
+	{
+		echo "== UCX_TLS=$tls UCX_NET_DEVICES=$dev $t $sz"
+		echo "$o"
+	} >>"$log"
+	echo "$o" | grep '^Final:'
+}

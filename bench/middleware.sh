@@ -34,17 +34,12 @@ export SOFTRDMA_CONF=$out/roce.conf
 
 rec() { echo "$1,$2,$3,$4,$5" >> "$csv"; printf '  %-12s %-14s %6s  %10s %s\n' "$1" "$2" "$3" "$4" "$5"; }
 
-# ucx TLS TEST SIZE ITERS: ucx_perftest pair; prints the client's Final line
-ucx() {
-	local tls=$1 t=$2 sz=$3 n=$4 p; p=$(bench_port)
-	UCX_TLS=$tls UCX_NET_DEVICES=rxe0:1,lo timeout 120 "$RUN" ucx_perftest -p "$p" -t "$t" -s "$sz" -n "$n" >> "$log" 2>&1 &
-	local s=$!
-	sleep 1
-	local o; o=$(UCX_TLS=$tls UCX_NET_DEVICES=rxe0:1,lo timeout 120 "$RUN" ucx_perftest 127.0.0.1 -p "$p" -t "$t" -s "$sz" -n "$n" 2>&1)
-	wait $s 2>/dev/null
-	{ echo "== UCX_TLS=$tls $t $sz"; echo "$o"; } >> "$log"
-	echo "$o" | grep '^Final:'
-}
+# shellcheck source=tests/conformance/lib.sh
+. "$here/tests/conformance/lib.sh" # sr_free_port, sr_wait_listen for bench_ucx
+# shellcheck disable=SC2034 # used through a nameref
+at_run=("$RUN")
+# ucx TLS TEST SIZE ITERS: a ucx_perftest pair on loopback; its Final line
+ucx() { bench_ucx "$log" at_run at_run '' 127.0.0.1 "$1" rxe0:1,lo "$2" "$3" "$4"; }
 
 echo "== UCX"
 for tls in rc_v tcp; do

@@ -45,6 +45,7 @@ case ${1:-} in
 	;;
 esac
 here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/bench/lib.sh"
 export SR_SOURCE_DIR=$here SR_BUILD_DIR=${SR_BUILD_DIR:-$here/build}
 out=${1:-$here/bench/results/network-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
@@ -54,11 +55,7 @@ out=$(cd "$out" && pwd)
 	exit 77
 }
 # the whole run in a network namespace of its own, as bench/storage.sh
-if [ "${SR_PRIVATE_NETNS:-1}" = 1 ] && [ -z "${SR_IN_PRIVATE_NETNS:-}" ] && unshare -n true 2>/dev/null; then
-	export SR_IN_PRIVATE_NETNS=1
-	# shellcheck disable=SC2016 # expanded by the inner shell
-	exec unshare -n -- bash -c 'ip link set lo up && exec bash "$0" "$1"' "$0" "$out"
-fi
+bench_own_netns "$0" "$out"
 DUR=${BENCH_SECONDS:-5}
 SECTIONS=" ${BENCH_SECTIONS:-loss rtt bottleneck iser} "
 want() { case $SECTIONS in *" $1 "*) return 0 ;; esac; return 1; }

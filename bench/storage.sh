@@ -32,6 +32,7 @@ case ${1:-} in
 	;;
 esac
 here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/bench/lib.sh"
 export SR_SOURCE_DIR=$here SR_BUILD_DIR=${SR_BUILD_DIR:-$here/build}
 out=${1:-$here/bench/results/storage-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
@@ -41,12 +42,7 @@ DUR=${BENCH_SECONDS:-5}
 # only; ip netns still makes the two hosts inside it), so its softrdmad
 # and ports are its own (lib.sh's re-run for tests would drop OUTDIR).
 # SR_PRIVATE_NETNS=0 keeps the caller's.
-if [ "${SR_PRIVATE_NETNS:-1}" = 1 ] && [ -z "${SR_IN_PRIVATE_NETNS:-}" ] && [ "$(id -u)" -eq 0 ] &&
-	unshare -n true 2>/dev/null; then
-	export SR_IN_PRIVATE_NETNS=1
-	# shellcheck disable=SC2016 # expanded by the inner shell
-	exec unshare -n -- bash -c 'ip link set lo up && exec bash "$0" "$1"' "$0" "$out"
-fi
+bench_own_netns "$0" "$out"
 csv=$out/results.csv
 log=$out/log.txt
 echo "topology,transport,metric,value,unit" >"$csv"

@@ -644,6 +644,26 @@ sr_netns_hosts() {
 	fi
 }
 
+# sr_mpi_agent FILE: after sr_netns_setup, writes FILE, an rsh agent for
+# Open MPI's mpirun (--mca plm_rsh_agent FILE): "FILE HOST COMMAND..." runs
+# COMMAND through softrdma-run in the namespace that owns HOST's address
+# (SR_IP_A, SR_IP_B) with that host's configuration, as ssh would on
+# another host.
+sr_mpi_agent() {
+	cat >"$1" <<AGENT_EOF
+#!/bin/sh
+host=\$1
+shift
+case \$host in
+$SR_IP_A) ns=$SR_NS_A conf=$SR_CONF_A ;;
+$SR_IP_B) ns=$SR_NS_B conf=$SR_CONF_B ;;
+*) echo "netns-agent: unknown host \$host" >&2; exit 1 ;;
+esac
+exec ip netns exec "\$ns" env SOFTRDMA_CONF="\$conf" "$SR_RUN" sh -c "\$*"
+AGENT_EOF
+	chmod +x "$1"
+}
+
 # sr_netns_add NAME: a network namespace with lo up, deleted at exit.
 # Skips without root or `ip netns`.
 sr_netns_add() {

@@ -63,20 +63,7 @@ sr_run "UCX_TLS=rc_v,self,sm works" \
 # rsh agent that enters namespace B (with B's configuration).
 sr_netns_setup
 AGENT=$SR_TMP/netns-agent.sh
-cat >"$AGENT" <<AGENT_EOF
-#!/bin/sh
-# Open MPI's rsh agent: "AGENT HOST COMMAND..." runs COMMAND on HOST,
-# here in the network namespace that owns HOST's address.
-host=\$1
-shift
-case \$host in
-$SR_IP_A) ns=$SR_NS_A conf=$SR_CONF_A ;;
-$SR_IP_B) ns=$SR_NS_B conf=$SR_CONF_B ;;
-*) echo "netns-agent: unknown host \$host" >&2; exit 1 ;;
-esac
-exec ip netns exec "\$ns" env SOFTRDMA_CONF="\$conf" "$SR_RUN" sh -c "\$*"
-AGENT_EOF
-chmod +x "$AGENT"
+sr_mpi_agent "$AGENT"
 subnet=${SR_IP_A%.*}.0/24
 before=$(rcvd_bytes "$SR_NS_B" "$SR_CONF_B")
 if sr_run "mpirun -np 2 across two namespaces ($SR_IP_A, $SR_IP_B), pml ucx over rc_verbs" \

@@ -9,6 +9,11 @@
  *   mpi_check --pingpong SIZE ITERS
  *                        timing only (ranks 0 and 1): prints
  *                        "pingpong,SIZE,ITERS,<half round trip us>,<MB/s>".
+ *   mpi_check --allreduce SIZE ITERS
+ *                        timing only (all ranks, SIZE bytes of double, sum):
+ *                        prints "allreduce,SIZE,ITERS,<us per call>,<MB/s>".
+ * Timed runs may follow one another in one job (one MPI start-up):
+ *   mpi_check --pingpong 8 1000 --allreduce 1048576 100
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -153,15 +158,56 @@ static int pingpong_timed(size_t len, int iters)
 	return 0;
 }
 
+static int allreduce_timed(size_t len, int iters)
+{
+	size_t n = len / sizeof(double) ? len / sizeof(double) : 1;
+	double *in = calloc(n, sizeof(*in)), *out = calloc(n, sizeof(*out));
+	for (int w = 0; w < 2; w++) {
+		int k = w ? iters : iters / 10 + 1;
+		MPI_Barrier(MPI_COMM_WORLD);
+		double t0 = MPI_Wtime();
+		for (int i = 0; i < k; i++)
+			MPI_Allreduce(in, out, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+		double t = MPI_Wtime() - t0;
+		if (w && rank == 0) {
+			double us = t / k * 1e6;
+			printf("allreduce,%zu,%d,%.2f,%.1f\n", len, k, us, (double)len / (us * 1e-6) / 1e6);
+		}
+	}
+	free(in);
+	free(out);
+	return 0;
+}
+
+/* argv: zero or more "--pingpong|--allreduce SIZE ITERS"; -1 when malformed */
+static int timed_runs(int argc, char **argv)
+{
+	int rc = 0;
+	if ((argc - 1) % 3)
+		return -1;
+	for (int i = 1; i + 2 < argc; i += 3)
+		if (strcmp(argv[i], "--pingpong") && strcmp(argv[i], "--allreduce"))
+			return -1;
+	for (int i = 1; i + 2 < argc && !rc; i += 3) {
+		size_t len = (size_t)strtoull(argv[i + 1], NULL, 0);
+		int iters = atoi(argv[i + 2]);
+		rc = !strcmp(argv[i], "--pingpong") ? pingpong_timed(len, iters) : allreduce_timed(len, iters);
+		fflush(stdout);
+	}
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-	if (argc == 4 && !strcmp(argv[1], "--pingpong")) {
-		int rc = pingpong_timed((size_t)strtoull(argv[2], NULL, 0), atoi(argv[3]));
+	if (argc > 1) {
+		int rc = timed_runs(argc, argv);
+		if (rc < 0 && rank == 0)
+			fprintf(stderr, "usage: mpi_check [--pingpong|--allreduce SIZE ITERS]...\n");
 		MPI_Finalize();
-		return rc;
+		return rc ? 1 : 0;
 	}
 	pingpong_checked();
 	allreduce_checked();
