@@ -28,8 +28,9 @@
 #             this script's columns
 # UCX and Open MPI do not use iWARP devices: those rows have no Soft-iWARP
 # column.  Writes results.csv (topology,program,transport,metric,size,
-# value,unit), ratios.txt and ratios.md (softrdma over TCP: >= 1 is at
-# least as fast, for latency too) and consumers.png.
+# value,unit), ratios.txt and ratios.md (bench/consumers_ratios.py:
+# softrdma over TCP, >= 1 is at least as fast, for latency too) and
+# consumers.png.
 # --quick: fewer iterations and 1 s bandwidth runs (about 6 minutes, the
 # default about 12).  BENCH_SECTIONS (default "mpi ucx perftest iser ceph")
 # picks parts, BENCH_TOPOLOGIES (default "loopback netns") the topologies.
@@ -221,7 +222,8 @@ qperf_val() {
 
 perftest_section() {
 	local topo=$1 tr kind s qp o
-	local -a lat=(-s 8 -n "$LAT_ITERS") bw=(-s 65536 -D "$DUR")
+	# perftest has no duration mode with events: a count
+	local -a lat=(-s 8 -n "$LAT_ITERS") bw=(-s 65536 -n $((BW_ITERS * 10)))
 	for tr in softrdma-roce softrdma-iwarp; do
 		if [ "$tr" = softrdma-roce ]; then
 			o=(SRV CLI "" -x 0)
@@ -291,44 +293,8 @@ done
 want iser && iser_section
 want ceph && ceph_section
 
-python3 - "$csv" "$out/ratios.md" "$out/ratios.dat" "$load0" "$(cut -d' ' -f1-3 /proc/loadavg)" "$(nproc)" \
-	>"$out/ratios.txt" <<'PY'
-import csv, sys
-d, order = {}, []
-for r in csv.DictReader(open(sys.argv[1])):
-    k = (r["topology"], r["program"], r["metric"], r["size"])
-    if k not in order:
-        order.append(k)
-    try:
-        d[k + (r["transport"],)] = (float(r["value"]), r["unit"])
-    except (TypeError, ValueError):
-        pass
-lower = lambda unit: unit in ("us", "ms")
-# every softrdma transport beside every TCP mode of the same row ("tcp",
-# "tcp-ucx": Open MPI's TCP btl, and pml ucx over UCX's TCP)
-rows = []
-for k in order:
-    trs = {x[4] for x in d if x[:4] == k}
-    for base in sorted(b for b in trs if b.startswith("tcp")):
-        t = d[k + (base,)]
-        for tr in sorted(x for x in trs if not x.startswith("tcp")):
-            v, unit = d[k + (tr,)]
-            if v and t[0]:
-                r = t[0] / v if lower(unit) else v / t[0]
-                rows.append((k, tr, base, v, t[0], unit, r))
-print("softrdma / TCP, same machine, same run: >= 1.00 is at least as fast (latency: TCP's / softrdma's)")
-print(f"load average {sys.argv[4]} at the start, {sys.argv[5]} at the end, {sys.argv[6]} CPUs")
-with open(sys.argv[2], "w") as md, open(sys.argv[3], "w") as dat:
-    md.write("| topology | program | metric | size | softrdma | softrdma | TCP mode | TCP | softrdma vs TCP |\n")
-    md.write("|---|---|---|---|---|---|---|---|---|\n")
-    for (topo, prog, m, size), tr, base, v, t, unit, r in rows:
-        verdict = "faster" if r >= 1 else "slower"
-        tr = tr.replace("softrdma-", "")
-        print(f"{topo:8s} {prog:8s} {m:22s} {size:>8s} {tr:6s} {v:10.2f} / {base:7s} {t:10.2f} {unit:5s} = {r:5.2f}x "
-              f"{verdict}")
-        md.write(f"| {topo} | {prog} | {m} | {size} | {tr} | {v:g} {unit} | {base} | {t:g} {unit} | {r:.2f}x |\n")
-        dat.write(f"\"{topo[:2]} {prog} {m} {size} {tr}/{base}\" {r:.3f}\n")
-PY
+python3 "$here/bench/consumers_ratios.py" "$csv" "$out" "$load0" "$(cut -d' ' -f1-3 /proc/loadavg)" "$(nproc)" \
+	>"$out/ratios.txt"
 cat "$out/ratios.txt"
 
 if command -v gnuplot >/dev/null && [ -s "$out/ratios.dat" ]; then
