@@ -1111,7 +1111,7 @@ static int qp_attr_for(struct sr_cm_id *c, struct ibv_qp_attr *a, int *mask)
 		*mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
 		if (c->id.qp_type == IBV_QPT_RC) {
 			a->max_dest_rd_atomic = c->resp_res;
-			a->min_rnr_timer = 12; /* 0.64 ms */
+			a->min_rnr_timer = 0; /* 655.36 ms: the kernel's CM gives 0 */
 			*mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
 		}
 		return 0;

@@ -209,9 +209,12 @@ static void test_connect(void)
 
 	struct ibv_qp_attr at;
 	int mask;
+	memset(&at, 0xa5, sizeof(at)); /* what init_qp_attr leaves is not 0 */
 	at.qp_state = IBV_QPS_RTR;
 	CHECK_RC(rdma_init_qp_attr(c, &at, &mask), 0, "init_qp_attr(RTR)");
 	CHECK_INT(at.dest_qp_num, s->qp->qp_num, "  dest_qp_num = the server's QP");
+	CHECK(mask & IBV_QP_MIN_RNR_TIMER, "  with the RNR timer");
+	CHECK_INT(at.min_rnr_timer, 0, "  min_rnr_timer 0 (655.36 ms), as the kernel's CM gives it");
 	struct ibv_qp_init_attr ia;
 	CHECK_RC(ibv_query_qp(c->qp, &at, IBV_QP_STATE | IBV_QP_MAX_QP_RD_ATOMIC, &ia), 0, "query client QP");
 	CHECK_INT(at.qp_state, IBV_QPS_RTS, "  client QP in RTS");
