@@ -817,6 +817,7 @@ static void on_rej(const struct sr_cm_msg *m)
 		 * connection is over and the application is told REJECTED. */
 		if (r->local_comm_id != id->rcid)
 			return;
+		sr_cm_dbg("REJ (reason %u) for established comm ID 0x%x: REJECTED", r->reason, id->lcid);
 		sr_cm_qp_to_err(id);
 		enter_timewait(id);
 		rejected_event(id, r);
