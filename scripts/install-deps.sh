@@ -15,6 +15,7 @@ clang libclang-rt-dev valgrind gdb strace
 python3 iperf3 procps time gnuplot-nox
 ucx-utils openmpi-bin libopenmpi-dev libfabric-bin python3-pyverbs
 tgt libiscsi-bin libiscsi-dev fio linux-perf libdapl2 dapl2-utils
+ceph-mon ceph-mgr ceph-osd ceph-common
 man-db dpkg-dev fakeroot lintian
 qemu-system-x86 busybox-static linux-source-6.1 linux-headers-amd64 kmod cpio
 "
