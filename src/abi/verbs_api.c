@@ -8,8 +8,8 @@
 #include <arpa/inet.h>
 
 #include "abi/export.h"
-#include "abi/ops.h"
 #include "core/sr.h"
+#include "core/verbs_ops.h"
 
 /* A verb of rdma-core that goes to the kernel fails with errno set as
  * well as returned (the write() or ioctl() that failed set it), and
@@ -553,32 +553,32 @@ static struct ibv_mw *op_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type) { re
 static int op_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *b) { return sr_bind_mw(qp, mw, b); }
 static int op_dealloc_mw(struct ibv_mw *mw) { return with_errno(sr_dealloc_mw(mw)); }
 
-void sr_fill_ops(struct verbs_context *v)
-{
-	struct ibv_context_ops *o = &v->context.ops;
-	o->poll_cq = op_poll_cq;
-	o->req_notify_cq = op_req_notify;
-	o->post_send = op_post_send;
-	o->post_recv = op_post_recv;
-	o->post_srq_recv = op_post_srq_recv;
-	o->alloc_mw = op_alloc_mw;
-	o->bind_mw = op_bind_mw;
-	o->dealloc_mw = op_dealloc_mw;
-	v->query_port = op_query_port;
-	v->query_device_ex = op_query_device_ex;
-	v->create_cq_ex = op_create_cq_ex;
-	v->query_rt_values = op_query_rt_values;
-	v->alloc_dm = op_alloc_dm;
-	v->free_dm = op_free_dm;
-	v->reg_dm_mr = op_reg_dm_mr;
-	v->advise_mr = op_advise_mr;
-	v->open_xrcd = op_open_xrcd;
-	v->close_xrcd = op_close_xrcd;
-	v->create_srq_ex = op_create_srq_ex;
-	v->get_srq_num = op_get_srq_num;
-	v->open_qp = op_open_qp;
-	v->alloc_td = op_alloc_td;
-	v->dealloc_td = op_dealloc_td;
-	v->alloc_parent_domain = op_alloc_parent_domain;
-	v->create_qp_ex = op_create_qp_ex;
-}
+const struct verbs_context sr_verbs_ops = {
+	.context.ops = {
+		.poll_cq = op_poll_cq,
+		.req_notify_cq = op_req_notify,
+		.post_send = op_post_send,
+		.post_recv = op_post_recv,
+		.post_srq_recv = op_post_srq_recv,
+		.alloc_mw = op_alloc_mw,
+		.bind_mw = op_bind_mw,
+		.dealloc_mw = op_dealloc_mw,
+	},
+	.query_port = op_query_port,
+	.query_device_ex = op_query_device_ex,
+	.create_cq_ex = op_create_cq_ex,
+	.query_rt_values = op_query_rt_values,
+	.alloc_dm = op_alloc_dm,
+	.free_dm = op_free_dm,
+	.reg_dm_mr = op_reg_dm_mr,
+	.advise_mr = op_advise_mr,
+	.open_xrcd = op_open_xrcd,
+	.close_xrcd = op_close_xrcd,
+	.create_srq_ex = op_create_srq_ex,
+	.get_srq_num = op_get_srq_num,
+	.open_qp = op_open_qp,
+	.alloc_td = op_alloc_td,
+	.dealloc_td = op_dealloc_td,
+	.alloc_parent_domain = op_alloc_parent_domain,
+	.create_qp_ex = op_create_qp_ex,
+};

@@ -14,8 +14,8 @@
 #include <sys/socket.h>
 
 #include "core/sr.h"
+#include "core/verbs_ops.h"
 #include "core/fault.h"
-#include "abi/ops.h"
 #include "abi/export.h"
 
 int sr_debug;
@@ -256,6 +256,7 @@ void sr_ctx_init_verbs(struct verbs_context *v, struct ibv_device *ibdev, int cm
 {
 	struct ibv_context *ic = &v->context;
 
+	*v = sr_verbs_ops;
 	ic->device = ibdev;
 	ic->cmd_fd = cmd_fd;
 	ic->async_fd = async_fd;
@@ -263,7 +264,6 @@ void sr_ctx_init_verbs(struct verbs_context *v, struct ibv_device *ibdev, int cm
 	pthread_mutex_init(&ic->mutex, NULL);
 	ic->abi_compat = __VERBS_ABI_IS_EXTENDED;
 	v->sz = sizeof(*v);
-	sr_fill_ops(v);
 }
 
 /* The last of ctx and its imports closed: its objects go, as the kernel
