@@ -160,6 +160,7 @@ static void comp_ack_upto(struct sr_qp *qp, uint32_t psn)
 	if (progress) {
 		sr_cc_acked(&r->cc, &r->cwnd, (uint32_t)psn_diff(r->una_psn, una0), r->window);
 		r->retry_left = qp->attr.retry_cnt;
+		r->rnr_retry_left = qp->attr.rnr_retry; /* both count per message, as rxe's */
 		r->gap_retx_valid = false;
 		sr_rec_progress(&r->rec, r->una_psn, comp_now());
 		restart_timer(qp);
@@ -229,6 +230,7 @@ static void comp_advance(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_pkt 
 	struct sr_roce_qp *r = rqp(qp);
 	r->una_psn = psn_add(pkt->psn, 1);
 	r->retry_left = qp->attr.retry_cnt;
+	r->rnr_retry_left = qp->attr.rnr_retry;
 	r->gap_retx_valid = false;
 	if (piece_done && r->rd_outstanding)
 		r->rd_outstanding--;

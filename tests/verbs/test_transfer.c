@@ -1031,11 +1031,45 @@ static void rnr_one(size_t len, bool known_bug)
 	}
 }
 
+/* rnr_retry counts the RNR NAKs of one message, as rxe resets it when a
+ * WQE completes: four SENDs, each RNR NAKed once (its receive posted
+ * 5 ms after it, before the 20 ms retry), all complete with rnr_retry 2. */
+static void rnr_budget_per_message(void)
+{
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf s, r;
+	vt_cfg_default(&c, IBV_QPT_RC);
+	c.rnr_retry = 2;
+	c.min_rnr_timer = 22; /* 20.48 ms */
+	if (!vt_pair_setup(&D, &c, &p))
+		return;
+	vt_buf_alloc(&s, D.pd, 1000, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_buf_alloc(&r, D.pd, 1000, 4096, IBV_ACCESS_LOCAL_WRITE);
+	for (int i = 0; i < 4; i++) {
+		struct ibv_wc wc;
+		vt_fill(s.p, 1000, (uint32_t)(20 + i));
+		CHECK_RC(vt_post_send(p.qp[0], 10 + i, IBV_WR_SEND, s.p, 1000, s.mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0),
+			 0, "SEND %d with no receive posted", i);
+		usleep(5000);
+		CHECK_RC(vt_post_recv(p.qp[1], 20 + i, r.p, 1000, r.mr->lkey), 0, "  its receive, 5 ms later");
+		if (!EXPECT_WC(p.scq[0], 10 + i, IBV_WC_SUCCESS, IBV_WC_SEND, &wc,
+			       "  ...the SEND completes: rnr_retry 2 is per message"))
+			break;
+		EXPECT_WC(p.rcq[1], 20 + i, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "  ...the receive completes");
+		check_placed(&r, 0, 1000, (uint32_t)(20 + i), "RNR-delayed SEND");
+	}
+	vt_buf_free(&s);
+	vt_buf_free(&r);
+	vt_pair_destroy(&p);
+}
+
 static void test_rnr_recovery(void)
 {
 	SECTION("RC: a SEND waits out RNR NAKs until a receive is posted");
 	rnr_one(1000, false);
 	rnr_one(9000, true);
+	rnr_budget_per_message();
 }
 
 /* ------------------------------------------------------------------ */
