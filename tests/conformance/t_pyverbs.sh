@@ -7,10 +7,9 @@
 # of one of the kinds below: vendor-only (mlx5, efa, CUDA, VFIO),
 # something the kernel's rxe of Debian 12 (6.1) lacks as well, or
 # something of this machine.  A new kind of skip fails.
-# SR_PYVERBS_RDMACM=1 (root) runs the suite where sysfs names the
-# device's netdev (with_netdev_entry), which the rdma_cm tests need; off
-# by default while test_rdmacm_async_traffic_external_qp fails at times
-# on Soft-RoCE (the active side's SEND never completes).
+# As root the suite runs where sysfs names the device's netdev
+# (with_netdev_entry), which the rdma_cm tests need (SR_PYVERBS_RDMACM=0:
+# not, and they skip).
 # Soft-iWARP: the tests connect RC QPs by modify_qp alone, which an iWARP
 # QP refuses (EINVAL at RTS: it is connected through rdma_cm, as siw's
 # is), and siw's QPs report INIT after creation; every other test must
@@ -65,7 +64,7 @@ skip_reasons() {
 # every other class bound back as it is; otherwise CMD as it is (those
 # tests skip: a userspace device has no sysfs entry).
 netdev_entry() {
-	[ "${SR_PYVERBS_RDMACM:-0}" = 1 ] && [ "$(id -u)" -eq 0 ] && unshare -m true 2>/dev/null
+	[ "${SR_PYVERBS_RDMACM:-1}" = 1 ] && [ "$(id -u)" -eq 0 ] && unshare -m true 2>/dev/null
 }
 with_netdev_entry() {
 	local dev=$1 net=$2
