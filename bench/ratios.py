@@ -65,6 +65,14 @@ context("  p99.9: Soft-iWARP ib_write_lat 8 B / TCP spinning ping-pong", v("iwar
         v("sock_tcp_lat_p999", 8), "iwarp", "tcp")
 context("  ib_write_lat 8 B median / UDP spinning ping-pong median", v("softrdma_write_lat_median", 8),
         v("sock_udp_lat_median", 8), "write_lat", "udp")
+ratio("ib_send_lat -e 8 B <= 1.0x qperf tcp_lat 8 B (blocking)", v("softrdma_send_lat_event_median", 8),
+      v("qperf_tcp_lat", 8), 1.0, False, "send_lat -e", "tcp_lat")
+ratio("ib_read_lat -e 8 B <= 1.5x qperf tcp_lat 8 B (blocking)", v("softrdma_read_lat_event_median", 8),
+      v("qperf_tcp_lat", 8), 1.5, False, "read_lat -e", "tcp_lat")
+context("  Soft-iWARP ib_send_lat -e 8 B / qperf tcp_lat 8 B", v("iwarp_send_lat_event_median", 8),
+        v("qperf_tcp_lat", 8), "send_lat -e", "tcp_lat")
+context("  Soft-iWARP ib_read_lat -e 8 B / qperf tcp_lat 8 B", v("iwarp_read_lat_event_median", 8),
+        v("qperf_tcp_lat", 8), "read_lat -e", "tcp_lat")
 for sz in (65536, 262144, 1048576):
     ratio(f"ib_read_bw {sz // 1024} KiB >= 0.9x ib_write_bw", v("softrdma_read_bw", sz),
           v("softrdma_write_bw", sz), 0.9, True, "read", "write")

@@ -12,6 +12,8 @@
 #               empty-poll time)
 #   Soft-iWARP  the same perftest programs over rdma_cm (-R): write and read
 #               bandwidth, 64 B message rate, write latency 8 B
+#   by event    ib_send_lat -e / ib_read_lat -e 8 B on both transports
+#               (completions by ibv_get_cq_event), beside qperf tcp_lat
 #   CRCs off    ib_write_bw 64 KiB (Soft-RoCE) and 4 KiB (Soft-iWARP) again
 #               with `crc = off`: the CRC's share of each bandwidth gap
 #   raw TCP/UDP qperf tcp_bw / tcp_lat / udp_bw (and its msg_rate) / udp_lat,
@@ -108,6 +110,14 @@ for op in write send read; do
 	rec "softrdma_${op}_lat_p99" 64 "$(echo "$line" | awk '{print $8}')" us
 done
 
+echo "== completions by event (perftest -e: ibv_req_notify_cq + ibv_get_cq_event), 8 B"
+for op in send read; do
+	o=$(pair "$roce_conf" "$RUN" ib_${op}_lat -e -x 0 -s 8 -n $ITERS)
+	rec "softrdma_${op}_lat_event_median" 8 "$(echo "$o" | lat_line 8 | awk '{print $5}')" us
+	o=$(pair "$iwarp_conf" "$RUN" ib_${op}_lat -e -R -s 8 -n $ITERS)
+	rec "iwarp_${op}_lat_event_median" 8 "$(echo "$o" | lat_line 8 | awk '{print $5}')" us
+done
+
 echo "== Soft-iWARP (perftest over rdma_cm, -R)"
 for sz in 4096 65536; do
 	o=$(pair "$iwarp_conf" "$RUN" ib_write_bw -R -s $sz -D $DUR)
@@ -172,6 +182,9 @@ echo "$o" >> "$log"
 rec qperf_udp_msg_rate 64 "$(echo "$o" | awk '$1=="msg_rate" {v=$3; if ($4 ~ /^K/) v/=1000; if ($4 ~ /^\/sec/) v/=1e6; print v}')" Mpps
 rec qperf_tcp_lat 64 "$(qperf -t $DUR -m 64 127.0.0.1 tcp_lat 2>&1 | usec)" us
 rec qperf_udp_lat 64 "$(qperf -t $DUR -m 64 127.0.0.1 udp_lat 2>&1 | usec)" us
+# blocking sockets, as the event-mode rows' sleepers
+rec qperf_tcp_lat 8 "$(qperf -t $DUR -m 8 127.0.0.1 tcp_lat 2>&1 | usec)" us
+rec qperf_udp_lat 8 "$(qperf -t $DUR -m 8 127.0.0.1 udp_lat 2>&1 | usec)" us
 kill $qs 2>/dev/null; wait $qs 2>/dev/null
 
 echo "== raw UDP/TCP: a ping-pong spinning on its sockets (bench/sock_lat.c)"

@@ -1,45 +1,74 @@
 /* Completion queues, completion channels and CQ events.
  *
- * A completion channel is a pipe: when an armed CQ gets a completion the
- * CQ's address is written to it, so channel->fd is pollable and
- * ibv_get_cq_event() is a read, as with rdma-core's uverbs event file. */
+ * A completion channel has an event pipe: when an armed CQ gets a
+ * completion the CQ's address is written to it.  channel->fd, which
+ * applications poll() as rdma-core's uverbs event file, is readable when
+ * an event waits (and, made non-blocking, on input that may make one:
+ * struct sr_comp_channel); ibv_get_cq_event() receives what waits on the
+ * sockets itself before it sleeps (core/poller.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/epoll.h>
 
 #include "core/sr.h"
+
+/* An epoll instance over the fds (-1: none), or -1. */
+static int epoll_over(int a, int b)
+{
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	if (ep >= 0 && ((a >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, a, &ev)) || (b >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, b, &ev)))) {
+		int err = errno;
+		close(ep);
+		errno = err;
+		return -1;
+	}
+	return ep;
+}
 
 struct ibv_comp_channel *sr_create_comp_channel(struct ibv_context *c)
 {
 	struct sr_comp_channel *ch = calloc(1, sizeof(*ch));
-	int p[2];
+	int p[2], ep = -1, wait = -1, err;
 
 	if (!ch) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	if (pipe2(p, O_CLOEXEC)) {
+	if (pipe2(p, O_CLOEXEC | O_NONBLOCK)) {
 		free(ch);
 		return NULL;
 	}
-	fcntl(p[1], F_SETFL, O_NONBLOCK);
+	if ((ep = epoll_over(p[0], -1)) < 0 || (wait = epoll_over(p[0], to_sctx(c)->prog.data_epfd)) < 0) {
+		err = errno;
+		goto fail;
+	}
 	ch->ibch.context = c;
-	ch->ibch.fd = p[0];
+	ch->ibch.fd = ep;
 	ch->ibch.refcnt = 0;
+	ch->rd_fd = p[0];
 	ch->wr_fd = p[1];
-	int err = sr_obj_add(to_sctx(c), &ch->obj, &ch->ibch, SR_OBJ_CHANNEL);
-	if (err) {
-		close(p[0]);
-		close(p[1]);
-		free(ch);
-		errno = err;
-		return NULL;
-	}
-	return &ch->ibch;
+	ch->wait_fd = wait;
+	err = sr_obj_add(to_sctx(c), &ch->obj, &ch->ibch, SR_OBJ_CHANNEL);
+	if (!err)
+		return &ch->ibch;
+fail:
+	if (ep >= 0)
+		close(ep);
+	if (wait >= 0)
+		close(wait);
+	close(p[0]);
+	close(p[1]);
+	free(ch);
+	errno = err;
+	return NULL;
 }
 
 /* A channel that is not (or no longer) one of ours: EBADF, as closing its
@@ -61,7 +90,9 @@ int sr_destroy_comp_channel(struct ibv_comp_channel *ibch)
 	}
 	sr_obj_del(o);
 	close(ibch->fd);
+	close(ch->rd_fd);
 	close(ch->wr_fd);
+	close(ch->wait_fd);
 	free(ch);
 	return 0;
 }
@@ -81,12 +112,10 @@ static void poll_yield(bool empty)
 /* A poll found the CQ empty (lock held).  If the CQ is armed, this is
  * most likely an application draining it before it sleeps on the
  * completion channel (arm, poll until empty, wait): returns true once
- * per arming, and the caller tells the progress thread
- * (sr_progress_need_thread).  Otherwise the poll just made, which took
- * any input waiting, reads to the thread as a poller at work, and the
- * sleeper's next completion may wait for the thread's next look, 0.1 to
- * 1 ms away (poller.c).  Once per arming: an application that keeps
- * spinning on an armed CQ is a poller all the same. */
+ * per arming, and the caller releases its parked sends
+ * (sr_progress_chan_armed), which must not wait for a poll that is not
+ * coming.  Once per arming: an application that keeps spinning on an
+ * armed CQ is a poller all the same. */
 static bool empty_armed(struct sr_cq *cq)
 {
 	if (!cq->armed || cq->arm_told || !cq->ibcq.channel)
@@ -128,7 +157,7 @@ static int ex_start_poll(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
 		bool tell = empty_armed(cq);
 		pthread_mutex_unlock(&cq->lock);
 		if (tell)
-			sr_progress_need_thread(to_sctx(c->context));
+			sr_progress_chan_armed(to_sctx(c->context));
 		poll_yield(true);
 		return ENOENT;
 	}
@@ -323,13 +352,10 @@ static void purge_channel(struct ibv_comp_channel *ibch, struct sr_cq *cq)
 	struct sr_comp_channel *ch = (struct sr_comp_channel *)ibch;
 	struct sr_cq *keep[256], *p;
 	int nkeep = 0;
-	int fl = fcntl(ibch->fd, F_GETFL);
 
-	fcntl(ibch->fd, F_SETFL, fl | O_NONBLOCK);
-	while (nkeep < 256 && read(ibch->fd, &p, sizeof(p)) == sizeof(p))
+	while (nkeep < 256 && read(ch->rd_fd, &p, sizeof(p)) == sizeof(p))
 		if (p != cq)
 			keep[nkeep++] = p;
-	fcntl(ibch->fd, F_SETFL, fl);
 	for (int i = 0; i < nkeep; i++)
 		if (write(ch->wr_fd, &keep[i], sizeof(keep[i])) != sizeof(keep[i]))
 			break;
@@ -446,7 +472,7 @@ int sr_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	if (i)
 		sr_progress_reaped(to_sctx(ibcq->context));
 	else if (tell)
-		sr_progress_need_thread(to_sctx(ibcq->context));
+		sr_progress_chan_armed(to_sctx(ibcq->context));
 	poll_yield(!i);
 	return i;
 }
@@ -474,7 +500,7 @@ static int req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 		cq->armed = solicited_only ? 2 : 1;
 	cq->arm_told = false;
 	pthread_mutex_unlock(&cq->lock);
-	sr_progress_need_thread(to_sctx(ibcq->context));
+	sr_progress_chan_armed(to_sctx(ibcq->context));
 	return 0;
 }
 
@@ -552,16 +578,62 @@ void sr_cq_clean(struct sr_cq *cq, uint32_t qpn)
 	pthread_mutex_unlock(&cq->lock);
 }
 
-int sr_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **ibcq, void **cq_context)
+/* A wait ended by a signal (epoll_wait never restarts): does
+ * rdma-core's blocking read() of its event file restart?  Yes if every
+ * handler the process installed has SA_RESTART; one without it (qperf's
+ * alarm) may be the one that came, and its EINTR must end the wait.  The
+ * faults' signals (the guard's SIGSEGV handler) never end a wait. */
+static bool signals_restart(void)
 {
-	struct sr_cq *cq;
-	ssize_t r;
+	for (int sig = 1; sig < SIGRTMAX; sig++) {
+		struct sigaction sa;
+		if (sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
+		    sig == SIGILL || sig == SIGTRAP || sig == SIGSYS || sigaction(sig, NULL, &sa))
+			continue;
+		bool handled = (sa.sa_flags & SA_SIGINFO) || (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN);
+		if (handled && !(sa.sa_flags & SA_RESTART))
+			return false;
+	}
+	return true;
+}
 
-	/* a signal ends the wait with EINTR, as in rdma-core: qperf's alarm
-	 * stops a test blocked here that way */
-	r = read(ch->fd, &cq, sizeof(cq));
-	if (r != sizeof(cq))
-		return -1;
+/* The reader does the receive work: with no event waiting it receives
+ * what waits on the context's sockets (its pass may write the event),
+ * and only then sleeps, on the channel's descriptor, which wakes it for an
+ * event or for input.  Several readers each take whole events from the
+ * pipe: none is delivered twice.  A descriptor the application made
+ * non-blocking returns EAGAIN instead of sleeping, as rdma-core's. */
+int sr_get_cq_event(struct ibv_comp_channel *ibch, struct ibv_cq **ibcq, void **cq_context)
+{
+	struct sr_comp_channel *ch = (struct sr_comp_channel *)ibch;
+	struct sr_context *ctx = to_sctx(ibch->context);
+	struct sr_cq *cq;
+
+	for (;;) {
+		ssize_t r = read(ch->rd_fd, &cq, sizeof(cq));
+		if (r == sizeof(cq))
+			break;
+		if (r < 0 && errno != EAGAIN && errno != EINTR)
+			return -1;
+		if (sr_chan_receive(ctx))
+			continue;
+		if (fcntl(ibch->fd, F_GETFL) & O_NONBLOCK) {
+			if (!atomic_exchange(&ch->fd_has_input, true)) {
+				struct epoll_event ev = { .events = EPOLLIN };
+				if (epoll_ctl(ibch->fd, EPOLL_CTL_ADD, ctx->prog.data_epfd, &ev))
+					atomic_store(&ch->fd_has_input, false);
+			}
+			/* an event written since our read, by whoever received */
+			if (read(ch->rd_fd, &cq, sizeof(cq)) == sizeof(cq))
+				break;
+			errno = EAGAIN;
+			return -1;
+		}
+		/* a signal ends the wait with EINTR, as in rdma-core: qperf's
+		 * alarm stops a test blocked here that way */
+		if (sr_chan_wait(ctx, ch->wait_fd) && (errno != EINTR || !signals_restart()))
+			return -1;
+	}
 	atomic_fetch_add(&cq->events_reported, 1);
 	*ibcq = (struct ibv_cq *)&cq->ibcq;
 	*cq_context = cq->ibcq.cq_context;

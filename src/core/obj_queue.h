@@ -20,10 +20,20 @@ struct sr_stat_ctrs;
 struct sr_qp;
 struct sr_cq;
 
+/* ibch.fd is an epoll instance over the event pipe's read end: readable
+ * when an event waits, as rdma-core's.  Once the application has made it
+ * non-blocking (so a wake-up without an event costs it an EAGAIN, never a
+ * block) it watches the context's sockets too (prog.data_epfd): a thread
+ * asleep on it wakes on the datagram itself, and ibv_get_cq_event
+ * receives it.  wait_fd (the pipe and the sockets) is what a blocking
+ * ibv_get_cq_event sleeps on (cq.c). */
 struct sr_comp_channel {
 	struct ibv_comp_channel ibch;
 	struct sr_obj obj;
+	int rd_fd;          /* read end of the event pipe (non-blocking) */
 	int wr_fd;          /* write end of the event pipe */
+	int wait_fd;
+	atomic_bool fd_has_input; /* ibch.fd watches the sockets */
 };
 
 /* A completion's time: raw in the device clock (sr_dev_clock_ns: ns of

@@ -120,9 +120,9 @@ void sr_progress_poll(struct sr_context *ctx)
  * thread about to receive the packet.  So when the thread finds that a
  * poller took the input that woke it, it takes the sockets (data_epfd)
  * out of its wait and only looks again every SR_POLLER_RECHECK_NS:
- * input still waiting then, no poll for that long, or the application
- * going to sleep on a completion channel (sr_progress_need_thread), and
- * it receives again itself.
+ * input still waiting then, or no poll for that long, and it receives
+ * again itself.  (An application going to sleep on a completion channel
+ * receives for itself too: see the channel readers below.)
  *
  * Where pollers receive a stream (a poll took SR_POLLER_BULK_BYTES or
  * more in the last SR_POLLER_BULK_RECHECK_NS), the thread stays out for
@@ -182,15 +182,73 @@ static bool data_left(struct sr_context *ctx)
 	return epoll_wait(ctx->prog.data_epfd, &ev, 1, 0) > 0;
 }
 
-void sr_progress_need_thread(struct sr_context *ctx)
+void sr_progress_chan_armed(struct sr_context *ctx)
 {
-	atomic_store_explicit(&ctx->prog.last_poll_ns, 0, memory_order_relaxed);
 	if (atomic_load_explicit(&ctx->prog.n_parked, memory_order_relaxed))
 		sr_park_release_now(ctx);
-	if (!atomic_load(&ctx->prog.data_armed)) {
-		atomic_store(&ctx->prog.want_armed, true);
-		sr_progress_wake(ctx);
+}
+
+/* Channel readers: a thread asleep on a completion channel wakes on the
+ * sockets' input itself (the channel's descriptor watches data_epfd) and
+ * receives it in ibv_get_cq_event: one wake-up per message, as a blocking
+ * TCP reader's, where the progress thread receiving and then waking the
+ * reader made two and a lock hand-off between them.  So the thread steps
+ * back (data_arm off, as for pollers) while a reader waits on a channel
+ * (n_chan_waiters), or took input within SR_CHAN_RECENT_NS and takes
+ * what comes now (a reader that sleeps in poll() on the descriptor, out of
+ * our sight).  Rechecks as for pollers bring it back for input nobody
+ * takes: a one-sided request while the application is busy elsewhere. */
+#define SR_CHAN_RECENT_NS 100000000ull /* a channel reader took input this recently: readers at work */
+#define SR_CHAN_RECHECK_NS 1000000ull   /* the thread's look meanwhile */
+
+bool sr_chan_receive(struct sr_context *ctx)
+{
+	pthread_mutex_lock(&ctx->prog.lock);
+	sr_rx_bytes = 0;
+	sr_rx_expected = 0;
+	sr_progress_receive(ctx);
+	bool got = sr_rx_bytes != 0;
+	if (got) {
+		uint64_t now = sr_now_ns();
+		atomic_store_explicit(&ctx->prog.last_poll_rx_ns, now, memory_order_relaxed);
+		atomic_store_explicit(&ctx->prog.last_chan_rx_ns, now, memory_order_relaxed);
 	}
+	sr_park_release(ctx);
+	pthread_mutex_unlock(&ctx->prog.lock);
+	return got;
+}
+
+int sr_chan_wait(struct sr_context *ctx, int epfd)
+{
+	struct epoll_event ev;
+	int n;
+
+	atomic_fetch_add(&ctx->prog.n_chan_waiters, 1);
+	n = epoll_wait(epfd, &ev, 1, -1);
+	int err = errno;
+	/* the thread's recheck counts from here (sr_poller_recheck) */
+	atomic_store_explicit(&ctx->prog.last_poll_ns, sr_now_ns(), memory_order_relaxed);
+	atomic_fetch_sub(&ctx->prog.n_chan_waiters, 1);
+	errno = err;
+	return n < 0 ? -1 : 0;
+}
+
+static bool chan_readers(struct sr_context *ctx, uint64_t now)
+{
+	uint64_t c = atomic_load_explicit(&ctx->prog.last_chan_rx_ns, memory_order_relaxed);
+	return c && now - c < SR_CHAN_RECENT_NS;
+}
+
+/* Does a channel reader take the input (the thread woke for it, or looks
+ * again while out of the way)?  One asleep on data_epfd wakes for it (the
+ * thread keeps out while it sleeps, for SR_CHAN_RECENT_NS at a time); one
+ * that took input recently and is at work elsewhere gets the pollers'
+ * grace (data_left). */
+static bool chan_takes_input(struct sr_context *ctx, uint64_t now, uint64_t lp)
+{
+	if (atomic_load(&ctx->prog.n_chan_waiters) && (!lp || now - lp < SR_CHAN_RECENT_NS || chan_readers(ctx, now)))
+		return true;
+	return chan_readers(ctx, now) && !data_left(ctx);
 }
 
 void sr_poller_init(struct sr_context *ctx)
@@ -209,10 +267,17 @@ uint64_t sr_poller_recheck(struct sr_context *ctx, uint64_t now, uint64_t wake)
 
 	if (!atomic_load_explicit(&ctx->prog.data_armed, memory_order_relaxed)) {
 		uint64_t recheck = poller_recheck_ns(ctx, now);
-		if (atomic_exchange(&ctx->prog.want_armed, false) || !lp || now - lp >= recheck || data_left(ctx))
+		uint64_t next;
+		if (lp && chan_takes_input(ctx, now, lp))
+			next = now + SR_CHAN_RECHECK_NS;
+		else if (!lp || now - lp >= recheck || data_left(ctx))
+			next = 0;
+		else
+			next = lp + recheck;
+		if (!next)
 			data_arm(ctx, true);
-		else if (!wake || lp + recheck < wake)
-			wake = lp + recheck;
+		else if (!wake || next < wake)
+			wake = next;
 	}
 	return wake;
 }
@@ -222,8 +287,9 @@ bool sr_poller_takes_input(struct sr_context *ctx)
 	/* Input while an application thread polls: it is receiving for
 	 * us.  If it takes this, leave the receiving to it (above). */
 	uint64_t lp = atomic_load_explicit(&ctx->prog.last_poll_ns, memory_order_relaxed);
+	uint64_t now = sr_now_ns();
 
-	if (lp && sr_now_ns() - lp < SR_POLLER_RECENT_NS && !data_left(ctx)) {
+	if ((lp && now - lp < SR_POLLER_RECENT_NS && !data_left(ctx)) || chan_takes_input(ctx, now, 0)) {
 		if (ctx->prog.poll_drive)
 			data_arm(ctx, false);
 		return true;

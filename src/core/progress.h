@@ -60,10 +60,11 @@ struct sr_progress {
 	_Atomic uint64_t last_poll_rx_ns; /* a poll received something (data_left) */
 	_Atomic uint64_t poll_nap_until; /* pollers leave the sockets alone until then */
 	_Atomic uint64_t last_post_ns; /* an application thread posted a send WR (sr_timers_tick) */
+	atomic_uint n_chan_waiters;    /* threads asleep in ibv_get_cq_event on a channel (sr_chan_wait) */
+	_Atomic uint64_t last_chan_rx_ns; /* a channel's reader received input (sr_chan_receive) */
 	_Atomic uint64_t sleep_until;  /* the progress thread's next timer, UINT64_MAX = none */
 	atomic_bool timers_dirty;  /* a timer was armed since the thread last looked (sr_progress_deadline) */
 	atomic_bool data_armed;    /* the progress thread waits for the sockets' input */
-	atomic_bool want_armed;    /* ... and should again at once (sr_progress_need_thread) */
 	bool poll_drive;           /* it may stop while pollers receive (SOFTRDMA_POLL_DRIVE) */
 	uint64_t rx_coalesce_ns;   /* its and pollers' nap after a large receive pass (SOFTRDMA_RX_COALESCE_US) */
 	/* fd_registry.c */
@@ -94,9 +95,19 @@ void sr_progress_deadline(struct sr_context *ctx, uint64_t when);
  * releases what it parked.  Does nothing if the progress thread (or
  * another poller) is at work. */
 void sr_progress_poll(struct sr_context *ctx);
-/* An application thread is about to sleep (e.g. on a completion channel):
- * the progress thread does the receiving from now on. */
-void sr_progress_need_thread(struct sr_context *ctx);
+/* An application thread is about to sleep on a completion channel (it
+ * armed a CQ, or drained an armed one): its parked sends go now.  The
+ * channel's descriptor wakes it on the sockets' input, so the progress
+ * thread is not called back. */
+void sr_progress_chan_armed(struct sr_context *ctx);
+/* A thread reading a completion channel found no event: it receives what
+ * waits on the sockets (as a poller does, but waiting for the lock).
+ * True if it received anything. */
+bool sr_chan_receive(struct sr_context *ctx);
+/* ... and sleeps until the channel's descriptor epfd (events and the
+ * sockets) is readable, as a channel waiter the progress thread leaves the
+ * sockets to.  0, or -1 with errno (EINTR: a signal). */
+int sr_chan_wait(struct sr_context *ctx, int epfd);
 /* The context's poller policy, from its configuration (SOFTRDMA_POLL_DRIVE,
  * SOFTRDMA_RX_COALESCE_US), at sr_progress_start. */
 void sr_poller_init(struct sr_context *ctx);

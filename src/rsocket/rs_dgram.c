@@ -845,7 +845,7 @@ void ds_progress(struct rsocket *rs, bool force)
 
 /* Before a sleep.  The CQ is armed again even if it still is: that is
  * what tells softrdma's provider a thread is about to sleep on the
- * channel (ibv_req_notify_cq -> sr_progress_need_thread).  While an
+ * channel (ibv_req_notify_cq -> sr_progress_chan_armed).  While an
  * application thread polls the CQ, the progress thread leaves receiving
  * to it and looks again only every 0.1 ms, or 1 ms after a poll that
  * received 16 KiB (core/poller.c).  Sleeping on a CQ left armed from an

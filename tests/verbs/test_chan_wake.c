@@ -1,0 +1,465 @@
+/* test_chan_wake: applications that sleep on a completion channel.
+ *
+ * Ping-pongs whose every completion is taken by event: threads asleep in
+ * ibv_get_cq_event, or in poll() on the channel's descriptor made
+ * non-blocking (as tgt, Ceph and rsockets do), several threads on one
+ * channel.  Each event must name a CQ that was armed, and only once per
+ * arming (no double delivery); every message must arrive, in order (no
+ * lost wake-up: a lost one stalls the ping-pong, which fails as a stall,
+ * not a hang).  The sleeper does the receive work itself: the progress
+ * thread, which used to receive each message and then wake the sleeper,
+ * stays asleep (its context switches are counted). */
+#include "vt.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+
+#define CW_PAIRS_MAX 4
+#define CW_MSG 64
+
+enum cw_mode { CW_GET_EVENT, CW_POLL_FD };
+
+struct cw_run;
+
+/* One QP pair: side 0 pings, side 1 answers. */
+struct cw_pair {
+	struct vt_pair p;         /* first: its CQs' cq_context is &p (vt_make_cq) */
+	struct cw_run *run;
+	struct vt_buf buf;        /* [0]: side 0's send, [1]: side 1's send, [2], [3]: receives */
+	atomic_int rounds;        /* replies side 0 has received */
+	atomic_bool armed[4];     /* scq[0], rcq[0], scq[1], rcq[1]: armed by us, no event since */
+};
+
+struct cw_run {
+	struct ibv_comp_channel *ch;
+	enum cw_mode mode;
+	int npairs, nrounds;
+	struct cw_pair pair[CW_PAIRS_MAX];
+	atomic_bool done;
+	atomic_int events;        /* events taken */
+	atomic_int acked;
+	char err[256];            /* the first worker's error */
+	pthread_mutex_t err_lock;
+};
+
+static struct vt_dev D;
+
+static void cw_fail(struct cw_run *r, const char *what)
+{
+	pthread_mutex_lock(&r->err_lock);
+	if (!r->err[0])
+		snprintf(r->err, sizeof(r->err), "%s", what);
+	pthread_mutex_unlock(&r->err_lock);
+	atomic_store(&r->done, true);
+}
+
+static uint8_t *cw_slot(struct cw_pair *cp, int i)
+{
+	return cp->buf.p + i * CW_MSG;
+}
+
+static atomic_bool *cw_armed(struct cw_pair *cp, struct ibv_cq *cq)
+{
+	for (int s = 0; s < 2; s++) {
+		if (cq == cp->p.scq[s])
+			return &cp->armed[2 * s];
+		if (cq == cp->p.rcq[s])
+			return &cp->armed[2 * s + 1];
+	}
+	return NULL;
+}
+
+static bool cw_arm(struct cw_pair *cp, struct ibv_cq *cq)
+{
+	atomic_store(cw_armed(cp, cq), true);
+	return ibv_req_notify_cq(cq, 0) == 0;
+}
+
+/* Sends round n (>= 1) from side s: the round's number in the first 4 bytes. */
+static bool cw_send(struct cw_pair *cp, int s, uint32_t n)
+{
+	uint8_t *m = cw_slot(cp, s);
+
+	memcpy(m, &n, sizeof(n));
+	return vt_post_send(cp->p.qp[s], n, IBV_WR_SEND, m, CW_MSG, cp->buf.mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0) == 0;
+}
+
+static bool cw_post_recv(struct cw_pair *cp, int s)
+{
+	return vt_post_recv(cp->p.qp[s], (uint64_t)s, cw_slot(cp, 2 + s), CW_MSG, cp->buf.mr->lkey) == 0;
+}
+
+/* Takes what cq holds (re-armed before, so nothing is missed). */
+static void cw_drain(struct cw_run *r, struct cw_pair *cp, struct ibv_cq *cq)
+{
+	struct ibv_wc wc[8];
+	int n;
+
+	while ((n = ibv_poll_cq(cq, 8, wc)) > 0) {
+		for (int i = 0; i < n; i++) {
+			if (wc[i].status != IBV_WC_SUCCESS) {
+				cw_fail(r, ibv_wc_status_str(wc[i].status));
+				return;
+			}
+			if (wc[i].opcode != IBV_WC_RECV)
+				continue;
+			int s = (int)wc[i].wr_id;
+			uint32_t got;
+			memcpy(&got, cw_slot(cp, 2 + s), sizeof(got));
+			if (!cw_post_recv(cp, s)) {
+				cw_fail(r, "ibv_post_recv");
+				return;
+			}
+			if (s == 1) { /* answer the ping */
+				if (!cw_send(cp, 1, got))
+					cw_fail(r, "ibv_post_send (answer)");
+				continue;
+			}
+			int done = atomic_load(&cp->rounds);
+			if (got != (uint32_t)done + 1) {
+				cw_fail(r, "a reply out of order, twice, or lost");
+				return;
+			}
+			atomic_store(&cp->rounds, done + 1);
+			if (done + 1 < r->nrounds && !cw_send(cp, 0, got + 1))
+				cw_fail(r, "ibv_post_send (ping)");
+		}
+	}
+	if (n < 0)
+		cw_fail(r, "ibv_poll_cq");
+}
+
+/* One event: the CQ it names must be armed (by us, and not yet fired). */
+static void cw_event(struct cw_run *r, struct ibv_cq *cq, void *cq_ctx)
+{
+	struct cw_pair *cp = cq_ctx;
+	atomic_bool *a = cp ? cw_armed(cp, cq) : NULL;
+
+	if (!a) {
+		cw_fail(r, "an event names a CQ of no pair");
+		return;
+	}
+	if (!atomic_exchange(a, false))
+		cw_fail(r, "an event for a CQ not armed: delivered twice, or without ibv_req_notify_cq");
+	atomic_fetch_add(&r->events, 1);
+	ibv_ack_cq_events(cq, 1);
+	atomic_fetch_add(&r->acked, 1);
+	if (!cw_arm(cp, cq))
+		cw_fail(r, "ibv_req_notify_cq");
+	cw_drain(r, cp, cq);
+}
+
+static void cw_nosig(int sig)
+{
+	(void)sig;
+}
+
+/* A sleeper: in ibv_get_cq_event (woken by a signal at the end), or in
+ * poll() on the non-blocking descriptor, taking every event it reports. */
+static void *cw_worker(void *arg)
+{
+	struct cw_run *r = arg;
+	struct ibv_cq *cq;
+	void *ctx;
+
+	while (!atomic_load(&r->done)) {
+		if (r->mode == CW_GET_EVENT) {
+			if (ibv_get_cq_event(r->ch, &cq, &ctx)) {
+				if (errno != EINTR)
+					cw_fail(r, "ibv_get_cq_event");
+				continue;
+			}
+			cw_event(r, cq, ctx);
+			continue;
+		}
+		struct pollfd pfd = { .fd = r->ch->fd, .events = POLLIN };
+		int n = poll(&pfd, 1, 100);
+		if (n < 0 && errno != EINTR)
+			cw_fail(r, "poll");
+		if (n <= 0)
+			continue;
+		while (!ibv_get_cq_event(r->ch, &cq, &ctx))
+			cw_event(r, cq, ctx);
+		if (errno != EAGAIN)
+			cw_fail(r, "ibv_get_cq_event on a non-blocking channel: not EAGAIN when empty");
+	}
+	return NULL;
+}
+
+/* Context switches of this process's progress threads so far. */
+static long cw_progress_switches(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	long n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		char path[300], line[128];
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		FILE *f = fopen(path, "r");
+		bool progress = f && fgets(line, sizeof(line), f) && !strncmp(line, "sr-progress", 11);
+		if (f)
+			fclose(f);
+		if (!progress)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
+		if (!(f = fopen(path, "r")))
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			long v;
+			if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1 ||
+			    sscanf(line, "nonvoluntary_ctxt_switches: %ld", &v) == 1)
+				n += v;
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+/* npairs ping-pongs of nrounds rounds, every completion by event, nthreads
+ * sleepers on one channel. */
+static void cw_pingpong(enum cw_mode mode, int npairs, int nthreads, int nrounds, bool count_wakes)
+{
+	SECTION("%d RC ping-pong(s) of %d rounds, %d thread(s) asleep in %s on one channel", npairs, nrounds, nthreads,
+		mode == CW_GET_EVENT ? "ibv_get_cq_event" : "poll() on its non-blocking fd");
+	static struct cw_run r;
+	pthread_t t[8];
+	struct vt_qp_cfg c;
+	int ok_pairs = 0;
+
+	memset(&r, 0, sizeof(r));
+	pthread_mutex_init(&r.err_lock, NULL);
+	r.mode = mode;
+	r.npairs = npairs;
+	r.nrounds = nrounds;
+	r.ch = ibv_create_comp_channel(D.ctx);
+	if (!CHECK(r.ch, "ibv_create_comp_channel"))
+		return;
+	if (mode == CW_POLL_FD)
+		CHECK_RC(fcntl(r.ch->fd, F_SETFL, fcntl(r.ch->fd, F_GETFL) | O_NONBLOCK), 0,
+			 "the channel's fd made non-blocking");
+	vt_cfg_default(&c, IBV_QPT_RC);
+	c.ch = r.ch;
+	for (int i = 0; i < npairs; i++, ok_pairs++) {
+		struct cw_pair *cp = &r.pair[i];
+		cp->run = &r;
+		if (!vt_pair_setup(&D, &c, &cp->p))
+			break;
+		vt_buf_alloc(&cp->buf, D.pd, 4 * CW_MSG, 4096, IBV_ACCESS_LOCAL_WRITE);
+		bool ok = cw_post_recv(cp, 0) && cw_post_recv(cp, 1);
+		for (int s = 0; s < 2; s++)
+			ok = ok && cw_arm(cp, cp->p.scq[s]) && cw_arm(cp, cp->p.rcq[s]);
+		if (!CHECK(ok, "pair %d: receives posted, its four CQs armed", i))
+			break;
+	}
+	if (ok_pairs < npairs)
+		goto out;
+	struct sigaction sa = { .sa_handler = cw_nosig }, old;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, &old);
+	for (int i = 0; i < nthreads; i++)
+		pthread_create(&t[i], NULL, cw_worker, &r);
+	long sw0 = cw_progress_switches();
+	uint64_t t0 = vt_now_ms(), last_move = t0;
+	int last = -1;
+	for (int i = 0; i < npairs; i++)
+		if (!cw_send(&r.pair[i], 0, 1))
+			cw_fail(&r, "ibv_post_send (first ping)");
+	for (;;) {
+		int sum = 0;
+		for (int i = 0; i < npairs; i++)
+			sum += atomic_load(&r.pair[i].rounds);
+		if (sum == npairs * nrounds || atomic_load(&r.done))
+			break;
+		uint64_t now = vt_now_ms();
+		if (sum != last) {
+			last = sum;
+			last_move = now;
+		} else if (now - last_move > VT_STALL_MS) {
+			cw_fail(&r, "stalled: a wake-up was lost");
+			break;
+		}
+		vt_sleep_ms(1);
+	}
+	uint64_t ms = vt_now_ms() - t0;
+	long sw = cw_progress_switches() - sw0;
+	atomic_store(&r.done, true);
+	/* a signal that comes before a worker sleeps ends nothing: again until it is out */
+	for (int i = 0; i < nthreads; i++) {
+		struct timespec ts;
+		do {
+			pthread_kill(t[i], SIGUSR1);
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 10000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+		} while (pthread_timedjoin_np(t[i], NULL, &ts));
+	}
+	sigaction(SIGUSR1, &old, NULL);
+	CHECK(!r.err[0], "no worker saw an error\t(%s)", r.err[0] ? r.err : "none");
+	for (int i = 0; i < npairs; i++)
+		CHECK_INT(atomic_load(&r.pair[i].rounds), nrounds, "pair %d: every reply arrived once, in order", i);
+	int ev = atomic_load(&r.events);
+	/* each round completes 4 WRs; events <= completions, and at least
+	 * one per round trip on the pinging side's receive CQ */
+	CHECK(ev >= npairs * nrounds && ev <= 4 * npairs * nrounds,
+	      "events taken: at least one per round, at most one per completion\t(%d for %d rounds)", ev,
+	      npairs * nrounds);
+	if (count_wakes) {
+		/* Before the sleeper received for itself the progress thread
+		 * woke for every message (2 per round); now it only looks at
+		 * its timers (once a millisecond while a sleeper waits, and for
+		 * the deadlines the transport arms). */
+		long allow = (long)(2 * npairs * nrounds) / 4 + (long)ms + 20;
+		CHECK(sw >= 0 && sw <= allow,
+		      "the sleepers receive: the progress thread switched in %ld times for %d messages in %llu ms "
+		      "(at most %ld)",
+		      sw, 2 * npairs * nrounds, (unsigned long long)ms, allow);
+	}
+	struct pollfd pfd = { .fd = r.ch->fd, .events = POLLIN };
+	struct ibv_cq *cq;
+	void *ctx;
+	int fl = fcntl(r.ch->fd, F_GETFL);
+	fcntl(r.ch->fd, F_SETFL, fl | O_NONBLOCK);
+	/* the last sends' completions may raise events nobody took: take them
+	 * (each for an armed CQ) so that the CQs can go */
+	while (poll(&pfd, 1, 200) > 0 && !ibv_get_cq_event(r.ch, &cq, &ctx))
+		cw_event(&r, cq, ctx);
+	CHECK(!r.err[0], "the events left at the end name armed CQs\t(%s)", r.err[0] ? r.err : "none");
+out:
+	for (int i = 0; i < ok_pairs + (ok_pairs < npairs); i++) {
+		if (r.pair[i].buf.p)
+			vt_buf_free(&r.pair[i].buf);
+		vt_pair_destroy(&r.pair[i].p);
+	}
+	CHECK_RC(ibv_destroy_comp_channel(r.ch), 0, "ibv_destroy_comp_channel: every event acked");
+}
+
+/* With no input, the channel's fd stays quiet; a SEND to an armed CQ
+ * makes it readable and ibv_get_cq_event on it returns the event. */
+static void cw_fd_quiet(void)
+{
+	SECTION("the channel's fd: not readable without an event or input, readable for a SEND");
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf b;
+
+	if (!CHECK(ch, "ibv_create_comp_channel"))
+		return;
+	vt_cfg_default(&c, IBV_QPT_RC);
+	c.ch = ch;
+	if (!vt_pair_setup(&D, &c, &p)) {
+		ibv_destroy_comp_channel(ch);
+		return;
+	}
+	vt_buf_alloc(&b, D.pd, 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_post_recv(p.qp[1], 7, b.p + 2048, 2048, b.mr->lkey);
+	CHECK_RC(ibv_req_notify_cq(p.rcq[1], 0), 0, "arm the receive CQ");
+	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
+	CHECK_INT(poll(&pfd, 1, 100), 0, "poll() on the fd: nothing to read while nothing moves");
+	vt_post_send(p.qp[0], 1, IBV_WR_SEND, b.p, 16, b.mr->lkey, 0, 0, 0, 0);
+	struct ibv_cq *cq = NULL;
+	void *ctx = NULL;
+	bool got = false;
+	uint64_t t0 = vt_now_ms();
+	fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+	while (!got && vt_now_ms() - t0 < VT_TIMEOUT_MS && poll(&pfd, 1, 1000) > 0)
+		got = !ibv_get_cq_event(ch, &cq, &ctx);
+	if (CHECK(got && cq == p.rcq[1], "poll() wakes for the SEND, ibv_get_cq_event returns its event")) {
+		ibv_ack_cq_events(cq, 1);
+		EXPECT_WC(p.rcq[1], 7, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "  ...and the completion is on the CQ");
+	}
+	errno = 0;
+	CHECK(ibv_get_cq_event(ch, &cq, &ctx) == -1 && errno == EAGAIN,
+	      "then ibv_get_cq_event on the non-blocking fd: -1, EAGAIN\t(errno %d)", errno);
+	vt_buf_free(&b);
+	vt_pair_destroy(&p);
+	CHECK_RC(ibv_destroy_comp_channel(ch), 0, "ibv_destroy_comp_channel");
+}
+
+/* A signal whose handler has SA_RESTART does not end a wait in
+ * ibv_get_cq_event: rdma-core's read() restarts.  (One without it ends the
+ * wait with EINTR: test_transfer's test_event_eintr.) */
+struct cw_kicker {
+	pthread_t target;
+	struct ibv_qp *qp;
+	struct vt_buf *b;
+};
+
+static void *cw_kick(void *arg)
+{
+	struct cw_kicker *k = arg;
+
+	vt_sleep_ms(100);
+	pthread_kill(k->target, SIGUSR2);
+	vt_sleep_ms(200);
+	vt_post_send(k->qp, 1, IBV_WR_SEND, k->b->p, 16, k->b->mr->lkey, 0, 0, 0, 0);
+	return NULL;
+}
+
+static void cw_restart(void)
+{
+	SECTION("a signal with SA_RESTART does not end a wait in ibv_get_cq_event");
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf b;
+
+	if (!CHECK(ch, "ibv_create_comp_channel"))
+		return;
+	vt_cfg_default(&c, IBV_QPT_RC);
+	c.ch = ch;
+	if (!vt_pair_setup(&D, &c, &p)) {
+		ibv_destroy_comp_channel(ch);
+		return;
+	}
+	vt_buf_alloc(&b, D.pd, 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_post_recv(p.qp[1], 7, b.p + 2048, 2048, b.mr->lkey);
+	CHECK_RC(ibv_req_notify_cq(p.rcq[1], 0), 0, "arm the receive CQ");
+	struct sigaction sa = { .sa_handler = cw_nosig, .sa_flags = SA_RESTART }, old;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR2, &sa, &old);
+	struct cw_kicker k = { .target = pthread_self(), .qp = p.qp[0], .b = &b };
+	pthread_t t;
+	pthread_create(&t, NULL, cw_kick, &k);
+	struct ibv_cq *cq = NULL;
+	void *ctx = NULL;
+	errno = 0;
+	int rc = ibv_get_cq_event(ch, &cq, &ctx), e = errno;
+	pthread_join(t, NULL);
+	sigaction(SIGUSR2, &old, NULL);
+	if (CHECK(rc == 0 && cq == p.rcq[1], "the wait goes on past the signal and returns the SEND's event\t(%d, errno %d)",
+		  rc, e))
+		ibv_ack_cq_events(cq, 1);
+	EXPECT_WC(p.rcq[1], 7, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "  ...its completion");
+	vt_buf_free(&b);
+	vt_pair_destroy(&p);
+	CHECK_RC(ibv_destroy_comp_channel(ch), 0, "ibv_destroy_comp_channel");
+}
+
+int main(int argc, char **argv)
+{
+	vt_begin_args("test_chan_wake", 300, argc, argv);
+	if (!vt_open(&D))
+		return vt_end();
+	VT_RUN(cw_fd_quiet());
+	VT_RUN(cw_restart());
+	VT_RUN(cw_pingpong(CW_GET_EVENT, 1, 1, 1000, true));
+	VT_RUN(cw_pingpong(CW_GET_EVENT, 3, 3, 300, false));
+	VT_RUN(cw_pingpong(CW_POLL_FD, 1, 1, 500, false));
+	VT_RUN(cw_pingpong(CW_POLL_FD, 3, 2, 300, false));
+	vt_close(&D);
+	return vt_end();
+}
