@@ -78,7 +78,8 @@ struct sr_context {
 	struct sr_qp **qpn_tab;    /* open hash qpn -> qp */
 	uint32_t qpn_tab_size;
 	uint32_t qpn_tab_used;     /* live entries and tombstones */
-	struct sr_qp *zombies;     /* destroyed QPs freed by the progress thread */
+	struct sr_qp *zombies;     /* destroyed QPs the progress thread may still know */
+	struct sr_qp *reaped;      /* destroyed QPs it has let go of: an application thread frees them */
 	struct sr_daemon_conn *_Atomic daemon; /* set once, under lock; read without */
 	/* The context lost what its device needs (softrdmad died): its QPs
 	 * are in error, IBV_EVENT_DEVICE_FATAL was raised, new QPs and

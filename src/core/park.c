@@ -54,7 +54,7 @@ void sr_qp_unpark(struct sr_qp *qp)
 }
 
 /* Under prog.lock a QP destroyed meanwhile stays allocated (a zombie
- * is freed only past that lock, free_zombies) and says so in qp->dead. */
+ * is freed only past that lock, release_zombies) and says so in qp->dead. */
 void sr_park_release(struct sr_context *ctx)
 {
 	struct sr_qp *qps[SR_PARKED_QPS];

@@ -40,20 +40,36 @@ void sr_progress_wake(struct sr_context *ctx)
 	(void)r;
 }
 
-static void free_zombies(struct sr_context *ctx)
+/* The progress thread lets go of the QPs destroyed since its last pass:
+ * they move to ctx->reaped, freed by an application thread
+ * (sr_reap_zombies).  This thread frees no QP memory itself: a large ring
+ * is an mmapped chunk, and a program that rewrites munmap's code while it
+ * runs (libfabric's memhooks monitor, UCX's binary patching) must never
+ * find a library thread executing it. */
+static void release_zombies(struct sr_context *ctx)
 {
-	struct sr_qp *z;
+	struct sr_qp *z, *last;
 
 	pthread_mutex_lock(&ctx->lock);
 	z = ctx->zombies;
 	ctx->zombies = NULL;
 	pthread_mutex_unlock(&ctx->lock);
+	if (!z)
+		return;
 	/* A poller may hold a zombie's address from an epoll_wait made before
 	 * its socket left data_epfd; it does so only under prog.lock. */
-	if (z) {
-		pthread_mutex_lock(&ctx->prog.lock);
-		pthread_mutex_unlock(&ctx->prog.lock);
-	}
+	pthread_mutex_lock(&ctx->prog.lock);
+	pthread_mutex_unlock(&ctx->prog.lock);
+	for (last = z; last->zombie_next; last = last->zombie_next)
+		;
+	pthread_mutex_lock(&ctx->lock);
+	last->zombie_next = ctx->reaped;
+	ctx->reaped = z;
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+static void free_qps(struct sr_qp *z)
+{
 	while (z) {
 		struct sr_qp *n = z->zombie_next;
 		sr_ring_free(z->sq.buf, &z->sq.mem);
@@ -62,6 +78,17 @@ static void free_zombies(struct sr_context *ctx)
 		free(z);
 		z = n;
 	}
+}
+
+void sr_reap_zombies(struct sr_context *ctx)
+{
+	struct sr_qp *z;
+
+	pthread_mutex_lock(&ctx->lock);
+	z = ctx->reaped;
+	ctx->reaped = NULL;
+	pthread_mutex_unlock(&ctx->lock);
+	free_qps(z);
 }
 
 static void *progress_main(void *arg)
@@ -74,7 +101,7 @@ static void *progress_main(void *arg)
 	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 
 	while (!atomic_load(&ctx->prog.stop)) {
-		free_zombies(ctx);
+		release_zombies(ctx);
 		atomic_store(&ctx->prog.timers_dirty, false);
 		uint64_t wake = sr_timers_run(ctx);
 		uint64_t now = sr_now_ns();
@@ -176,7 +203,10 @@ void sr_progress_stop(struct sr_context *ctx)
 		pthread_join(ctx->prog.thread, NULL);
 		ctx->prog.thread_started = false;
 	}
-	free_zombies(ctx);
+	/* the thread is gone: what it never saw is free too */
+	sr_reap_zombies(ctx);
+	free_qps(ctx->zombies);
+	ctx->zombies = NULL;
 	free(ctx->prog.timer_qps);
 	free(ctx->prog.timer_snap);
 	if (ctx->daemon)

@@ -86,6 +86,9 @@ struct sr_progress {
 int sr_progress_start(struct sr_context *ctx);
 void sr_progress_stop(struct sr_context *ctx);
 void sr_progress_wake(struct sr_context *ctx);
+/* Frees the destroyed QPs the progress thread has let go of (an
+ * application thread's call: qp_teardown, context close). */
+void sr_reap_zombies(struct sr_context *ctx);
 /* Something set a deadline at when (a timer, a parked send): the
  * progress thread, if it sleeps past it, is woken. */
 void sr_progress_deadline(struct sr_context *ctx, uint64_t when);

@@ -935,7 +935,9 @@ static int qp_teardown(struct sr_qp *qp, struct sr_obj *o)
 	if (qp->srq)
 		atomic_fetch_sub(&qp->srq->n_qps, 1);
 	sr_purge_async_events(ctx, ibqp);
-	/* freed by the progress thread once no event can still refer to it */
+	/* freed once the progress thread has let go of it, by the next
+	 * destroy or the context's close (progress.c, release_zombies) */
+	sr_reap_zombies(ctx);
 	pthread_mutex_lock(&ctx->lock);
 	qp->zombie_next = ctx->zombies;
 	ctx->zombies = qp;

@@ -61,7 +61,8 @@ void sr_qp_timer_disarm(struct sr_qp *qp)
 }
 
 /* Only the progress thread calls it, so QPs in the snapshot stay
- * allocated: destroyed ones are freed by this thread (free_zombies). */
+ * allocated: destroyed ones are freed only once this thread has let go
+ * of them (release_zombies). */
 uint64_t sr_timers_run(struct sr_context *ctx)
 {
 	uint64_t now = sr_now_ns(), next = 0;
