@@ -26,7 +26,9 @@ __thread uint64_t sr_rx_batch_ns;
  * later, of a QP the timer pass visits already, is not armed again:
  * arming tells the progress thread (an atomic flag, a full barrier, per
  * response packet), which, due to look by the earlier deadline, finds it
- * then.  It may fire a quarter of its wait late. */
+ * then.  It may fire a tick late (no wake-up of the progress thread per
+ * post: the application's posts keep it ticking), which the waits'
+ * floors allow for (recovery.h). */
 static void set_retrans(struct sr_qp *qp, uint64_t now, uint64_t wait)
 {
 	struct sr_roce_qp *r = rqp(qp);
@@ -34,7 +36,7 @@ static void set_retrans(struct sr_qp *qp, uint64_t now, uint64_t wait)
 	bool later = r->retrans_deadline && d >= r->retrans_deadline && sr_qp_timer_set(qp);
 	r->retrans_deadline = d;
 	if (!later)
-		sr_qp_timer_arm_slack(qp, d, wait / 4);
+		sr_qp_timer_arm_slack(qp, d, SR_PROGRESS_TICK_NS);
 }
 
 /* The clock of what is handled now: within a receive batch the batch's
@@ -402,7 +404,7 @@ void sr_comp_timer(struct sr_qp *qp, uint64_t now)
 			return;
 		uint64_t to = sr_timeout_ns(qp->attr.timeout);
 		/* the QP's own timeout has run out since the last progress (a
-		 * timer fires up to a quarter of its wait late, never early) */
+		 * timer fires up to a tick late, never early) */
 		bool expired = now - r->rec.epoch_ns >= to - to / 8;
 		if (!expired && !r->rec.tlp_sent && sr_req_probe(qp)) {
 			SR_DBG("QP %u: tail-loss probe", sr_roce_qpn(qp));
