@@ -83,6 +83,11 @@ bool sr_req_probe(struct sr_qp *qp)
 	if (w->opcode == IBV_WR_RDMA_READ || w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
 	    w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
 		return false;
+	/* not while a go-back resends (the cursor is behind the last packet:
+	 * the probe would skip what is still to be resent), nor beyond the
+	 * window */
+	if (w->sent_pkts <= (uint32_t)psn_diff(last, w->first_psn) || psn_diff(last, r->una_psn) >= (int32_t)r->cwnd)
+		return false;
 	sr_req_resend(qp, last, false);
 	r->rec.force_ackreq = true;
 	return true;
