@@ -46,9 +46,17 @@ static void set_retrans(struct sr_qp *qp, uint64_t now, uint64_t wait)
  * handling early. */
 static uint64_t comp_now(void) { return sr_rx_batch_ns ? sr_rx_batch_ns : sr_now_ns(); }
 
-/* A tail-loss probe may be the timer's next step: no READ or atomic
- * awaits its response (sr_req_probe re-sends only SEND and WRITE). */
-static bool probe_ok(struct sr_qp *qp) { return !rqp(qp)->rd_outstanding; }
+/* How long the retransmission timer runs (to: the QP's timeout).  While
+ * a READ or atomic awaits its response, the QP's timeout: the kernel's
+ * rxe serves a repeated READ only within the one it served, and an early
+ * go-back, cut to a smaller window, asks across its end (make
+ * test-interop, ib_read_bw against rxe, failed with RETRY_EXC_ERR). */
+static uint64_t retrans_wait(struct sr_qp *qp, uint64_t to, bool probe)
+{
+	if (rqp(qp)->rd_outstanding)
+		return to;
+	return sr_rec_wait(&rqp(qp)->rec, to, probe);
+}
 
 /* Arms the retransmission timer while packets are outstanding (recovery.h
  * says how long it runs); restart: progress was made, it starts again.
@@ -68,7 +76,7 @@ static void arm_retrans(struct sr_qp *qp, bool restart)
 	uint64_t now = comp_now();
 	if (!r->retrans_deadline && !restart)
 		r->rec.epoch_ns = now;
-	set_retrans(qp, now, sr_rec_wait(&r->rec, to, probe_ok(qp)));
+	set_retrans(qp, now, retrans_wait(qp, to, true));
 }
 
 void sr_comp_arm_timer(struct sr_qp *qp) { arm_retrans(qp, false); }
@@ -364,7 +372,7 @@ void sr_comp_rx(struct sr_qp *qp, struct sr_pkt *pkt)
 			if (qp->attr.qp_state == IBV_QPS_ERR)
 				break;
 			if (r->next_psn != r->una_psn)
-				set_retrans(qp, comp_now(), sr_rec_wait(&r->rec, sr_timeout_ns(qp->attr.timeout), false));
+				set_retrans(qp, comp_now(), retrans_wait(qp, sr_timeout_ns(qp->attr.timeout), false));
 			break;
 		case SR_AETH_NAK_INVALID_REQ:
 			comp_fail(qp, pkt->psn, IBV_WC_REM_INV_REQ_ERR);
@@ -406,6 +414,10 @@ void sr_comp_timer(struct sr_qp *qp, uint64_t now)
 		/* the QP's own timeout has run out since the last progress (a
 		 * timer fires up to a tick late, never early) */
 		bool expired = now - r->rec.epoch_ns >= to - to / 8;
+		if (!expired && r->rd_outstanding) {
+			set_retrans(qp, now, to - (now - r->rec.epoch_ns)); /* retrans_wait */
+			return;
+		}
 		if (!expired && !r->rec.tlp_sent && sr_req_probe(qp)) {
 			SR_DBG("QP %u: tail-loss probe", sr_roce_qpn(qp));
 			r->rec.stat_tlp++;
@@ -423,7 +435,7 @@ void sr_comp_timer(struct sr_qp *qp, uint64_t now)
 		}
 		r->rec.tlp_sent = true;
 		if (to)
-			set_retrans(qp, now, sr_rec_wait(&r->rec, to, false));
+			set_retrans(qp, now, retrans_wait(qp, to, false));
 		sr_req_progress(qp);
 	}
 }
