@@ -187,8 +187,6 @@ static void comp_gap(struct sr_qp *qp)
 	r->gap_retx_valid = true;
 	r->gap_retx_una = r->una_psn;
 	SR_DBG("QP %u: response gap, going back to psn %u", sr_roce_qpn(qp), r->una_psn);
-	if (sr_rec_loss(&r->rec, r->una_psn, r->next_psn))
-		sr_cc_loss(&r->cc, &r->cwnd);
 	sr_req_go_back(qp, r->una_psn);
 }
 
