@@ -54,7 +54,7 @@ void sr_rec_progress(struct sr_roce_rec *c, uint32_t una, uint64_t now)
 
 uint64_t sr_rec_wait(const struct sr_roce_rec *c, uint64_t qp_to, bool probe_ok)
 {
-	uint64_t rto = c->srtt ? c->srtt + 4 * c->rttvar : SR_RTO_INIT_NS;
+	uint64_t rto = c->srtt ? c->srtt + 4 * c->rttvar : qp_to; /* no sample yet: the QP's own */
 	if (rto < SR_RTO_MIN_NS)
 		rto = SR_RTO_MIN_NS;
 	for (uint32_t i = 0; i < c->backoff && rto < qp_to; i++)

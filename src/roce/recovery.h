@@ -14,8 +14,6 @@
 
 #define SR_RTO_MIN_NS 4000000ull /* below: a descheduled peer is not a lost packet (as rxe's jiffy timers) */
 #define SR_PTO_MIN_NS 1000000ull /* beyond what a peer holds an ACK (resp.c), or parks a request */
-/* before the first sample, which may wait long under loss (Karn's rule) */
-#define SR_RTO_INIT_NS 5000000ull
 
 struct sr_roce_rec {
 	uint64_t srtt, rttvar; /* ns; srtt 0 until the first sample */
