@@ -258,12 +258,6 @@ SR_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t l
 SR_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t len, uint64_t iova, int fd,
 					   int access)
 {
-	(void)pd;
-	(void)offset;
-	(void)len;
-	(void)iova;
-	(void)fd;
-	(void)access;
 	errno = EOPNOTSUPP; /* no device memory behind a dma-buf here */
 	return NULL;
 }
@@ -383,23 +377,17 @@ SR_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 
 SR_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t flags)
 {
-	(void)qp;
-	(void)op;
 	/* payload is placed in packet (PSN) order, so data lands in order */
 	return flags ? 0 : 1;
 }
 
 SR_EXPORT int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
 {
-	(void)qp;
-	(void)ece;
 	return EOPNOTSUPP;
 }
 
 SR_EXPORT int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece)
 {
-	(void)qp;
-	(void)ece;
 	return EOPNOTSUPP;
 }
 
@@ -485,8 +473,6 @@ SR_EXPORT int ibv_resolve_eth_l2_from_gid(struct ibv_context *c, struct ibv_ah_a
 					  uint16_t *vid)
 {
 	/* L2 addressing is the kernel's business on a UDP socket */
-	(void)c;
-	(void)attr;
 	memset(mac, 0, 6);
 	if (vid)
 		*vid = 0xffff;

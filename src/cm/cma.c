@@ -850,7 +850,7 @@ SR_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr
 		post_simple(c, RDMA_CM_EVENT_ADDR_ERROR, status);
 	}
 	pthread_mutex_unlock(&sr_cm.lock);
-	(void)timeout_ms; /* resolution is immediate: no ARP on an IP GID */
+	/* resolution is immediate: no ARP on an IP GID */
 	return sync_wait(c);
 }
 
@@ -870,7 +870,6 @@ SR_EXPORT int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
 	c->state = CM_ROUTE_RESOLVED;
 	post_simple(c, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
 	pthread_mutex_unlock(&sr_cm.lock);
-	(void)timeout_ms;
 	return sync_wait(c);
 }
 

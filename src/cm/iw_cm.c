@@ -963,7 +963,6 @@ int sr_iwcm_qp_attr(struct sr_cm_id *c, struct ibv_qp_attr *a, int *mask)
 {
 	enum ibv_qp_state st = a->qp_state;
 
-	(void)c;
 	memset(a, 0, sizeof(*a));
 	a->qp_state = st;
 	switch (st) {

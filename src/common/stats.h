@@ -91,7 +91,6 @@ static inline void sr_stat_add(struct sr_stat_ctrs *c, enum sr_stat s, uint64_t 
 #ifndef SR_STATS_OFF
 	__atomic_fetch_add(&c->v[s], n, __ATOMIC_RELAXED);
 #else
-	(void)c, (void)s, (void)n;
 #endif
 }
 

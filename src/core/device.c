@@ -422,7 +422,6 @@ int sr_query_device_ex(struct ibv_context *c, const struct ibv_query_device_ex_i
  * it does not know. */
 int sr_query_rt_values(struct ibv_context *c, struct ibv_values_ex *v)
 {
-	(void)c;
 	if (v->comp_mask & ~(uint32_t)IBV_VALUES_MASK_RAW_CLOCK)
 		return EINVAL;
 	if (v->comp_mask & IBV_VALUES_MASK_RAW_CLOCK) {
@@ -635,5 +634,5 @@ int sr_get_async_event(struct ibv_context *c, struct ibv_async_event *ev)
 
 void sr_ack_async_event(struct ibv_async_event *ev)
 {
-	(void)ev; /* objects are not destroyed under an unacked event here */
+	/* objects are not destroyed under an unacked event here */
 }

@@ -67,7 +67,6 @@ static int attach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid, uint16_t 
 	struct sr_mcg *g;
 	int err = 0;
 
-	(void)lid;
 	if (!gid || ibqp->qp_type != IBV_QPT_UD || !sr_in6_is_mcast(gid_addr(gid)))
 		return EINVAL;
 	pthread_mutex_lock(&ctx->mcast_lock);
@@ -136,7 +135,6 @@ static int detach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid, uint16_t 
 	bool last;
 	int i;
 
-	(void)lid;
 	if (!gid)
 		return EINVAL;
 	pthread_mutex_lock(&ctx->mcast_lock);

@@ -202,7 +202,6 @@ static inline struct sr_send_wqe *sr_sq_wqe(struct sr_sq *sq, uint32_t idx)
 }
 static inline uint8_t *sr_wqe_inline(struct sr_sq *sq, struct sr_send_wqe *w)
 {
-	(void)sq;
 	return (uint8_t *)w->sge;
 }
 /* The destination of a UD WQE. */

@@ -837,7 +837,6 @@ static int query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask, str
 	init->qp_type = ibqp->qp_type;
 	init->sq_sig_all = qp->sq_sig_all;
 	pthread_mutex_unlock(&qp->lock);
-	(void)mask;
 	return 0;
 }
 

@@ -199,7 +199,6 @@ int sr_destroy_srq(struct ibv_srq *ibsrq)
 int sr_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
 	struct sr_srq *srq = to_ssrq(ibsrq);
-	struct sr_context *ctx = to_sctx(ibsrq->context);
 	int err = 0;
 
 	pthread_mutex_lock(&srq->lock);
@@ -212,6 +211,5 @@ int sr_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_r
 	}
 	pthread_mutex_unlock(&srq->lock);
 	/* QPs waiting in RNR for this SRQ retry on their own timer */
-	(void)ctx;
 	return err;
 }

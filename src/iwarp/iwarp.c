@@ -528,7 +528,6 @@ static void iw_on_readable(struct sr_qp *qp, int fd_unused)
 {
 	struct sr_iw_qp *w = iqp(qp);
 
-	(void)fd_unused;
 	if (w && w->lingering) {
 		if (linger_drain(w->fd))
 			linger_end(qp);
@@ -623,10 +622,7 @@ static void iw_on_timer(struct sr_qp *qp, uint64_t now)
 
 static void iw_deliver(struct sr_qp *qp, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len)
 {
-	(void)qp;
-	(void)meta;
-	(void)data;
-	(void)len; /* nothing comes through the daemon for iWARP */
+	/* nothing comes through the daemon for iWARP */
 }
 
 /* The CM's close notifications, made with no lock held. */

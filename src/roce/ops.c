@@ -183,7 +183,7 @@ static void roce_sq_kick(struct sr_qp *qp)
 	/* a post that sent took a system call: time the gap to the next from its end */
 	qp->post_end_ns = sr_req_progress_kick(qp, true) ? sr_now_ns() : now;
 }
-static void roce_rq_kick(struct sr_qp *qp) { (void)qp; }
+static void roce_rq_kick(struct sr_qp *qp) {}
 
 static void roce_on_timer(struct sr_qp *qp, uint64_t now)
 {

@@ -187,7 +187,6 @@ void sr_roce_on_readable(struct sr_qp *qp, int fd_unused)
 {
 	struct sr_roce_qp *r = rqp(qp);
 
-	(void)fd_unused;
 	if (r->rx_fd >= 0)
 		rx_drain(qp, r->rx_fd, &qp->av.src);
 	for (int i = 0; i < r->n_ud_flows && !qp->dead; i++)

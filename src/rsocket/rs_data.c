@@ -1511,7 +1511,6 @@ SR_EXPORT off_t riomap(int socket, void *buf, size_t len, int prot, int flags, o
 	struct rs_iomap_mr *m;
 	int access = IBV_ACCESS_LOCAL_WRITE;
 
-	(void)flags;
 	RS_ENTER(socket);
 	if (!rs->pd || (prot & ~(PROT_WRITE | PROT_NONE)) || !buf || !len) {
 		pthread_mutex_unlock(&rs->lock);

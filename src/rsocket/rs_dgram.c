@@ -1207,7 +1207,7 @@ int ds_getsockopt(struct rsocket *rs, int level, int optname, void *optval, sock
 
 static void ds_tree_node_free(void *p)
 {
-	(void)p; /* the dests are freed from their list */
+	/* the dests are freed from their list */
 }
 
 /* a list of peers (dg->dests or the unsolicited FIFO), with their AHs */

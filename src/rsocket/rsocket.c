@@ -159,7 +159,6 @@ static bool rs_ka_running;
 
 static void *rs_ka_thread(void *arg)
 {
-	(void)arg;
 	pthread_mutex_lock(&rs_ka_lock);
 	while (rs_ka_list) {
 		uint64_t now = rs_now_us(), next = now + 3600ull * 1000000u;

@@ -256,11 +256,6 @@ int sr_crc_fold_bits(void)
 bool sr_crc_fold_update(int which, uint32_t *crc, const void *buf, size_t len,
 			uint32_t (*bytewise)(uint32_t, const void *, size_t))
 {
-	(void)which;
-	(void)crc;
-	(void)buf;
-	(void)len;
-	(void)bytewise;
 	return false;
 }
 
