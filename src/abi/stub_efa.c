@@ -16,40 +16,32 @@
 
 #define STUB_EXPORT __attribute__((visibility("default")))
 
-STUB_EXPORT struct ibv_qp *efadv_create_driver_qp(struct ibv_pd *ibvpd,
-						   struct ibv_qp_init_attr *attr,
-						   uint32_t driver_qp_type)
+STUB_EXPORT struct ibv_qp *efadv_create_driver_qp(struct ibv_pd *ibvpd, struct ibv_qp_init_attr *attr,
+						  uint32_t driver_qp_type)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT struct ibv_qp *efadv_create_qp_ex(struct ibv_context *ibvctx,
-					       struct ibv_qp_init_attr_ex *attr_ex,
-					       struct efadv_qp_init_attr *efa_attr,
-					       uint32_t inlen)
+STUB_EXPORT struct ibv_qp *efadv_create_qp_ex(struct ibv_context *ibvctx, struct ibv_qp_init_attr_ex *attr_ex,
+					      struct efadv_qp_init_attr *efa_attr, uint32_t inlen)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT int efadv_query_device(struct ibv_context *ibvctx,
-				   struct efadv_device_attr *attr,
-				   uint32_t inlen)
+STUB_EXPORT int efadv_query_device(struct ibv_context *ibvctx, struct efadv_device_attr *attr, uint32_t inlen)
 {
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT int efadv_query_ah(struct ibv_ah *ibvah, struct efadv_ah_attr *attr,
-			       uint32_t inlen)
+STUB_EXPORT int efadv_query_ah(struct ibv_ah *ibvah, struct efadv_ah_attr *attr, uint32_t inlen)
 {
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT struct ibv_cq_ex *efadv_create_cq(struct ibv_context *ibvctx,
-					       struct ibv_cq_init_attr_ex *attr_ex,
-					       struct efadv_cq_init_attr *efa_attr,
-					       uint32_t inlen)
+STUB_EXPORT struct ibv_cq_ex *efadv_create_cq(struct ibv_context *ibvctx, struct ibv_cq_init_attr_ex *attr_ex,
+					      struct efadv_cq_init_attr *efa_attr, uint32_t inlen)
 {
 	errno = EOPNOTSUPP;
 	return NULL;

@@ -17,8 +17,7 @@
 
 #define STUB_EXPORT __attribute__((visibility("default")))
 
-STUB_EXPORT int mlx5dv_query_device(struct ibv_context *ctx_in,
-				    struct mlx5dv_context *attrs_out)
+STUB_EXPORT int mlx5dv_query_device(struct ibv_context *ctx_in, struct mlx5dv_context *attrs_out)
 {
 	return EOPNOTSUPP;
 }
@@ -28,23 +27,21 @@ STUB_EXPORT int mlx5dv_init_obj(struct mlx5dv_obj *obj, uint64_t obj_type)
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT struct ibv_qp *mlx5dv_create_qp(struct ibv_context *context,
-					     struct ibv_qp_init_attr_ex *qp_attr,
-					     struct mlx5dv_qp_init_attr *mlx5_qp_attr)
+STUB_EXPORT struct ibv_qp *mlx5dv_create_qp(struct ibv_context *context, struct ibv_qp_init_attr_ex *qp_attr,
+					    struct mlx5dv_qp_init_attr *mlx5_qp_attr)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT struct ibv_context *mlx5dv_open_device(struct ibv_device *device,
-						    struct mlx5dv_context_attr *attr)
+STUB_EXPORT struct ibv_context *mlx5dv_open_device(struct ibv_device *device, struct mlx5dv_context_attr *attr)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT int mlx5dv_devx_general_cmd(struct ibv_context *context, const void *in,
-					size_t inlen, void *out, size_t outlen)
+STUB_EXPORT int mlx5dv_devx_general_cmd(struct ibv_context *context, const void *in, size_t inlen, void *out,
+					size_t outlen)
 {
 	return EOPNOTSUPP;
 }
@@ -75,14 +72,12 @@ STUB_EXPORT struct mlx5dv_qp_ex *mlx5dv_qp_ex_from_ibv_qp_ex(struct ibv_qp_ex *q
 	return NULL;
 }
 
-STUB_EXPORT int mlx5dv_crypto_login(struct ibv_context *context,
-				    struct mlx5dv_crypto_login_attr *login_attr)
+STUB_EXPORT int mlx5dv_crypto_login(struct ibv_context *context, struct mlx5dv_crypto_login_attr *login_attr)
 {
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT struct mlx5dv_dek *mlx5dv_dek_create(struct ibv_context *context,
-						  struct mlx5dv_dek_init_attr *init_attr)
+STUB_EXPORT struct mlx5dv_dek *mlx5dv_dek_create(struct ibv_context *context, struct mlx5dv_dek_init_attr *init_attr)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
@@ -98,31 +93,28 @@ STUB_EXPORT int mlx5dv_dek_destroy(struct mlx5dv_dek *dek)
  * symbol is emitted flagged WEAK), and the common creation calls of each
  * era answer "not this device" instead of failing to resolve. */
 
-STUB_EXPORT struct ibv_cq_ex *mlx5dv_create_cq(struct ibv_context *context,
-					       struct ibv_cq_init_attr_ex *cq_attr,
+STUB_EXPORT struct ibv_cq_ex *mlx5dv_create_cq(struct ibv_context *context, struct ibv_cq_init_attr_ex *cq_attr,
 					       struct mlx5dv_cq_init_attr *mlx5_cq_attr)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT int mlx5dv_get_clock_info(struct ibv_context *context,
-				      struct mlx5dv_clock_info *clock_info)
+STUB_EXPORT int mlx5dv_get_clock_info(struct ibv_context *context, struct mlx5dv_clock_info *clock_info)
 {
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT struct ibv_flow_action *
-mlx5dv_create_flow_action_esp(struct ibv_context *ctx, struct ibv_flow_action_esp_attr *esp,
-			      struct mlx5dv_flow_action_esp *mlx5_attr)
+STUB_EXPORT struct ibv_flow_action *mlx5dv_create_flow_action_esp(struct ibv_context *ctx,
+								  struct ibv_flow_action_esp_attr *esp,
+								  struct mlx5dv_flow_action_esp *mlx5_attr)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT struct mlx5dv_flow_matcher *
-mlx5dv_create_flow_matcher(struct ibv_context *context,
-			   struct mlx5dv_flow_matcher_attr *matcher_attr)
+STUB_EXPORT struct mlx5dv_flow_matcher *mlx5dv_create_flow_matcher(struct ibv_context *context,
+								   struct mlx5dv_flow_matcher_attr *matcher_attr)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
@@ -135,8 +127,7 @@ STUB_EXPORT struct mlx5dv_devx_cmd_comp *mlx5dv_devx_create_cmd_comp(struct ibv_
 }
 
 STUB_EXPORT struct mlx5dv_devx_event_channel *
-mlx5dv_devx_create_event_channel(struct ibv_context *context,
-				 enum mlx5dv_devx_create_event_channel_flags flags)
+mlx5dv_devx_create_event_channel(struct ibv_context *context, enum mlx5dv_devx_create_event_channel_flags flags)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
@@ -148,28 +139,25 @@ STUB_EXPORT struct mlx5dv_var *mlx5dv_alloc_var(struct ibv_context *context, uin
 	return NULL;
 }
 
-STUB_EXPORT struct mlx5dv_pp *mlx5dv_pp_alloc(struct ibv_context *context, size_t pp_context_sz,
-					       const void *pp_context, uint32_t flags)
+STUB_EXPORT struct mlx5dv_pp *mlx5dv_pp_alloc(struct ibv_context *context, size_t pp_context_sz, const void *pp_context,
+					      uint32_t flags)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT int mlx5dv_query_qp_lag_port(struct ibv_qp *qp, uint8_t *port_num,
-					 uint8_t *active_port_num)
+STUB_EXPORT int mlx5dv_query_qp_lag_port(struct ibv_qp *qp, uint8_t *port_num, uint8_t *active_port_num)
 {
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT struct mlx5dv_dr_action *
-mlx5dv_dr_action_create_dest_devx_tir(struct mlx5dv_devx_obj *devx_obj)
+STUB_EXPORT struct mlx5dv_dr_action *mlx5dv_dr_action_create_dest_devx_tir(struct mlx5dv_devx_obj *devx_obj)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT struct mlx5dv_dr_action *
-mlx5dv_dr_action_create_flow_sampler(struct mlx5dv_dr_flow_sampler_attr *attr)
+STUB_EXPORT struct mlx5dv_dr_action *mlx5dv_dr_action_create_flow_sampler(struct mlx5dv_dr_flow_sampler_attr *attr)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
@@ -185,8 +173,8 @@ STUB_EXPORT int mlx5dv_reserved_qpn_alloc(struct ibv_context *ctx, uint32_t *qpn
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT int _mlx5dv_query_port(struct ibv_context *context, uint32_t port_num,
-				   struct mlx5dv_port *info, size_t info_len)
+STUB_EXPORT int _mlx5dv_query_port(struct ibv_context *context, uint32_t port_num, struct mlx5dv_port *info,
+				   size_t info_len)
 {
 	return EOPNOTSUPP;
 }
@@ -196,24 +184,21 @@ STUB_EXPORT int mlx5dv_map_ah_to_qp(struct ibv_ah *ah, uint32_t qp_num)
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT int mlx5dv_dr_aso_other_domain_link(struct mlx5dv_devx_obj *devx_obj,
-						struct mlx5dv_dr_domain *peer_dmn,
-						struct mlx5dv_dr_domain *dmn,
-						uint32_t flags, uint8_t return_reg_c)
+STUB_EXPORT int mlx5dv_dr_aso_other_domain_link(struct mlx5dv_devx_obj *devx_obj, struct mlx5dv_dr_domain *peer_dmn,
+						struct mlx5dv_dr_domain *dmn, uint32_t flags, uint8_t return_reg_c)
 {
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT struct mlx5dv_devx_eq *mlx5dv_devx_create_eq(struct ibv_context *ibctx, const void *in,
-							 size_t inlen, void *out, size_t outlen)
+STUB_EXPORT struct mlx5dv_devx_eq *mlx5dv_devx_create_eq(struct ibv_context *ibctx, const void *in, size_t inlen,
+							 void *out, size_t outlen)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT struct mlx5dv_crypto_login_obj *
-mlx5dv_crypto_login_create(struct ibv_context *context,
-			   struct mlx5dv_crypto_login_attr_ex *login_attr)
+STUB_EXPORT struct mlx5dv_crypto_login_obj *mlx5dv_crypto_login_create(struct ibv_context *context,
+								       struct mlx5dv_crypto_login_attr_ex *login_attr)
 {
 	errno = EOPNOTSUPP;
 	return NULL;

@@ -15,37 +15,47 @@ STUB_EXPORT int _mlx5dv_mkey_check(struct mlx5dv_mkey *mkey, struct mlx5dv_mkey_
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT struct ibv_dm *mlx5dv_alloc_dm(struct ibv_context *context, struct ibv_alloc_dm_attr *dm_attr, struct mlx5dv_alloc_dm_attr *mlx5_dm_attr)
+STUB_EXPORT struct ibv_dm *mlx5dv_alloc_dm(struct ibv_context *context, struct ibv_alloc_dm_attr *dm_attr,
+					   struct mlx5dv_alloc_dm_attr *mlx5_dm_attr)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT struct ibv_flow * mlx5dv_create_flow(struct mlx5dv_flow_matcher *matcher, struct mlx5dv_flow_match_parameters *match_value, size_t num_actions, struct mlx5dv_flow_action_attr actions_attr[])
+STUB_EXPORT struct ibv_flow *mlx5dv_create_flow(struct mlx5dv_flow_matcher *matcher,
+						struct mlx5dv_flow_match_parameters *match_value, size_t num_actions,
+						struct mlx5dv_flow_action_attr actions_attr[])
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT struct ibv_flow_action * mlx5dv_create_flow_action_modify_header(struct ibv_context *ctx, size_t actions_sz, uint64_t actions[], enum mlx5dv_flow_table_type ft_type)
+STUB_EXPORT struct ibv_flow_action *mlx5dv_create_flow_action_modify_header(struct ibv_context *ctx, size_t actions_sz,
+									    uint64_t actions[],
+									    enum mlx5dv_flow_table_type ft_type)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT struct ibv_flow_action * mlx5dv_create_flow_action_packet_reformat(struct ibv_context *ctx, size_t data_sz, void *data, enum mlx5dv_flow_action_packet_reformat_type reformat_type, enum mlx5dv_flow_table_type ft_type)
+STUB_EXPORT struct ibv_flow_action *
+mlx5dv_create_flow_action_packet_reformat(struct ibv_context *ctx, size_t data_sz, void *data,
+					  enum mlx5dv_flow_action_packet_reformat_type reformat_type,
+					  enum mlx5dv_flow_table_type ft_type)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT struct mlx5dv_steering_anchor * mlx5dv_create_steering_anchor(struct ibv_context *context, struct mlx5dv_steering_anchor_attr *attr)
+STUB_EXPORT struct mlx5dv_steering_anchor *mlx5dv_create_steering_anchor(struct ibv_context *context,
+									 struct mlx5dv_steering_anchor_attr *attr)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT struct ibv_wq *mlx5dv_create_wq(struct ibv_context *context, struct ibv_wq_init_attr *wq_init_attr, struct mlx5dv_wq_init_attr *mlx5_wq_attr)
+STUB_EXPORT struct ibv_wq *mlx5dv_create_wq(struct ibv_context *context, struct ibv_wq_init_attr *wq_init_attr,
+					    struct mlx5dv_wq_init_attr *mlx5_wq_attr)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
@@ -56,7 +66,8 @@ STUB_EXPORT int mlx5dv_crypto_login_destroy(struct mlx5dv_crypto_login_obj *cryp
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT int mlx5dv_crypto_login_query(struct mlx5dv_crypto_login_obj *crypto_login, struct mlx5dv_crypto_login_query_attr *query_attr)
+STUB_EXPORT int mlx5dv_crypto_login_query(struct mlx5dv_crypto_login_obj *crypto_login,
+					  struct mlx5dv_crypto_login_query_attr *query_attr)
 {
 	return EOPNOTSUPP;
 }
@@ -91,7 +102,7 @@ STUB_EXPORT int mlx5dv_destroy_steering_anchor(struct mlx5dv_steering_anchor *sa
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT struct mlx5dv_devx_msi_vector * mlx5dv_devx_alloc_msi_vector(struct ibv_context *ibctx)
+STUB_EXPORT struct mlx5dv_devx_msi_vector *mlx5dv_devx_alloc_msi_vector(struct ibv_context *ibctx)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
@@ -138,27 +149,32 @@ STUB_EXPORT void mlx5dv_devx_free_uar(struct mlx5dv_devx_uar *devx_uar)
 	return;
 }
 
-STUB_EXPORT int mlx5dv_devx_get_async_cmd_comp(struct mlx5dv_devx_cmd_comp *cmd_comp, struct mlx5dv_devx_async_cmd_hdr *cmd_resp, size_t cmd_resp_len)
+STUB_EXPORT int mlx5dv_devx_get_async_cmd_comp(struct mlx5dv_devx_cmd_comp *cmd_comp,
+					       struct mlx5dv_devx_async_cmd_hdr *cmd_resp, size_t cmd_resp_len)
 {
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT ssize_t mlx5dv_devx_get_event(struct mlx5dv_devx_event_channel *event_channel, struct mlx5dv_devx_async_event_hdr *event_data, size_t event_resp_len)
+STUB_EXPORT ssize_t mlx5dv_devx_get_event(struct mlx5dv_devx_event_channel *event_channel,
+					  struct mlx5dv_devx_async_event_hdr *event_data, size_t event_resp_len)
 {
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT int mlx5dv_devx_ind_tbl_modify(struct ibv_rwq_ind_table *ind_tbl, const void *in, size_t inlen, void *out, size_t outlen)
+STUB_EXPORT int mlx5dv_devx_ind_tbl_modify(struct ibv_rwq_ind_table *ind_tbl, const void *in, size_t inlen, void *out,
+					   size_t outlen)
 {
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT int mlx5dv_devx_ind_tbl_query(struct ibv_rwq_ind_table *ind_tbl, const void *in, size_t inlen, void *out, size_t outlen)
+STUB_EXPORT int mlx5dv_devx_ind_tbl_query(struct ibv_rwq_ind_table *ind_tbl, const void *in, size_t inlen, void *out,
+					  size_t outlen)
 {
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT struct mlx5dv_devx_obj * mlx5dv_devx_obj_create(struct ibv_context *context, const void *in, size_t inlen, void *out, size_t outlen)
+STUB_EXPORT struct mlx5dv_devx_obj *mlx5dv_devx_obj_create(struct ibv_context *context, const void *in, size_t inlen,
+							   void *out, size_t outlen)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
@@ -169,17 +185,20 @@ STUB_EXPORT int mlx5dv_devx_obj_destroy(struct mlx5dv_devx_obj *obj)
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT int mlx5dv_devx_obj_modify(struct mlx5dv_devx_obj *obj, const void *in, size_t inlen, void *out, size_t outlen)
+STUB_EXPORT int mlx5dv_devx_obj_modify(struct mlx5dv_devx_obj *obj, const void *in, size_t inlen, void *out,
+				       size_t outlen)
 {
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT int mlx5dv_devx_obj_query(struct mlx5dv_devx_obj *obj, const void *in, size_t inlen, void *out, size_t outlen)
+STUB_EXPORT int mlx5dv_devx_obj_query(struct mlx5dv_devx_obj *obj, const void *in, size_t inlen, void *out,
+				      size_t outlen)
 {
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT int mlx5dv_devx_obj_query_async(struct mlx5dv_devx_obj *obj, const void *in, size_t inlen, size_t outlen, uint64_t wr_id, struct mlx5dv_devx_cmd_comp *cmd_comp)
+STUB_EXPORT int mlx5dv_devx_obj_query_async(struct mlx5dv_devx_obj *obj, const void *in, size_t inlen, size_t outlen,
+					    uint64_t wr_id, struct mlx5dv_devx_cmd_comp *cmd_comp)
 {
 	return EOPNOTSUPP;
 }
@@ -209,12 +228,15 @@ STUB_EXPORT int mlx5dv_devx_srq_query(struct ibv_srq *srq, const void *in, size_
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT int mlx5dv_devx_subscribe_devx_event(struct mlx5dv_devx_event_channel *event_channel, struct mlx5dv_devx_obj *obj, uint16_t events_sz, uint16_t events_num[], uint64_t cookie)
+STUB_EXPORT int mlx5dv_devx_subscribe_devx_event(struct mlx5dv_devx_event_channel *event_channel,
+						 struct mlx5dv_devx_obj *obj, uint16_t events_sz, uint16_t events_num[],
+						 uint64_t cookie)
 {
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT int mlx5dv_devx_subscribe_devx_event_fd(struct mlx5dv_devx_event_channel *event_channel, int fd, struct mlx5dv_devx_obj *obj, uint16_t event_num)
+STUB_EXPORT int mlx5dv_devx_subscribe_devx_event_fd(struct mlx5dv_devx_event_channel *event_channel, int fd,
+						    struct mlx5dv_devx_obj *obj, uint16_t event_num)
 {
 	return EOPNOTSUPP;
 }
@@ -224,13 +246,15 @@ STUB_EXPORT int mlx5dv_devx_umem_dereg(struct mlx5dv_devx_umem *umem)
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT struct mlx5dv_devx_umem * mlx5dv_devx_umem_reg(struct ibv_context *ctx, void *addr, size_t size, uint32_t access)
+STUB_EXPORT struct mlx5dv_devx_umem *mlx5dv_devx_umem_reg(struct ibv_context *ctx, void *addr, size_t size,
+							  uint32_t access)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT struct mlx5dv_devx_umem * mlx5dv_devx_umem_reg_ex(struct ibv_context *ctx, struct mlx5dv_devx_umem_in *umem_in)
+STUB_EXPORT struct mlx5dv_devx_umem *mlx5dv_devx_umem_reg_ex(struct ibv_context *ctx,
+							     struct mlx5dv_devx_umem_in *umem_in)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
@@ -252,7 +276,9 @@ STUB_EXPORT void *mlx5dv_dm_map_op_addr(struct ibv_dm *dm, uint8_t op)
 	return NULL;
 }
 
-STUB_EXPORT struct mlx5dv_dr_action * mlx5dv_dr_action_create_aso(struct mlx5dv_dr_domain *domain, struct mlx5dv_devx_obj *devx_obj, uint32_t offset, uint32_t flags, uint8_t return_reg_c)
+STUB_EXPORT struct mlx5dv_dr_action *mlx5dv_dr_action_create_aso(struct mlx5dv_dr_domain *domain,
+								 struct mlx5dv_devx_obj *devx_obj, uint32_t offset,
+								 uint32_t flags, uint8_t return_reg_c)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
@@ -264,37 +290,41 @@ STUB_EXPORT struct mlx5dv_dr_action *mlx5dv_dr_action_create_default_miss(void)
 	return NULL;
 }
 
-STUB_EXPORT struct mlx5dv_dr_action * mlx5dv_dr_action_create_dest_array(struct mlx5dv_dr_domain *domain, size_t num_dest, struct mlx5dv_dr_action_dest_attr *dests[])
+STUB_EXPORT struct mlx5dv_dr_action *mlx5dv_dr_action_create_dest_array(struct mlx5dv_dr_domain *domain,
+									size_t num_dest,
+									struct mlx5dv_dr_action_dest_attr *dests[])
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT struct mlx5dv_dr_action * mlx5dv_dr_action_create_dest_ib_port(struct mlx5dv_dr_domain *domain, uint32_t ib_port)
+STUB_EXPORT struct mlx5dv_dr_action *mlx5dv_dr_action_create_dest_ib_port(struct mlx5dv_dr_domain *domain,
+									  uint32_t ib_port)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT struct mlx5dv_dr_action * mlx5dv_dr_action_create_dest_ibv_qp(struct ibv_qp *ibqp)
+STUB_EXPORT struct mlx5dv_dr_action *mlx5dv_dr_action_create_dest_ibv_qp(struct ibv_qp *ibqp)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT struct mlx5dv_dr_action * mlx5dv_dr_action_create_dest_root_table(struct mlx5dv_dr_table *table, uint16_t priority)
+STUB_EXPORT struct mlx5dv_dr_action *mlx5dv_dr_action_create_dest_root_table(struct mlx5dv_dr_table *table,
+									     uint16_t priority)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT struct mlx5dv_dr_action * mlx5dv_dr_action_create_dest_table(struct mlx5dv_dr_table *table)
+STUB_EXPORT struct mlx5dv_dr_action *mlx5dv_dr_action_create_dest_table(struct mlx5dv_dr_table *table)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT struct mlx5dv_dr_action * mlx5dv_dr_action_create_dest_vport(struct mlx5dv_dr_domain *domain, uint32_t vport)
+STUB_EXPORT struct mlx5dv_dr_action *mlx5dv_dr_action_create_dest_vport(struct mlx5dv_dr_domain *domain, uint32_t vport)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
@@ -306,37 +336,43 @@ STUB_EXPORT struct mlx5dv_dr_action *mlx5dv_dr_action_create_drop(void)
 	return NULL;
 }
 
-STUB_EXPORT struct mlx5dv_dr_action * mlx5dv_dr_action_create_flow_counter(struct mlx5dv_devx_obj *devx_obj, uint32_t offset)
+STUB_EXPORT struct mlx5dv_dr_action *mlx5dv_dr_action_create_flow_counter(struct mlx5dv_devx_obj *devx_obj,
+									  uint32_t offset)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT struct mlx5dv_dr_action * mlx5dv_dr_action_create_flow_meter(struct mlx5dv_dr_flow_meter_attr *attr)
+STUB_EXPORT struct mlx5dv_dr_action *mlx5dv_dr_action_create_flow_meter(struct mlx5dv_dr_flow_meter_attr *attr)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT struct mlx5dv_dr_action * mlx5dv_dr_action_create_modify_header(struct mlx5dv_dr_domain *domain, uint32_t flags, size_t actions_sz, __be64 actions[])
+STUB_EXPORT struct mlx5dv_dr_action *mlx5dv_dr_action_create_modify_header(struct mlx5dv_dr_domain *domain,
+									   uint32_t flags, size_t actions_sz,
+									   __be64 actions[])
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT struct mlx5dv_dr_action * mlx5dv_dr_action_create_packet_reformat(struct mlx5dv_dr_domain *domain, uint32_t flags, enum mlx5dv_flow_action_packet_reformat_type reformat_type, size_t data_sz, void *data)
+STUB_EXPORT struct mlx5dv_dr_action *
+mlx5dv_dr_action_create_packet_reformat(struct mlx5dv_dr_domain *domain, uint32_t flags,
+					enum mlx5dv_flow_action_packet_reformat_type reformat_type, size_t data_sz,
+					void *data)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT struct mlx5dv_dr_action * mlx5dv_dr_action_create_pop_vlan(void)
+STUB_EXPORT struct mlx5dv_dr_action *mlx5dv_dr_action_create_pop_vlan(void)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-STUB_EXPORT struct mlx5dv_dr_action * mlx5dv_dr_action_create_push_vlan(struct mlx5dv_dr_domain *domain, __be32 vlan_hdr)
+STUB_EXPORT struct mlx5dv_dr_action *mlx5dv_dr_action_create_push_vlan(struct mlx5dv_dr_domain *domain, __be32 vlan_hdr)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
@@ -353,12 +389,14 @@ STUB_EXPORT int mlx5dv_dr_action_destroy(struct mlx5dv_dr_action *action)
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT int mlx5dv_dr_action_modify_aso(struct mlx5dv_dr_action *action, uint32_t offset, uint32_t flags, uint8_t return_reg_c)
+STUB_EXPORT int mlx5dv_dr_action_modify_aso(struct mlx5dv_dr_action *action, uint32_t offset, uint32_t flags,
+					    uint8_t return_reg_c)
 {
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT int mlx5dv_dr_action_modify_flow_meter(struct mlx5dv_dr_action *action, struct mlx5dv_dr_flow_meter_attr *attr, __be64 modify_field_select)
+STUB_EXPORT int mlx5dv_dr_action_modify_flow_meter(struct mlx5dv_dr_action *action,
+						   struct mlx5dv_dr_flow_meter_attr *attr, __be64 modify_field_select)
 {
 	return EOPNOTSUPP;
 }
@@ -373,7 +411,7 @@ STUB_EXPORT void mlx5dv_dr_domain_allow_duplicate_rules(struct mlx5dv_dr_domain 
 	return;
 }
 
-STUB_EXPORT struct mlx5dv_dr_domain * mlx5dv_dr_domain_create(struct ibv_context *ctx, enum mlx5dv_dr_domain_type type)
+STUB_EXPORT struct mlx5dv_dr_domain *mlx5dv_dr_domain_create(struct ibv_context *ctx, enum mlx5dv_dr_domain_type type)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
@@ -394,7 +432,9 @@ STUB_EXPORT int mlx5dv_dr_domain_sync(struct mlx5dv_dr_domain *domain, uint32_t 
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT struct mlx5dv_dr_matcher * mlx5dv_dr_matcher_create(struct mlx5dv_dr_table *table, uint16_t priority, uint8_t match_criteria_enable, struct mlx5dv_flow_match_parameters *mask)
+STUB_EXPORT struct mlx5dv_dr_matcher *mlx5dv_dr_matcher_create(struct mlx5dv_dr_table *table, uint16_t priority,
+							       uint8_t match_criteria_enable,
+							       struct mlx5dv_flow_match_parameters *mask)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
@@ -410,7 +450,9 @@ STUB_EXPORT int mlx5dv_dr_matcher_set_layout(struct mlx5dv_dr_matcher *matcher, 
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT struct mlx5dv_dr_rule * mlx5dv_dr_rule_create(struct mlx5dv_dr_matcher *matcher, struct mlx5dv_flow_match_parameters *value, size_t num_actions, struct mlx5dv_dr_action *actions[])
+STUB_EXPORT struct mlx5dv_dr_rule *mlx5dv_dr_rule_create(struct mlx5dv_dr_matcher *matcher,
+							 struct mlx5dv_flow_match_parameters *value, size_t num_actions,
+							 struct mlx5dv_dr_action *actions[])
 {
 	errno = EOPNOTSUPP;
 	return NULL;
@@ -421,7 +463,7 @@ STUB_EXPORT int mlx5dv_dr_rule_destroy(struct mlx5dv_dr_rule *rule)
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT struct mlx5dv_dr_table * mlx5dv_dr_table_create(struct mlx5dv_dr_domain *domain, uint32_t level)
+STUB_EXPORT struct mlx5dv_dr_table *mlx5dv_dr_table_create(struct mlx5dv_dr_domain *domain, uint32_t level)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
@@ -457,7 +499,7 @@ STUB_EXPORT void mlx5dv_free_var(struct mlx5dv_var *dv_var)
 	return;
 }
 
-STUB_EXPORT struct ibv_device ** mlx5dv_get_vfio_device_list(struct mlx5dv_vfio_context_attr *attr)
+STUB_EXPORT struct ibv_device **mlx5dv_get_vfio_device_list(struct mlx5dv_vfio_context_attr *attr)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
@@ -468,7 +510,8 @@ STUB_EXPORT int mlx5dv_modify_qp_lag_port(struct ibv_qp *qp, uint8_t port_num)
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT int mlx5dv_modify_qp_sched_elem(struct ibv_qp *qp, const struct mlx5dv_sched_leaf *requestor, const struct mlx5dv_sched_leaf *responder)
+STUB_EXPORT int mlx5dv_modify_qp_sched_elem(struct ibv_qp *qp, const struct mlx5dv_sched_leaf *requestor,
+					    const struct mlx5dv_sched_leaf *responder)
 {
 	return EOPNOTSUPP;
 }
@@ -488,7 +531,8 @@ STUB_EXPORT int mlx5dv_reserved_qpn_dealloc(struct ibv_context *ctx, uint32_t qp
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT struct mlx5dv_sched_leaf * mlx5dv_sched_leaf_create(struct ibv_context *context, const struct mlx5dv_sched_attr *sched_attr)
+STUB_EXPORT struct mlx5dv_sched_leaf *mlx5dv_sched_leaf_create(struct ibv_context *context,
+							       const struct mlx5dv_sched_attr *sched_attr)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
@@ -504,7 +548,8 @@ STUB_EXPORT int mlx5dv_sched_leaf_modify(struct mlx5dv_sched_leaf *leaf, const s
 	return EOPNOTSUPP;
 }
 
-STUB_EXPORT struct mlx5dv_sched_node * mlx5dv_sched_node_create(struct ibv_context *context, const struct mlx5dv_sched_attr *sched_attr)
+STUB_EXPORT struct mlx5dv_sched_node *mlx5dv_sched_node_create(struct ibv_context *context,
+							       const struct mlx5dv_sched_attr *sched_attr)
 {
 	errno = EOPNOTSUPP;
 	return NULL;

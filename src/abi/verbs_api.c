@@ -173,8 +173,8 @@ SR_EXPORT int _ibv_query_gid_ex(struct ibv_context *c, uint32_t port, uint32_t i
 	return err;
 }
 
-SR_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *c, struct ibv_gid_entry *entries, size_t max,
-				       uint32_t flags, size_t entry_size)
+SR_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *c, struct ibv_gid_entry *entries, size_t max, uint32_t flags,
+				       size_t entry_size)
 {
 	size_t n = 0;
 	if (flags || entry_size < sizeof(struct ibv_gid_entry))
@@ -233,8 +233,7 @@ SR_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
 	return with_errno(sr_dealloc_pd(pd));
 }
 
-SR_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
-					  unsigned int access)
+SR_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova, unsigned int access)
 {
 	if (!pd) {
 		errno = EINVAL;
@@ -267,8 +266,7 @@ SR_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, s
  * errno says why (the verb does not return errno values). */
 SR_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t len, int access)
 {
-	if ((flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) ||
-	    ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!len || !addr)) ||
+	if ((flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) || ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!len || !addr)) ||
 	    (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))) {
 		errno = EINVAL;
 		return IBV_REREG_MR_ERR_INPUT;
@@ -448,8 +446,7 @@ SR_EXPORT int ibv_init_ah_from_wc(struct ibv_context *c, uint8_t port, struct ib
 	return 0;
 }
 
-SR_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc, struct ibv_grh *grh,
-					       uint8_t port)
+SR_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc, struct ibv_grh *grh, uint8_t port)
 {
 	struct ibv_ah_attr a;
 	if (ibv_init_ah_from_wc(pd->context, port, wc, grh, &a)) {
@@ -481,8 +478,14 @@ SR_EXPORT int ibv_resolve_eth_l2_from_gid(struct ibv_context *c, struct ibv_ah_a
 
 /* ---- the ops tables ---- */
 
-static int op_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) { return sr_poll_cq(cq, n, wc); }
-static int op_req_notify(struct ibv_cq *cq, int s) { return sr_req_notify_cq(cq, s); }
+static int op_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+{
+	return sr_poll_cq(cq, n, wc);
+}
+static int op_req_notify(struct ibv_cq *cq, int s)
+{
+	return sr_req_notify_cq(cq, s);
+}
 static int op_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
 	return sr_post_send(qp, wr, bad);
@@ -500,14 +503,26 @@ static int op_query_device_ex(struct ibv_context *c, const struct ibv_query_devi
 {
 	return sr_query_device_ex(c, in, a, size);
 }
-static struct ibv_dm *op_alloc_dm(struct ibv_context *c, struct ibv_alloc_dm_attr *a) { return sr_alloc_dm(c, a); }
-static int op_free_dm(struct ibv_dm *dm) { return sr_free_dm(dm); }
+static struct ibv_dm *op_alloc_dm(struct ibv_context *c, struct ibv_alloc_dm_attr *a)
+{
+	return sr_alloc_dm(c, a);
+}
+static int op_free_dm(struct ibv_dm *dm)
+{
+	return sr_free_dm(dm);
+}
 static struct ibv_mr *op_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm, uint64_t off, size_t len, unsigned int access)
 {
 	return sr_reg_dm_mr(pd, dm, off, len, access);
 }
-static struct ibv_td *op_alloc_td(struct ibv_context *c, struct ibv_td_init_attr *a) { return sr_alloc_td(c, a); }
-static int op_dealloc_td(struct ibv_td *td) { return sr_dealloc_td(td); }
+static struct ibv_td *op_alloc_td(struct ibv_context *c, struct ibv_td_init_attr *a)
+{
+	return sr_alloc_td(c, a);
+}
+static int op_dealloc_td(struct ibv_td *td)
+{
+	return sr_dealloc_td(td);
+}
 static struct ibv_pd *op_alloc_parent_domain(struct ibv_context *c, struct ibv_parent_domain_init_attr *a)
 {
 	return sr_alloc_parent_domain(c, a);
@@ -517,15 +532,30 @@ static int op_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uin
 {
 	return sr_advise_mr(pd, advice, flags, sg, n);
 }
-static struct ibv_xrcd *op_open_xrcd(struct ibv_context *c, struct ibv_xrcd_init_attr *a) { return sr_open_xrcd(c, a); }
-static int op_close_xrcd(struct ibv_xrcd *x) { return sr_close_xrcd(x); }
+static struct ibv_xrcd *op_open_xrcd(struct ibv_context *c, struct ibv_xrcd_init_attr *a)
+{
+	return sr_open_xrcd(c, a);
+}
+static int op_close_xrcd(struct ibv_xrcd *x)
+{
+	return sr_close_xrcd(x);
+}
 static struct ibv_srq *op_create_srq_ex(struct ibv_context *c, struct ibv_srq_init_attr_ex *a)
 {
 	return sr_create_srq_ex(c, a);
 }
-static int op_get_srq_num(struct ibv_srq *srq, uint32_t *n) { return sr_get_srq_num(srq, n); }
-static struct ibv_qp *op_open_qp(struct ibv_context *c, struct ibv_qp_open_attr *a) { return sr_open_qp(c, a); }
-static int op_query_rt_values(struct ibv_context *c, struct ibv_values_ex *v) { return sr_query_rt_values(c, v); }
+static int op_get_srq_num(struct ibv_srq *srq, uint32_t *n)
+{
+	return sr_get_srq_num(srq, n);
+}
+static struct ibv_qp *op_open_qp(struct ibv_context *c, struct ibv_qp_open_attr *a)
+{
+	return sr_open_qp(c, a);
+}
+static int op_query_rt_values(struct ibv_context *c, struct ibv_values_ex *v)
+{
+	return sr_query_rt_values(c, v);
+}
 static struct ibv_cq_ex *op_create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr_ex *a)
 {
 	return sr_create_cq_ex(c, a);
@@ -535,9 +565,18 @@ static struct ibv_qp *op_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_
 	return sr_create_qp_ex(c, a);
 }
 /* ibv_alloc_mw, ibv_bind_mw and ibv_dealloc_mw are inline in verbs.h */
-static struct ibv_mw *op_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type) { return sr_alloc_mw(pd, type); }
-static int op_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *b) { return sr_bind_mw(qp, mw, b); }
-static int op_dealloc_mw(struct ibv_mw *mw) { return with_errno(sr_dealloc_mw(mw)); }
+static struct ibv_mw *op_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	return sr_alloc_mw(pd, type);
+}
+static int op_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *b)
+{
+	return sr_bind_mw(qp, mw, b);
+}
+static int op_dealloc_mw(struct ibv_mw *mw)
+{
+	return with_errno(sr_dealloc_mw(mw));
+}
 
 const struct verbs_context sr_verbs_ops = {
 	.context.ops = {

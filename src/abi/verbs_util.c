@@ -27,14 +27,10 @@
 
 /* rdma-core declared these in headers it no longer installs
  * (infiniband/marshall.h, driver.h); the ABI still carries them. */
-SR_EXPORT void ibv_copy_qp_attr_from_kern(struct ibv_qp_attr *dst,
-					  struct ib_uverbs_qp_attr *src);
-SR_EXPORT void ibv_copy_ah_attr_from_kern(struct ibv_ah_attr *dst,
-					  struct ib_uverbs_ah_attr *src);
-SR_EXPORT void ibv_copy_path_rec_from_kern(struct ibv_sa_path_rec *dst,
-					   struct ib_user_path_rec *src);
-SR_EXPORT void ibv_copy_path_rec_to_kern(struct ib_user_path_rec *dst,
-					 struct ibv_sa_path_rec *src);
+SR_EXPORT void ibv_copy_qp_attr_from_kern(struct ibv_qp_attr *dst, struct ib_uverbs_qp_attr *src);
+SR_EXPORT void ibv_copy_ah_attr_from_kern(struct ibv_ah_attr *dst, struct ib_uverbs_ah_attr *src);
+SR_EXPORT void ibv_copy_path_rec_from_kern(struct ibv_sa_path_rec *dst, struct ib_user_path_rec *src);
+SR_EXPORT void ibv_copy_path_rec_to_kern(struct ib_user_path_rec *dst, struct ibv_sa_path_rec *src);
 /* An enum's name from a sparse table; "unknown" outside it or in a gap
  * (the enums may be signed, so the index is compared as int). */
 static const char *table_str(const char *const *str, size_t n, int i)
@@ -45,8 +41,7 @@ static const char *table_str(const char *const *str, size_t n, int i)
 }
 
 SR_EXPORT const char *ibv_get_sysfs_path(void);
-SR_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file,
-				  char *buf, size_t size);
+SR_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size);
 
 #define SR_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -58,12 +53,12 @@ SR_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file,
 SR_EXPORT const char *ibv_node_type_str(enum ibv_node_type node_type)
 {
 	static const char *const str[] = {
-		[IBV_NODE_CA]          = "InfiniBand channel adapter",
-		[IBV_NODE_SWITCH]      = "InfiniBand switch",
-		[IBV_NODE_ROUTER]      = "InfiniBand router",
-		[IBV_NODE_RNIC]        = "iWARP NIC",
-		[IBV_NODE_USNIC]       = "usNIC",
-		[IBV_NODE_USNIC_UDP]   = "usNIC UDP",
+		[IBV_NODE_CA] = "InfiniBand channel adapter",
+		[IBV_NODE_SWITCH] = "InfiniBand switch",
+		[IBV_NODE_ROUTER] = "InfiniBand router",
+		[IBV_NODE_RNIC] = "iWARP NIC",
+		[IBV_NODE_USNIC] = "usNIC",
+		[IBV_NODE_USNIC_UDP] = "usNIC UDP",
 		[IBV_NODE_UNSPECIFIED] = "unspecified",
 	};
 	return table_str(str, SR_ARRAY_SIZE(str), (int)node_type);
@@ -72,11 +67,11 @@ SR_EXPORT const char *ibv_node_type_str(enum ibv_node_type node_type)
 SR_EXPORT const char *ibv_port_state_str(enum ibv_port_state port_state)
 {
 	static const char *const str[] = {
-		[IBV_PORT_NOP]          = "no state change (NOP)",
-		[IBV_PORT_DOWN]         = "down",
-		[IBV_PORT_INIT]         = "init",
-		[IBV_PORT_ARMED]        = "armed",
-		[IBV_PORT_ACTIVE]       = "active",
+		[IBV_PORT_NOP] = "no state change (NOP)",
+		[IBV_PORT_DOWN] = "down",
+		[IBV_PORT_INIT] = "init",
+		[IBV_PORT_ARMED] = "armed",
+		[IBV_PORT_ACTIVE] = "active",
 		[IBV_PORT_ACTIVE_DEFER] = "active defer",
 	};
 	return table_str(str, SR_ARRAY_SIZE(str), (int)port_state);
@@ -85,26 +80,26 @@ SR_EXPORT const char *ibv_port_state_str(enum ibv_port_state port_state)
 SR_EXPORT const char *ibv_event_type_str(enum ibv_event_type event)
 {
 	static const char *const str[] = {
-		[IBV_EVENT_CQ_ERR]              = "CQ error",
-		[IBV_EVENT_QP_FATAL]            = "local work queue catastrophic error",
-		[IBV_EVENT_QP_REQ_ERR]          = "invalid request local work queue error",
-		[IBV_EVENT_QP_ACCESS_ERR]       = "local access violation work queue error",
-		[IBV_EVENT_COMM_EST]            = "communication established",
-		[IBV_EVENT_SQ_DRAINED]          = "send queue drained",
-		[IBV_EVENT_PATH_MIG]            = "path migrated",
-		[IBV_EVENT_PATH_MIG_ERR]        = "path migration request error",
-		[IBV_EVENT_DEVICE_FATAL]        = "local catastrophic error",
-		[IBV_EVENT_PORT_ACTIVE]         = "port active",
-		[IBV_EVENT_PORT_ERR]            = "port error",
-		[IBV_EVENT_LID_CHANGE]          = "LID change",
-		[IBV_EVENT_PKEY_CHANGE]         = "P_Key change",
-		[IBV_EVENT_SM_CHANGE]           = "SM change",
-		[IBV_EVENT_SRQ_ERR]             = "SRQ catastrophic error",
-		[IBV_EVENT_SRQ_LIMIT_REACHED]   = "SRQ limit reached",
+		[IBV_EVENT_CQ_ERR] = "CQ error",
+		[IBV_EVENT_QP_FATAL] = "local work queue catastrophic error",
+		[IBV_EVENT_QP_REQ_ERR] = "invalid request local work queue error",
+		[IBV_EVENT_QP_ACCESS_ERR] = "local access violation work queue error",
+		[IBV_EVENT_COMM_EST] = "communication established",
+		[IBV_EVENT_SQ_DRAINED] = "send queue drained",
+		[IBV_EVENT_PATH_MIG] = "path migrated",
+		[IBV_EVENT_PATH_MIG_ERR] = "path migration request error",
+		[IBV_EVENT_DEVICE_FATAL] = "local catastrophic error",
+		[IBV_EVENT_PORT_ACTIVE] = "port active",
+		[IBV_EVENT_PORT_ERR] = "port error",
+		[IBV_EVENT_LID_CHANGE] = "LID change",
+		[IBV_EVENT_PKEY_CHANGE] = "P_Key change",
+		[IBV_EVENT_SM_CHANGE] = "SM change",
+		[IBV_EVENT_SRQ_ERR] = "SRQ catastrophic error",
+		[IBV_EVENT_SRQ_LIMIT_REACHED] = "SRQ limit reached",
 		[IBV_EVENT_QP_LAST_WQE_REACHED] = "last WQE reached",
-		[IBV_EVENT_CLIENT_REREGISTER]   = "client reregistration",
-		[IBV_EVENT_GID_CHANGE]          = "GID table change",
-		[IBV_EVENT_WQ_FATAL]            = "WQ fatal",
+		[IBV_EVENT_CLIENT_REREGISTER] = "client reregistration",
+		[IBV_EVENT_GID_CHANGE] = "GID table change",
+		[IBV_EVENT_WQ_FATAL] = "WQ fatal",
 	};
 	return table_str(str, SR_ARRAY_SIZE(str), (int)event);
 }
@@ -112,29 +107,29 @@ SR_EXPORT const char *ibv_event_type_str(enum ibv_event_type event)
 SR_EXPORT const char *ibv_wc_status_str(enum ibv_wc_status status)
 {
 	static const char *const str[] = {
-		[IBV_WC_SUCCESS]            = "success",
-		[IBV_WC_LOC_LEN_ERR]        = "local length error",
-		[IBV_WC_LOC_QP_OP_ERR]      = "local QP operation error",
-		[IBV_WC_LOC_EEC_OP_ERR]     = "local EE context operation error",
-		[IBV_WC_LOC_PROT_ERR]       = "local protection error",
-		[IBV_WC_WR_FLUSH_ERR]       = "Work Request Flushed Error",
-		[IBV_WC_MW_BIND_ERR]        = "memory management operation error",
-		[IBV_WC_BAD_RESP_ERR]       = "bad response error",
-		[IBV_WC_LOC_ACCESS_ERR]     = "local access error",
-		[IBV_WC_REM_INV_REQ_ERR]    = "remote invalid request error",
-		[IBV_WC_REM_ACCESS_ERR]     = "remote access error",
-		[IBV_WC_REM_OP_ERR]         = "remote operation error",
-		[IBV_WC_RETRY_EXC_ERR]      = "transport retry counter exceeded",
-		[IBV_WC_RNR_RETRY_EXC_ERR]  = "RNR retry counter exceeded",
-		[IBV_WC_LOC_RDD_VIOL_ERR]   = "local RDD violation error",
+		[IBV_WC_SUCCESS] = "success",
+		[IBV_WC_LOC_LEN_ERR] = "local length error",
+		[IBV_WC_LOC_QP_OP_ERR] = "local QP operation error",
+		[IBV_WC_LOC_EEC_OP_ERR] = "local EE context operation error",
+		[IBV_WC_LOC_PROT_ERR] = "local protection error",
+		[IBV_WC_WR_FLUSH_ERR] = "Work Request Flushed Error",
+		[IBV_WC_MW_BIND_ERR] = "memory management operation error",
+		[IBV_WC_BAD_RESP_ERR] = "bad response error",
+		[IBV_WC_LOC_ACCESS_ERR] = "local access error",
+		[IBV_WC_REM_INV_REQ_ERR] = "remote invalid request error",
+		[IBV_WC_REM_ACCESS_ERR] = "remote access error",
+		[IBV_WC_REM_OP_ERR] = "remote operation error",
+		[IBV_WC_RETRY_EXC_ERR] = "transport retry counter exceeded",
+		[IBV_WC_RNR_RETRY_EXC_ERR] = "RNR retry counter exceeded",
+		[IBV_WC_LOC_RDD_VIOL_ERR] = "local RDD violation error",
 		[IBV_WC_REM_INV_RD_REQ_ERR] = "remote invalid RD request",
-		[IBV_WC_REM_ABORT_ERR]      = "aborted error",
-		[IBV_WC_INV_EECN_ERR]       = "invalid EE context number",
-		[IBV_WC_INV_EEC_STATE_ERR]  = "invalid EE context state",
-		[IBV_WC_FATAL_ERR]          = "fatal error",
-		[IBV_WC_RESP_TIMEOUT_ERR]   = "response timeout error",
-		[IBV_WC_GENERAL_ERR]        = "general error",
-		[IBV_WC_TM_ERR]             = "TM error",
+		[IBV_WC_REM_ABORT_ERR] = "aborted error",
+		[IBV_WC_INV_EECN_ERR] = "invalid EE context number",
+		[IBV_WC_INV_EEC_STATE_ERR] = "invalid EE context state",
+		[IBV_WC_FATAL_ERR] = "fatal error",
+		[IBV_WC_RESP_TIMEOUT_ERR] = "response timeout error",
+		[IBV_WC_GENERAL_ERR] = "general error",
+		[IBV_WC_TM_ERR] = "TM error",
 		[IBV_WC_TM_RNDV_INCOMPLETE] = "TM software rendezvous",
 	};
 	return table_str(str, SR_ARRAY_SIZE(str), (int)status);
@@ -151,29 +146,14 @@ static const struct {
 	int mult;
 	int mbps;
 } sr_rates[] = {
-	{ IBV_RATE_2_5_GBPS,    1,    2500 },
-	{ IBV_RATE_5_GBPS,      2,    5000 },
-	{ IBV_RATE_10_GBPS,     4,   10000 },
-	{ IBV_RATE_20_GBPS,     8,   20000 },
-	{ IBV_RATE_30_GBPS,    12,   30000 },
-	{ IBV_RATE_40_GBPS,    16,   40000 },
-	{ IBV_RATE_60_GBPS,    24,   60000 },
-	{ IBV_RATE_80_GBPS,    32,   80000 },
-	{ IBV_RATE_120_GBPS,   48,  120000 },
-	{ IBV_RATE_14_GBPS,    -1,   14062 },
-	{ IBV_RATE_56_GBPS,    -1,   56250 },
-	{ IBV_RATE_112_GBPS,   -1,  112500 },
-	{ IBV_RATE_168_GBPS,   -1,  168750 },
-	{ IBV_RATE_25_GBPS,    -1,   25781 },
-	{ IBV_RATE_100_GBPS,   -1,  103125 },
-	{ IBV_RATE_200_GBPS,   -1,  206250 },
-	{ IBV_RATE_300_GBPS,   -1,  309375 },
-	{ IBV_RATE_28_GBPS,    11,   28125 },
-	{ IBV_RATE_50_GBPS,    20,   53125 },
-	{ IBV_RATE_400_GBPS,  160,  425000 },
-	{ IBV_RATE_600_GBPS,  240,  637500 },
-	{ IBV_RATE_800_GBPS,  320,  850000 },
-	{ IBV_RATE_1200_GBPS, 480, 1275000 },
+	{ IBV_RATE_2_5_GBPS, 1, 2500 },	    { IBV_RATE_5_GBPS, 2, 5000 },	  { IBV_RATE_10_GBPS, 4, 10000 },
+	{ IBV_RATE_20_GBPS, 8, 20000 },	    { IBV_RATE_30_GBPS, 12, 30000 },	  { IBV_RATE_40_GBPS, 16, 40000 },
+	{ IBV_RATE_60_GBPS, 24, 60000 },    { IBV_RATE_80_GBPS, 32, 80000 },	  { IBV_RATE_120_GBPS, 48, 120000 },
+	{ IBV_RATE_14_GBPS, -1, 14062 },    { IBV_RATE_56_GBPS, -1, 56250 },	  { IBV_RATE_112_GBPS, -1, 112500 },
+	{ IBV_RATE_168_GBPS, -1, 168750 },  { IBV_RATE_25_GBPS, -1, 25781 },	  { IBV_RATE_100_GBPS, -1, 103125 },
+	{ IBV_RATE_200_GBPS, -1, 206250 },  { IBV_RATE_300_GBPS, -1, 309375 },	  { IBV_RATE_28_GBPS, 11, 28125 },
+	{ IBV_RATE_50_GBPS, 20, 53125 },    { IBV_RATE_400_GBPS, 160, 425000 },	  { IBV_RATE_600_GBPS, 240, 637500 },
+	{ IBV_RATE_800_GBPS, 320, 850000 }, { IBV_RATE_1200_GBPS, 480, 1275000 },
 };
 
 SR_EXPORT __attribute__((const)) int ibv_rate_to_mult(enum ibv_rate rate)
@@ -238,9 +218,9 @@ struct fork_span {
 static pthread_mutex_t fork_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct fork_span *fork_spans; /* sorted by first, disjoint */
 static size_t fork_nspans;
-static bool fork_enabled;       /* ibv_fork_init() succeeded */
-static bool fork_too_late;      /* a range call came before ibv_fork_init() */
-static bool fork_huge_pages;    /* RDMAV_HUGEPAGES_SAFE: align to the mapping's page size */
+static bool fork_enabled;    /* ibv_fork_init() succeeded */
+static bool fork_too_late;   /* a range call came before ibv_fork_init() */
+static bool fork_huge_pages; /* RDMAV_HUGEPAGES_SAFE: align to the mapping's page size */
 static long fork_page_size;
 
 /* rdma-core's check_env(): set and not "0". */
@@ -267,8 +247,8 @@ static unsigned long mapping_page_size(const void *addr)
 		unsigned long kb;
 
 		if (!in_mapping) {
-			if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR, &lo, &hi) == 2 &&
-			    (uintptr_t)addr >= lo && (uintptr_t)addr < hi)
+			if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR, &lo, &hi) == 2 && (uintptr_t)addr >= lo &&
+			    (uintptr_t)addr < hi)
 				in_mapping = true;
 			continue;
 		}
@@ -451,8 +431,7 @@ static int fork_apply(uintptr_t first, uintptr_t last, int inc, unsigned long pg
 		size_t w = 0;
 
 		for (size_t r = 0; r < nnew; r++) {
-			if (w && next[w - 1].refcnt == next[r].refcnt &&
-			    next[w - 1].last + 1 == next[r].first)
+			if (w && next[w - 1].refcnt == next[r].refcnt && next[w - 1].last + 1 == next[r].first)
 				next[w - 1].last = next[r].last;
 			else
 				next[w++] = next[r];
@@ -510,8 +489,7 @@ SR_EXPORT int ibv_dofork_range(void *base, size_t size)
 
 /* ---- kernel ABI struct conversions ----------------------------------------- */
 
-SR_EXPORT void ibv_copy_ah_attr_from_kern(struct ibv_ah_attr *dst,
-					  struct ib_uverbs_ah_attr *src)
+SR_EXPORT void ibv_copy_ah_attr_from_kern(struct ibv_ah_attr *dst, struct ib_uverbs_ah_attr *src)
 {
 	memcpy(dst->grh.dgid.raw, src->grh.dgid, sizeof(dst->grh.dgid.raw));
 	dst->grh.flow_label = src->grh.flow_label;
@@ -526,8 +504,7 @@ SR_EXPORT void ibv_copy_ah_attr_from_kern(struct ibv_ah_attr *dst,
 	dst->port_num = src->port_num;
 }
 
-SR_EXPORT void ibv_copy_qp_attr_from_kern(struct ibv_qp_attr *dst,
-					  struct ib_uverbs_qp_attr *src)
+SR_EXPORT void ibv_copy_qp_attr_from_kern(struct ibv_qp_attr *dst, struct ib_uverbs_qp_attr *src)
 {
 	/* qp_state is left alone, as rdma-core leaves it: librdmacm's
 	 * rdma_init_qp_attr() sets it before the call and relies on that. */
@@ -566,8 +543,7 @@ SR_EXPORT void ibv_copy_qp_attr_from_kern(struct ibv_qp_attr *dst,
 
 /* Both path record layouts keep LIDs, P_Key and flow label in network byte
  * order, so every field copies unchanged. */
-SR_EXPORT void ibv_copy_path_rec_from_kern(struct ibv_sa_path_rec *dst,
-					   struct ib_user_path_rec *src)
+SR_EXPORT void ibv_copy_path_rec_from_kern(struct ibv_sa_path_rec *dst, struct ib_user_path_rec *src)
 {
 	memcpy(dst->dgid.raw, src->dgid, sizeof(dst->dgid.raw));
 	memcpy(dst->sgid.raw, src->sgid, sizeof(dst->sgid.raw));
@@ -590,8 +566,7 @@ SR_EXPORT void ibv_copy_path_rec_from_kern(struct ibv_sa_path_rec *dst,
 	dst->packet_life_time_selector = src->packet_life_time_selector;
 }
 
-SR_EXPORT void ibv_copy_path_rec_to_kern(struct ib_user_path_rec *dst,
-					 struct ibv_sa_path_rec *src)
+SR_EXPORT void ibv_copy_path_rec_to_kern(struct ib_user_path_rec *dst, struct ibv_sa_path_rec *src)
 {
 	memcpy(dst->dgid, src->dgid.raw, sizeof(dst->dgid));
 	memcpy(dst->sgid, src->sgid.raw, sizeof(dst->sgid));
@@ -650,8 +625,7 @@ SR_EXPORT const char *ibv_get_sysfs_path(void)
 /* Returns the length read with a trailing newline stripped, or -1.  A file
  * that fills buf exactly without a newline is refused rather than handed
  * back unterminated. */
-SR_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file,
-				  char *buf, size_t size)
+SR_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size)
 {
 	char *path;
 	ssize_t len;
@@ -681,18 +655,15 @@ SR_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file,
 
 /* ---- providers ------------------------------------------------------------ */
 
-typedef struct ibv_device *(*sr_driver_init_func_1_1)(const char *uverbs_sys_path,
-						     int abi_version);
+typedef struct ibv_device *(*sr_driver_init_func_1_1)(const char *uverbs_sys_path, int abi_version);
 
 /* Kept only so that binaries linked against libibverbs 1.1 (old libfabric
  * usnic providers) still load; softrdma loads no providers.  Exported as a
  * non-default version exactly as rdma-core does, so nothing new can link
  * against it. */
-SR_EXPORT void sr_ibv_register_driver_1_1(const char *name,
-					  sr_driver_init_func_1_1 init_func);
+SR_EXPORT void sr_ibv_register_driver_1_1(const char *name, sr_driver_init_func_1_1 init_func);
 __asm__(".symver sr_ibv_register_driver_1_1, ibv_register_driver@IBVERBS_1.1");
 
-SR_EXPORT void sr_ibv_register_driver_1_1(const char *name,
-					  sr_driver_init_func_1_1 init_func)
+SR_EXPORT void sr_ibv_register_driver_1_1(const char *name, sr_driver_init_func_1_1 init_func)
 {
 }

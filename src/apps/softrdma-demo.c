@@ -49,26 +49,26 @@
 #define DEFAULT_TIMEOUT_S 15
 #define SWEEP_MAX (1u << 20)
 #define PING_SIZE 64
-#define MSG_SLOT 256           /* bytes per control/ping message slot */
+#define MSG_SLOT 256 /* bytes per control/ping message slot */
 #define RECV_SLOTS 16
 #define SEND_SLOTS 16
-#define BW_DEPTH 64            /* RDMA WRITEs kept in flight */
+#define BW_DEPTH 64		/* RDMA WRITEs kept in flight */
 #define BW_BYTES (128ull << 20) /* per bandwidth size, unless... */
-#define BW_SECONDS 2.0          /* ...this much time passes first */
-#define SPIN_MS 20             /* busy-poll this long before sleeping on the channel */
+#define BW_SECONDS 2.0		/* ...this much time passes first */
+#define SPIN_MS 20		/* busy-poll this long before sleeping on the channel */
 #define POISON 0xA5
 
 /* ---- options and process-wide settings ------------------------------------ */
 
 static struct {
-	uint64_t extra_size;   /* --size: added to the sweep, 0 if not given */
+	uint64_t extra_size; /* --size: added to the sweep, 0 if not given */
 	int iters;
 	const char *dev_name;
 	int gid_idx;
 	int ib_port;
-	int tcp_port;          /* -1: not given */
+	int tcp_port; /* -1: not given */
 	int timeout_s;
-	const char *role;      /* "server", "client" or "fork" */
+	const char *role; /* "server", "client" or "fork" */
 	const char *host;
 } opt = {
 	.iters = DEFAULT_ITERS,
@@ -79,7 +79,7 @@ static struct {
 	.role = "fork",
 };
 
-static const char *who = "";   /* message prefix: which process speaks */
+static const char *who = ""; /* message prefix: which process speaks */
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
@@ -204,9 +204,8 @@ static int tcp_listen(bool loopback_only, int port, int *bound_port)
 	if (bound_port) {
 		sl = sizeof(ss);
 		getsockname(fd, (struct sockaddr *)&ss, &sl);
-		*bound_port = ntohs(ss.ss_family == AF_INET6 ?
-				    ((struct sockaddr_in6 *)&ss)->sin6_port :
-				    ((struct sockaddr_in *)&ss)->sin_port);
+		*bound_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port :
+							       ((struct sockaddr_in *)&ss)->sin_port);
 	}
 	return fd;
 }
@@ -314,8 +313,7 @@ static int tcp_read_line(int fd, char *buf, size_t size, double deadline)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			say("peer closed the TCP connection%s%s", n < 0 ? ": " : "",
-			    n < 0 ? strerror(errno) : "");
+			say("peer closed the TCP connection%s%s", n < 0 ? ": " : "", n < 0 ? strerror(errno) : "");
 			return -1;
 		}
 		if (buf[len] == '\n') {
@@ -356,8 +354,8 @@ struct peer_info {
 	uint32_t rkey;
 	uint64_t addr;
 	uint64_t len;
-	uint32_t mtu;          /* enum ibv_mtu */
-	uint32_t rd_atomic;    /* outstanding RDMA READs it accepts as target */
+	uint32_t mtu;	    /* enum ibv_mtu */
+	uint32_t rd_atomic; /* outstanding RDMA READs it accepts as target */
 };
 
 struct demo {
@@ -369,34 +367,41 @@ struct demo {
 	struct ibv_qp *qp;
 	struct ibv_mr *data_mr;
 	struct ibv_mr *msg_mr;
-	uint8_t *data;          /* [region0 | region1], each region_len bytes */
-	uint64_t region_len;    /* largest transfer + guard */
-	uint8_t *msgs;          /* RECV_SLOTS receive slots, then SEND_SLOTS send slots */
+	uint8_t *data;	     /* [region0 | region1], each region_len bytes */
+	uint64_t region_len; /* largest transfer + guard */
+	uint8_t *msgs;	     /* RECV_SLOTS receive slots, then SEND_SLOTS send slots */
 	unsigned next_send_slot;
 	struct ibv_port_attr port;
 	struct ibv_device_attr dev_attr;
 	struct peer_info local, remote;
-	int tcp;                /* side channel, watched for the peer's death */
-	int send_depth;         /* max_send_wr of the QP */
+	int tcp;		 /* side channel, watched for the peer's death */
+	int send_depth;		 /* max_send_wr of the QP */
 	uint32_t init_rd_atomic; /* outstanding RDMA READs it may issue */
-	bool failed;            /* a check failed; keep going, exit 1 */
+	bool failed;		 /* a check failed; keep going, exit 1 */
 };
 
 enum msg_type {
-	MSG_CHECK = 1,   /* client -> server: verify [0, size) against seed */
-	MSG_RESULT,      /* server -> client: status, bad offset */
+	MSG_CHECK = 1, /* client -> server: verify [0, size) against seed */
+	MSG_RESULT,    /* server -> client: status, bad offset */
 	MSG_PING,
 	MSG_PONG,
-	MSG_DONE,        /* client -> server: no more tests */
-	MSG_BYE,         /* server -> client: status = server saw all checks pass */
+	MSG_DONE, /* client -> server: no more tests */
+	MSG_BYE,  /* server -> client: status = server saw all checks pass */
 };
 
-enum check_status { CHECK_OK = 0, CHECK_MISMATCH = 1, CHECK_OVERRUN = 2, CHECK_BAD_SIZE = 3 };
+enum check_status {
+	CHECK_OK = 0,
+	CHECK_MISMATCH = 1,
+	CHECK_OVERRUN = 2,
+	CHECK_BAD_SIZE = 3
+};
 
 /* In a MSG_CHECK, status holds flags. */
-enum { CHECK_FLAG_GUARD = 1 }; /* the byte after the transfer must be untouched */
+enum {
+	CHECK_FLAG_GUARD = 1
+}; /* the byte after the transfer must be untouched */
 
-struct demo_msg {        /* big-endian on the wire */
+struct demo_msg { /* big-endian on the wire */
 	uint32_t type;
 	uint32_t status;
 	uint64_t size;
@@ -407,22 +412,32 @@ struct demo_msg {        /* big-endian on the wire */
 static const char *check_status_str(uint32_t s)
 {
 	switch (s) {
-	case CHECK_OK: return "ok";
-	case CHECK_MISMATCH: return "data mismatch";
-	case CHECK_OVERRUN: return "bytes past the end overwritten";
-	case CHECK_BAD_SIZE: return "size outside the target buffer";
-	default: return "unknown status";
+	case CHECK_OK:
+		return "ok";
+	case CHECK_MISMATCH:
+		return "data mismatch";
+	case CHECK_OVERRUN:
+		return "bytes past the end overwritten";
+	case CHECK_BAD_SIZE:
+		return "size outside the target buffer";
+	default:
+		return "unknown status";
 	}
 }
 
 static const char *opcode_str(enum ibv_wc_opcode op)
 {
 	switch (op) {
-	case IBV_WC_SEND: return "SEND";
-	case IBV_WC_RDMA_WRITE: return "RDMA WRITE";
-	case IBV_WC_RDMA_READ: return "RDMA READ";
-	case IBV_WC_RECV: return "RECV";
-	default: return "work request";
+	case IBV_WC_SEND:
+		return "SEND";
+	case IBV_WC_RDMA_WRITE:
+		return "RDMA WRITE";
+	case IBV_WC_RDMA_READ:
+		return "RDMA READ";
+	case IBV_WC_RECV:
+		return "RECV";
+	default:
+		return "work request";
 	}
 }
 
@@ -432,8 +447,7 @@ static const char *opcode_str(enum ibv_wc_opcode op)
 static void die_wc(const struct ibv_wc *wc, const char *what)
 {
 	if (wc->status == IBV_WC_SUCCESS)
-		say("%s: unexpected %s completion (wr_id %" PRIu64 ")", what,
-		    opcode_str(wc->opcode), wc->wr_id);
+		say("%s: unexpected %s completion (wr_id %" PRIu64 ")", what, opcode_str(wc->opcode), wc->wr_id);
 	else
 		say("%s failed: %s (status %d, vendor_err 0x%x, wr_id %" PRIu64 ")", what,
 		    ibv_wc_status_str(wc->status), wc->status, wc->vendor_err, wc->wr_id);
@@ -444,8 +458,7 @@ static void die_wc(const struct ibv_wc *wc, const char *what)
  * with softrdma a spinning poller drives progress itself), then sleeps on
  * the completion channel so an idle side costs no CPU.  Also watches the
  * TCP connection: if the peer dies, its QP will never answer. */
-static int cq_wait(struct demo *d, struct ibv_cq *cq, struct ibv_wc *wc, int max,
-		   double timeout_s, const char *what)
+static int cq_wait(struct demo *d, struct ibv_cq *cq, struct ibv_wc *wc, int max, double timeout_s, const char *what)
 {
 	double start = now_s(), deadline = start + timeout_s;
 	unsigned spins = 0;
@@ -655,13 +668,12 @@ static int demo_open(struct demo *d, uint64_t max_size)
 		return -1;
 	}
 	if (d->port.state != IBV_PORT_ACTIVE) {
-		say("port %d of %s is %s, not active", opt.ib_port,
-		    ibv_get_device_name(d->ctx->device), ibv_port_state_str(d->port.state));
+		say("port %d of %s is %s, not active", opt.ib_port, ibv_get_device_name(d->ctx->device),
+		    ibv_port_state_str(d->port.state));
 		return -1;
 	}
 	if (d->port.max_msg_sz && max_size > d->port.max_msg_sz) {
-		say("--size %" PRIu64 " exceeds the port's maximum message size %u",
-		    max_size, d->port.max_msg_sz);
+		say("--size %" PRIu64 " exceeds the port's maximum message size %u", max_size, d->port.max_msg_sz);
 		return -1;
 	}
 	if (ibv_query_gid(d->ctx, (uint8_t)opt.ib_port, opt.gid_idx, &d->local.gid)) {
@@ -672,8 +684,8 @@ static int demo_open(struct demo *d, uint64_t max_size)
 		static const union ibv_gid zero;
 
 		if (!memcmp(&d->local.gid, &zero, sizeof(zero))) {
-			say("GID index %d of port %d is empty; choose another with --gid-idx",
-			    opt.gid_idx, opt.ib_port);
+			say("GID index %d of port %d is empty; choose another with --gid-idx", opt.gid_idx,
+			    opt.ib_port);
 			return -1;
 		}
 	}
@@ -696,10 +708,8 @@ static int demo_open(struct demo *d, uint64_t max_size)
 	memset(d->data, POISON, data_len);
 	memset(d->msgs, 0, (RECV_SLOTS + SEND_SLOTS) * MSG_SLOT);
 	d->data_mr = ibv_reg_mr(d->pd, d->data, data_len,
-				IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-				IBV_ACCESS_REMOTE_READ);
-	d->msg_mr = ibv_reg_mr(d->pd, d->msgs, (RECV_SLOTS + SEND_SLOTS) * MSG_SLOT,
-			       IBV_ACCESS_LOCAL_WRITE);
+				IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+	d->msg_mr = ibv_reg_mr(d->pd, d->msgs, (RECV_SLOTS + SEND_SLOTS) * MSG_SLOT, IBV_ACCESS_LOCAL_WRITE);
 	if (!d->data_mr || !d->msg_mr) {
 		say("ibv_reg_mr: %s", strerror(errno));
 		return -1;
@@ -734,8 +744,7 @@ static int demo_open(struct demo *d, uint64_t max_size)
 	qa.pkey_index = 0;
 	qa.port_num = (uint8_t)opt.ib_port;
 	qa.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-	if (ibv_modify_qp(d->qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-			  IBV_QP_ACCESS_FLAGS)) {
+	if (ibv_modify_qp(d->qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
 		say("cannot move the QP to INIT: %s", strerror(errno));
 		return -1;
 	}
@@ -754,8 +763,7 @@ static int demo_open(struct demo *d, uint64_t max_size)
 	d->local.rd_atomic = (uint32_t)(d->dev_attr.max_qp_rd_atom > 0 ? d->dev_attr.max_qp_rd_atom : 1);
 	if (d->local.rd_atomic > 16)
 		d->local.rd_atomic = 16;
-	d->init_rd_atomic = (uint32_t)(d->dev_attr.max_qp_init_rd_atom > 0 ?
-				       d->dev_attr.max_qp_init_rd_atom : 1);
+	d->init_rd_atomic = (uint32_t)(d->dev_attr.max_qp_init_rd_atom > 0 ? d->dev_attr.max_qp_init_rd_atom : 1);
 	if (d->init_rd_atomic > 16)
 		d->init_rd_atomic = 16;
 	return 0;
@@ -793,10 +801,9 @@ static int exchange_info(struct demo *d, bool server)
 
 	for (int i = 0; i < 16; i++)
 		snprintf(gid + 2 * i, 3, "%02x", d->local.gid.raw[i]);
-	snprintf(line, sizeof(line),
-		 "SRDEMO1 %04x %06x %06x %s %08x %016" PRIx64 " %016" PRIx64 " %u %u\n",
-		 d->local.lid, d->local.qpn, d->local.psn, gid, d->local.rkey,
-		 d->local.addr, d->local.len, d->local.mtu, d->local.rd_atomic);
+	snprintf(line, sizeof(line), "SRDEMO1 %04x %06x %06x %s %08x %016" PRIx64 " %016" PRIx64 " %u %u\n",
+		 d->local.lid, d->local.qpn, d->local.psn, gid, d->local.rkey, d->local.addr, d->local.len,
+		 d->local.mtu, d->local.rd_atomic);
 	/* The server answers only after it has heard a valid client. */
 	if (!server && tcp_write_all(d->tcp, line, strlen(line)))
 		return -1;
@@ -805,9 +812,9 @@ static int exchange_info(struct demo *d, bool server)
 
 		if (tcp_read_line(d->tcp, rline, sizeof(rline), deadline))
 			return -1;
-		if (sscanf(rline, "SRDEMO1 %x %x %x %32s %x %" SCNx64 " %" SCNx64 " %u %u",
-			   &r->lid, &r->qpn, &r->psn, gid, &r->rkey, &r->addr, &r->len,
-			   &mtu, &rd) != 9 || strlen(gid) != 32) {
+		if (sscanf(rline, "SRDEMO1 %x %x %x %32s %x %" SCNx64 " %" SCNx64 " %u %u", &r->lid, &r->qpn, &r->psn,
+			   gid, &r->rkey, &r->addr, &r->len, &mtu, &rd) != 9 ||
+		    strlen(gid) != 32) {
 			say("peer is not a softrdma-demo of this version: \"%.60s\"", rline);
 			return -1;
 		}
@@ -828,8 +835,7 @@ static int exchange_info(struct demo *d, bool server)
 static int connect_qp(struct demo *d)
 {
 	struct ibv_qp_attr qa;
-	enum ibv_mtu mtu = d->local.mtu < d->remote.mtu ? (enum ibv_mtu)d->local.mtu :
-							   (enum ibv_mtu)d->remote.mtu;
+	enum ibv_mtu mtu = d->local.mtu < d->remote.mtu ? (enum ibv_mtu)d->local.mtu : (enum ibv_mtu)d->remote.mtu;
 	static const union ibv_gid zero;
 
 	memset(&qa, 0, sizeof(qa));
@@ -844,30 +850,29 @@ static int connect_qp(struct demo *d)
 	qa.ah_attr.src_path_bits = 0;
 	qa.ah_attr.port_num = (uint8_t)opt.ib_port;
 	/* RoCE and iWARP address by GID; plain IB within a subnet by LID. */
-	if (memcmp(&d->remote.gid, &zero, sizeof(zero)) ||
-	    d->port.link_layer != IBV_LINK_LAYER_INFINIBAND) {
+	if (memcmp(&d->remote.gid, &zero, sizeof(zero)) || d->port.link_layer != IBV_LINK_LAYER_INFINIBAND) {
 		qa.ah_attr.is_global = 1;
 		qa.ah_attr.grh.dgid = d->remote.gid;
 		qa.ah_attr.grh.sgid_index = (uint8_t)opt.gid_idx;
 		qa.ah_attr.grh.hop_limit = 64;
 	}
-	if (ibv_modify_qp(d->qp, &qa, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-			  IBV_QP_MIN_RNR_TIMER)) {
+	if (ibv_modify_qp(d->qp, &qa,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
 		say("cannot move the QP to RTR: %s", strerror(errno));
 		return -1;
 	}
 
 	memset(&qa, 0, sizeof(qa));
 	qa.qp_state = IBV_QPS_RTS;
-	qa.timeout = 14;       /* 67 ms: long enough for a loaded soft device */
+	qa.timeout = 14; /* 67 ms: long enough for a loaded soft device */
 	qa.retry_cnt = 7;
-	qa.rnr_retry = 7;      /* infinite: a slow peer is not an error here */
+	qa.rnr_retry = 7; /* infinite: a slow peer is not an error here */
 	qa.sq_psn = d->local.psn;
-	qa.max_rd_atomic = (uint8_t)(d->remote.rd_atomic < d->init_rd_atomic ?
-				     d->remote.rd_atomic : d->init_rd_atomic);
-	if (ibv_modify_qp(d->qp, &qa, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)) {
+	qa.max_rd_atomic = (uint8_t)(d->remote.rd_atomic < d->init_rd_atomic ? d->remote.rd_atomic : d->init_rd_atomic);
+	if (ibv_modify_qp(d->qp, &qa,
+			  IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+				  IBV_QP_MAX_QP_RD_ATOMIC)) {
 		say("cannot move the QP to RTS: %s", strerror(errno));
 		return -1;
 	}
@@ -894,12 +899,18 @@ static int sync_ready(struct demo *d)
 static const char *mtu_str(uint32_t mtu)
 {
 	switch (mtu) {
-	case IBV_MTU_256: return "256";
-	case IBV_MTU_512: return "512";
-	case IBV_MTU_1024: return "1024";
-	case IBV_MTU_2048: return "2048";
-	case IBV_MTU_4096: return "4096";
-	default: return "?";
+	case IBV_MTU_256:
+		return "256";
+	case IBV_MTU_512:
+		return "512";
+	case IBV_MTU_1024:
+		return "1024";
+	case IBV_MTU_2048:
+		return "2048";
+	case IBV_MTU_4096:
+		return "4096";
+	default:
+		return "?";
 	}
 }
 
@@ -908,8 +919,8 @@ static void print_endpoint(const char *role, const struct peer_info *p)
 	char gid[INET6_ADDRSTRLEN];
 
 	inet_ntop(AF_INET6, p->gid.raw, gid, sizeof(gid));
-	printf("  %-6s  QPN 0x%06x  PSN 0x%06x  LID 0x%04x  GID %s  MTU %s\n", role, p->qpn,
-	       p->psn, p->lid, gid, mtu_str(p->mtu));
+	printf("  %-6s  QPN 0x%06x  PSN 0x%06x  LID 0x%04x  GID %s  MTU %s\n", role, p->qpn, p->psn, p->lid, gid,
+	       mtu_str(p->mtu));
 }
 
 /* ---- server (target) -------------------------------------------------------- */
@@ -957,8 +968,8 @@ static int run_server(struct demo *d)
 			checks++;
 			if (r.status != CHECK_OK) {
 				bad_checks++;
-				say("check of %" PRIu64 " bytes written by the client: %s at offset %" PRIu64,
-				    m.size, check_status_str(r.status), r.offset);
+				say("check of %" PRIu64 " bytes written by the client: %s at offset %" PRIu64, m.size,
+				    check_status_str(r.status), r.offset);
 			}
 			send_msg(d, &r);
 			break;
@@ -980,11 +991,10 @@ static int run_server(struct demo *d)
 
 /* ---- client (initiator) ------------------------------------------------------- */
 
-static void post_rdma(struct demo *d, enum ibv_wr_opcode op, uint8_t *local, uint64_t len,
-		      uint64_t remote_off, uint64_t wr_id)
+static void post_rdma(struct demo *d, enum ibv_wr_opcode op, uint8_t *local, uint64_t len, uint64_t remote_off,
+		      uint64_t wr_id)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)local, .length = (uint32_t)len,
-			       .lkey = d->data_mr->lkey };
+	struct ibv_sge sge = { .addr = (uintptr_t)local, .length = (uint32_t)len, .lkey = d->data_mr->lkey };
 	struct ibv_send_wr wr = {
 		.wr_id = wr_id,
 		.sg_list = &sge,
@@ -998,8 +1008,8 @@ static void post_rdma(struct demo *d, enum ibv_wr_opcode op, uint8_t *local, uin
 	wr.wr.rdma.rkey = d->remote.rkey;
 	rc = ibv_post_send(d->qp, &wr, &bad);
 	if (rc) {
-		say("ibv_post_send (%s of %" PRIu64 " bytes): %s",
-		    op == IBV_WR_RDMA_READ ? "RDMA READ" : "RDMA WRITE", len, strerror(rc));
+		say("ibv_post_send (%s of %" PRIu64 " bytes): %s", op == IBV_WR_RDMA_READ ? "RDMA READ" : "RDMA WRITE",
+		    len, strerror(rc));
 		exit(1);
 	}
 }
@@ -1014,11 +1024,9 @@ static void wait_rdma(struct demo *d, enum ibv_wc_opcode op, const char *what)
 }
 
 /* Asks the server to check [0, size) against seed; returns the status. */
-static uint32_t remote_check(struct demo *d, uint64_t size, uint64_t seed, bool guard,
-			     uint64_t *bad)
+static uint32_t remote_check(struct demo *d, uint64_t size, uint64_t seed, bool guard, uint64_t *bad)
 {
-	struct demo_msg m = { .type = MSG_CHECK, .status = guard ? CHECK_FLAG_GUARD : 0,
-			      .size = size, .seed = seed };
+	struct demo_msg m = { .type = MSG_CHECK, .status = guard ? CHECK_FLAG_GUARD : 0, .size = size, .seed = seed };
 	struct demo_msg r;
 
 	send_msg(d, &m);
@@ -1138,8 +1146,8 @@ static void test_latency(struct demo *d)
 		int p99i = (opt.iters * 99 + 99) / 100 - 1;
 		double p99 = rtt[p99i < 0 ? 0 : p99i];
 
-		printf("\n(c) SEND/RECV ping-pong, %d B, %d iterations (one-way = round trip / 2)\n",
-		       PING_SIZE, opt.iters);
+		printf("\n(c) SEND/RECV ping-pong, %d B, %d iterations (one-way = round trip / 2)\n", PING_SIZE,
+		       opt.iters);
 		printf("  %-10s  %12s  %12s\n", "", "median", "p99");
 		printf("  %-10s  %9.2f us  %9.2f us\n", "one-way", med * 1e6 / 2, p99 * 1e6 / 2);
 		printf("  %-10s  %9.2f us  %9.2f us\n", "round trip", med * 1e6, p99 * 1e6);
@@ -1177,12 +1185,10 @@ static void test_bandwidth(struct demo *d)
 				posted++;
 			}
 			if (done < posted) {
-				int n = cq_wait(d, d->send_cq, wc, 16, opt.timeout_s,
-						"RDMA WRITE completions");
+				int n = cq_wait(d, d->send_cq, wc, 16, opt.timeout_s, "RDMA WRITE completions");
 
 				for (int i = 0; i < n; i++)
-					if (wc[i].status != IBV_WC_SUCCESS ||
-					    wc[i].opcode != IBV_WC_RDMA_WRITE)
+					if (wc[i].status != IBV_WC_SUCCESS || wc[i].opcode != IBV_WC_RDMA_WRITE)
 						die_wc(&wc[i], "RDMA WRITE (bandwidth)");
 				done += (uint64_t)n;
 			}
@@ -1195,8 +1201,8 @@ static void test_bandwidth(struct demo *d)
 		{
 			double bytes = (double)done * (double)s, secs = t1 - t0;
 
-			printf("  %-10s  %8" PRIu64 "  %10.1f  %10.3f  %s\n", size_str(s, sz, sizeof(sz)),
-			       done, bytes / secs / 1e6, bytes * 8 / secs / 1e9,
+			printf("  %-10s  %8" PRIu64 "  %10.1f  %10.3f  %s\n", size_str(s, sz, sizeof(sz)), done,
+			       bytes / secs / 1e6, bytes * 8 / secs / 1e9,
 			       st == CHECK_OK ? "ok" : check_status_str(st));
 		}
 		fflush(stdout);
@@ -1207,10 +1213,11 @@ static int run_client(struct demo *d)
 {
 	struct demo_msg m = { .type = MSG_DONE }, r;
 
-	printf("softrdma-demo: %s port %d, GID index %d, %s\n",
-	       ibv_get_device_name(d->ctx->device), opt.ib_port, opt.gid_idx,
-	       d->port.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet (RoCE)" :
-	       d->port.link_layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "link layer unspecified");
+	printf("softrdma-demo: %s port %d, GID index %d, %s\n", ibv_get_device_name(d->ctx->device), opt.ib_port,
+	       opt.gid_idx,
+	       d->port.link_layer == IBV_LINK_LAYER_ETHERNET   ? "Ethernet (RoCE)" :
+	       d->port.link_layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" :
+								 "link layer unspecified");
 	print_endpoint("local", &d->local);
 	print_endpoint("remote", &d->remote);
 	fflush(stdout);
@@ -1219,8 +1226,8 @@ static int run_client(struct demo *d)
 
 		/* One guard byte past the largest transfer must fit too. */
 		if (d->remote.len <= need) {
-			say("the server's buffer holds %" PRIu64 " bytes; start it with --size %" PRIu64,
-			    d->remote.len, need);
+			say("the server's buffer holds %" PRIu64 " bytes; start it with --size %" PRIu64, d->remote.len,
+			    need);
 			return 1;
 		}
 	}
@@ -1261,8 +1268,7 @@ static int run_role(bool server, int lfd, const char *host, int port)
 	}
 	if (d.tcp < 0)
 		goto out;
-	if (demo_open(&d, max_size) || exchange_info(&d, server) || connect_qp(&d) ||
-	    sync_ready(&d))
+	if (demo_open(&d, max_size) || exchange_info(&d, server) || connect_qp(&d) || sync_ready(&d))
 		goto out;
 	rc = server ? run_server(&d) : run_client(&d);
 out:

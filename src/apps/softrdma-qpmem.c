@@ -39,10 +39,16 @@ static double clock_us(clockid_t c)
 	clock_gettime(c, &ts);
 	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
-static double now_us(void) { return clock_us(CLOCK_MONOTONIC); }
+static double now_us(void)
+{
+	return clock_us(CLOCK_MONOTONIC);
+}
 /* CPU time of the calling thread: on a loaded machine it shows the work
  * done per call where wall time shows mostly the wait for a CPU. */
-static double cpu_us(void) { return clock_us(CLOCK_THREAD_CPUTIME_ID); }
+static double cpu_us(void)
+{
+	return clock_us(CLOCK_THREAD_CPUTIME_ID);
+}
 
 int main(int argc, char **argv)
 {
@@ -71,9 +77,12 @@ int main(int argc, char **argv)
 	double t_create = 0, t_rtr = 0, c_create = 0, c_rtr = 0;
 	long before = rss_kib();
 	for (int i = 0; i < n; i++) {
-		struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-					       .cap = { .max_send_wr = 128, .max_recv_wr = 128,
-							.max_send_sge = 1, .max_recv_sge = 1 } };
+		struct ibv_qp_init_attr ia = {
+			.send_cq = cq,
+			.recv_cq = cq,
+			.qp_type = IBV_QPT_RC,
+			.cap = { .max_send_wr = 128, .max_recv_wr = 128, .max_send_sge = 1, .max_recv_sge = 1 }
+		};
 		double t0 = now_us(), c0 = cpu_us();
 		qps[i] = ibv_create_qp(pd, &ia);
 		if (i >= n - tail) {
@@ -84,7 +93,8 @@ int main(int argc, char **argv)
 			perror("softrdma-qpmem: ibv_create_qp");
 			return 1;
 		}
-		struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+		struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT,
+					 .port_num = 1,
 					 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE };
 		if (ibv_modify_qp(qps[i], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 			return 1;
@@ -101,8 +111,9 @@ int main(int argc, char **argv)
 		ibv_query_gid(ctx, 1, 0, &a.ah_attr.grh.dgid);
 		t0 = now_us();
 		c0 = cpu_us();
-		if (ibv_modify_qp(qps[i], &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-					       IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
+		if (ibv_modify_qp(qps[i], &a,
+				  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+					  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
 			perror("softrdma-qpmem: modify to RTR");
 			return 1;
 		}
@@ -146,8 +157,7 @@ int main(int argc, char **argv)
 			c_destroy += cpu_us() - c;
 		}
 	}
-	printf("destroy: %.1f us per ibv_destroy_qp at %d QPs (CPU %.1f us)\n", t_destroy / tail, n,
-	       c_destroy / tail);
+	printf("destroy: %.1f us per ibv_destroy_qp at %d QPs (CPU %.1f us)\n", t_destroy / tail, n, c_destroy / tail);
 	ibv_destroy_cq(cq);
 	ibv_dealloc_pd(pd);
 	ibv_close_device(ctx);

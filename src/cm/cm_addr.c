@@ -50,9 +50,12 @@ int sr_cm_addr_len(const struct sockaddr *sa)
 	if (!sa)
 		return 0;
 	switch (sa->sa_family) {
-	case AF_INET: return sizeof(struct sockaddr_in);
-	case AF_INET6: return sizeof(struct sockaddr_in6);
-	default: return 0;
+	case AF_INET:
+		return sizeof(struct sockaddr_in);
+	case AF_INET6:
+		return sizeof(struct sockaddr_in6);
+	default:
+		return 0;
 	}
 }
 
@@ -339,11 +342,12 @@ SR_EXPORT int rdma_getaddrinfo(const char *node, const char *service, const stru
 			free(rai);
 			return ret;
 		}
-		rai->ai_qp_type = hints->ai_qp_type ? hints->ai_qp_type
-						    : ai->ai_socktype == SOCK_DGRAM ? IBV_QPT_UD : IBV_QPT_RC;
-		rai->ai_port_space = hints->ai_port_space ? hints->ai_port_space
-							  : ai->ai_protocol == IPPROTO_UDP ? RDMA_PS_UDP
-											   : RDMA_PS_TCP;
+		rai->ai_qp_type = hints->ai_qp_type		? hints->ai_qp_type :
+				  ai->ai_socktype == SOCK_DGRAM ? IBV_QPT_UD :
+								  IBV_QPT_RC;
+		rai->ai_port_space = hints->ai_port_space	    ? hints->ai_port_space :
+				     ai->ai_protocol == IPPROTO_UDP ? RDMA_PS_UDP :
+								      RDMA_PS_TCP;
 		rai->ai_family = ai->ai_family;
 		if (ai->ai_flags & AI_PASSIVE) {
 			rai->ai_flags = RAI_PASSIVE;

@@ -13,7 +13,7 @@ uint64_t sr_bits_get(const uint8_t *p, unsigned bit, unsigned width)
 	uint64_t v = 0;
 
 	while (width) {
-		unsigned in = bit & 7;             /* bits already used in this byte */
+		unsigned in = bit & 7; /* bits already used in this byte */
 		unsigned take = 8 - in < width ? 8 - in : width;
 		unsigned shift = 8 - in - take;
 
@@ -43,23 +43,23 @@ void sr_bits_put(uint8_t *p, unsigned bit, unsigned width, uint64_t val)
 /* ---- Layout tables ---- */
 
 enum field_kind {
-	FK_UINT,    /* an unsigned integer (or bool) member of 1, 2, 4 or 8 bytes */
-	FK_BYTES,   /* a byte array member copied as is (GIDs, ARI, private data) */
+	FK_UINT,  /* an unsigned integer (or bool) member of 1, 2, 4 or 8 bytes */
+	FK_BYTES, /* a byte array member copied as is (GIDs, ARI, private data) */
 };
 
 struct field {
-	uint16_t bit;       /* offset from the start of the attribute data */
-	uint16_t width;     /* FK_UINT: bits; FK_BYTES: bytes */
-	uint16_t member;    /* offsetof in the host struct */
-	uint8_t size;       /* FK_UINT: sizeof the member */
+	uint16_t bit;	 /* offset from the start of the attribute data */
+	uint16_t width;	 /* FK_UINT: bits; FK_BYTES: bytes */
+	uint16_t member; /* offsetof in the host struct */
+	uint8_t size;	 /* FK_UINT: sizeof the member */
 	uint8_t kind;
-	uint8_t max;        /* FK_UINT: largest valid value if not 0 (a length) */
+	uint8_t max; /* FK_UINT: largest valid value if not 0 (a length) */
 };
 
 struct layout {
 	uint16_t attr_id;
-	uint16_t bytes;                 /* size of the attribute data */
-	uint16_t member;                /* offsetof the attribute in sr_cm_msg */
+	uint16_t bytes;	 /* size of the attribute data */
+	uint16_t member; /* offsetof the attribute in sr_cm_msg */
 	const struct field *f;
 	unsigned nf;
 };
@@ -67,28 +67,31 @@ struct layout {
 #define MSIZE(type, m) sizeof(((type *)0)->m)
 
 /* U(type, member, byte, bit-in-byte, width in bits) */
-#define U(type, m, byte, b, w) \
-	{ (byte) * 8 + (b), (w), offsetof(type, m), MSIZE(type, m), FK_UINT, 0 }
+#define U(type, m, byte, b, w)                                                       \
+	{                                                                            \
+		(byte) * 8 + (b), (w), offsetof(type, m), MSIZE(type, m), FK_UINT, 0 \
+	}
 /* A length field whose value indexes an array of 'mx' bytes. */
-#define L(type, m, byte, b, w, mx) \
-	{ (byte) * 8 + (b), (w), offsetof(type, m), MSIZE(type, m), FK_UINT, (mx) }
+#define L(type, m, byte, b, w, mx)                                                      \
+	{                                                                               \
+		(byte) * 8 + (b), (w), offsetof(type, m), MSIZE(type, m), FK_UINT, (mx) \
+	}
 /* B(type, member, byte): a byte array at a byte boundary, as long as the member. */
-#define B(type, m, byte) \
-	{ (byte) * 8, MSIZE(type, m), offsetof(type, m), 0, FK_BYTES, 0 }
+#define B(type, m, byte)                                                      \
+	{                                                                     \
+		(byte) * 8, MSIZE(type, m), offsetof(type, m), 0, FK_BYTES, 0 \
+	}
 
 /* A REQ path at byte 'at' (primary 52, alternate 96: the same shape). */
-#define REQ_PATH(p, at)                                                 \
-	U(struct sr_cm_req, p.local_lid, (at) + 0, 0, 16),              \
-	U(struct sr_cm_req, p.remote_lid, (at) + 2, 0, 16),             \
-	B(struct sr_cm_req, p.local_gid, (at) + 4),                     \
-	B(struct sr_cm_req, p.remote_gid, (at) + 20),                   \
-	U(struct sr_cm_req, p.flow_label, (at) + 36, 0, 20),            \
-	U(struct sr_cm_req, p.packet_rate, (at) + 39, 2, 6),            \
-	U(struct sr_cm_req, p.traffic_class, (at) + 40, 0, 8),          \
-	U(struct sr_cm_req, p.hop_limit, (at) + 41, 0, 8),              \
-	U(struct sr_cm_req, p.sl, (at) + 42, 0, 4),                     \
-	U(struct sr_cm_req, p.subnet_local, (at) + 42, 4, 1),           \
-	U(struct sr_cm_req, p.local_ack_timeout, (at) + 43, 0, 5)
+#define REQ_PATH(p, at)                                                                                        \
+	U(struct sr_cm_req, p.local_lid, (at) + 0, 0, 16), U(struct sr_cm_req, p.remote_lid, (at) + 2, 0, 16), \
+		B(struct sr_cm_req, p.local_gid, (at) + 4), B(struct sr_cm_req, p.remote_gid, (at) + 20),      \
+		U(struct sr_cm_req, p.flow_label, (at) + 36, 0, 20),                                           \
+		U(struct sr_cm_req, p.packet_rate, (at) + 39, 2, 6),                                           \
+		U(struct sr_cm_req, p.traffic_class, (at) + 40, 0, 8),                                         \
+		U(struct sr_cm_req, p.hop_limit, (at) + 41, 0, 8), U(struct sr_cm_req, p.sl, (at) + 42, 0, 4), \
+		U(struct sr_cm_req, p.subnet_local, (at) + 42, 4, 1),                                          \
+		U(struct sr_cm_req, p.local_ack_timeout, (at) + 43, 0, 5)
 
 /* IBTA table 106 */
 static const struct field req_fields[] = {
@@ -122,21 +125,16 @@ static const struct field req_fields[] = {
 
 /* IBTA table 107 */
 static const struct field mra_fields[] = {
-	U(struct sr_cm_mra, local_comm_id, 0, 0, 32),
-	U(struct sr_cm_mra, remote_comm_id, 4, 0, 32),
-	U(struct sr_cm_mra, message_mraed, 8, 0, 2),
-	U(struct sr_cm_mra, service_timeout, 9, 0, 5),
+	U(struct sr_cm_mra, local_comm_id, 0, 0, 32), U(struct sr_cm_mra, remote_comm_id, 4, 0, 32),
+	U(struct sr_cm_mra, message_mraed, 8, 0, 2),  U(struct sr_cm_mra, service_timeout, 9, 0, 5),
 	B(struct sr_cm_mra, private_data, 10),
 };
 
 /* IBTA table 108 */
 static const struct field rej_fields[] = {
-	U(struct sr_cm_rej, local_comm_id, 0, 0, 32),
-	U(struct sr_cm_rej, remote_comm_id, 4, 0, 32),
-	U(struct sr_cm_rej, message_rejected, 8, 0, 2),
-	L(struct sr_cm_rej, ari_length, 9, 0, 7, SR_CM_REJ_ARI_BYTES),
-	U(struct sr_cm_rej, reason, 10, 0, 16),
-	B(struct sr_cm_rej, ari, 12),
+	U(struct sr_cm_rej, local_comm_id, 0, 0, 32),	U(struct sr_cm_rej, remote_comm_id, 4, 0, 32),
+	U(struct sr_cm_rej, message_rejected, 8, 0, 2), L(struct sr_cm_rej, ari_length, 9, 0, 7, SR_CM_REJ_ARI_BYTES),
+	U(struct sr_cm_rej, reason, 10, 0, 16),		B(struct sr_cm_rej, ari, 12),
 	B(struct sr_cm_rej, private_data, 84),
 };
 
@@ -227,8 +225,10 @@ static const struct field cpi_fields[] = {
 	U(struct sr_class_port_info, trap_qkey, 68, 0, 32),
 };
 
-#define LAYOUT(id, arr, m, nbytes) \
-	{ id, nbytes, offsetof(struct sr_cm_msg, m), arr, sizeof(arr) / sizeof(arr[0]) }
+#define LAYOUT(id, arr, m, nbytes)                                                           \
+	{                                                                                    \
+		id, nbytes, offsetof(struct sr_cm_msg, m), arr, sizeof(arr) / sizeof(arr[0]) \
+	}
 
 static const struct layout layouts[] = {
 	LAYOUT(SR_CM_ATTR_CLASS_PORT_INFO, cpi_fields, cpi, SR_CLASS_PORT_INFO_BYTES),
@@ -278,10 +278,26 @@ static uint64_t member_get(const void *s, const struct field *f)
 	const uint8_t *p = (const uint8_t *)s + f->member;
 
 	switch (f->size) {
-	case 1: { uint8_t v; memcpy(&v, p, 1); return v; }
-	case 2: { uint16_t v; memcpy(&v, p, 2); return v; }
-	case 4: { uint32_t v; memcpy(&v, p, 4); return v; }
-	default: { uint64_t v; memcpy(&v, p, 8); return v; }
+	case 1: {
+		uint8_t v;
+		memcpy(&v, p, 1);
+		return v;
+	}
+	case 2: {
+		uint16_t v;
+		memcpy(&v, p, 2);
+		return v;
+	}
+	case 4: {
+		uint32_t v;
+		memcpy(&v, p, 4);
+		return v;
+	}
+	default: {
+		uint64_t v;
+		memcpy(&v, p, 8);
+		return v;
+	}
 	}
 }
 
@@ -290,10 +306,24 @@ static void member_put(void *s, const struct field *f, uint64_t val)
 	uint8_t *p = (uint8_t *)s + f->member;
 
 	switch (f->size) {
-	case 1: { uint8_t v = (uint8_t)val; memcpy(p, &v, 1); break; }
-	case 2: { uint16_t v = (uint16_t)val; memcpy(p, &v, 2); break; }
-	case 4: { uint32_t v = (uint32_t)val; memcpy(p, &v, 4); break; }
-	default: memcpy(p, &val, 8); break;
+	case 1: {
+		uint8_t v = (uint8_t)val;
+		memcpy(p, &v, 1);
+		break;
+	}
+	case 2: {
+		uint16_t v = (uint16_t)val;
+		memcpy(p, &v, 2);
+		break;
+	}
+	case 4: {
+		uint32_t v = (uint32_t)val;
+		memcpy(p, &v, 4);
+		break;
+	}
+	default:
+		memcpy(p, &val, 8);
+		break;
 	}
 }
 
@@ -385,8 +415,7 @@ void sr_cm_msg_init(struct sr_cm_msg *msg, uint16_t attr_id, uint64_t tid)
 	msg->hdr.base_version = SR_MAD_BASE_VERSION;
 	msg->hdr.mgmt_class = SR_MGMT_CLASS_CM;
 	msg->hdr.class_version = SR_CM_CLASS_VERSION;
-	msg->hdr.method = attr_id == SR_CM_ATTR_CLASS_PORT_INFO ? SR_MAD_METHOD_GET
-								 : SR_MAD_METHOD_SEND;
+	msg->hdr.method = attr_id == SR_CM_ATTR_CLASS_PORT_INFO ? SR_MAD_METHOD_GET : SR_MAD_METHOD_SEND;
 	msg->hdr.tid = tid;
 	msg->hdr.attr_id = attr_id;
 }
@@ -399,8 +428,7 @@ int sr_cm_msg_decode(struct sr_cm_msg *msg, const uint8_t *buf, size_t len)
 		return -EMSGSIZE;
 	memset(msg, 0, sizeof(*msg));
 	sr_mad_hdr_decode(&msg->hdr, buf, len);
-	if (msg->hdr.base_version != SR_MAD_BASE_VERSION ||
-	    msg->hdr.mgmt_class != SR_MGMT_CLASS_CM ||
+	if (msg->hdr.base_version != SR_MAD_BASE_VERSION || msg->hdr.mgmt_class != SR_MGMT_CLASS_CM ||
 	    msg->hdr.class_version != SR_CM_CLASS_VERSION)
 		return -EPROTONOSUPPORT;
 	l = layout_of(msg->hdr.attr_id);
@@ -530,8 +558,7 @@ bool sr_cma_service_id_split(uint64_t sid, uint16_t *ps, uint16_t *port)
 {
 	uint64_t p = sid >> 16;
 
-	if (p != SR_RDMA_PS_TCP && p != SR_RDMA_PS_UDP && p != SR_RDMA_PS_IB &&
-	    p != SR_RDMA_PS_IPOIB)
+	if (p != SR_RDMA_PS_TCP && p != SR_RDMA_PS_UDP && p != SR_RDMA_PS_IB && p != SR_RDMA_PS_IPOIB)
 		return false;
 	if (ps)
 		*ps = (uint16_t)p;
@@ -592,8 +619,7 @@ int sr_cma_hdr_encode(const struct sr_cma_hdr *hdr, uint8_t *buf, size_t len)
 		return -EMSGSIZE;
 	if (hdr->ip_version != 4 && hdr->ip_version != 6)
 		return -EAFNOSUPPORT;
-	if (hdr->ip_version == 4 &&
-	    (!IN6_IS_ADDR_V4MAPPED(&hdr->src_addr) || !IN6_IS_ADDR_V4MAPPED(&hdr->dst_addr)))
+	if (hdr->ip_version == 4 && (!IN6_IS_ADDR_V4MAPPED(&hdr->src_addr) || !IN6_IS_ADDR_V4MAPPED(&hdr->dst_addr)))
 		return -EINVAL;
 	buf[CMA_OFF_VERSION] = SR_CMA_VERSION;
 	buf[CMA_OFF_IPVER] = (uint8_t)(hdr->ip_version << 4);

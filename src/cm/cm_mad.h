@@ -70,7 +70,7 @@
 
 #define SR_MAD_BYTES 256
 #define SR_MAD_HDR_BYTES 24
-#define SR_MAD_DATA_BYTES (SR_MAD_BYTES - SR_MAD_HDR_BYTES)  /* 232 */
+#define SR_MAD_DATA_BYTES (SR_MAD_BYTES - SR_MAD_HDR_BYTES) /* 232 */
 
 #define SR_MAD_BASE_VERSION 1
 #define SR_MGMT_CLASS_CM 0x07
@@ -79,7 +79,7 @@
 #define SR_MAD_METHOD_GET 0x01
 #define SR_MAD_METHOD_SET 0x02
 #define SR_MAD_METHOD_SEND 0x03
-#define SR_MAD_METHOD_RESP 0x80          /* the R bit */
+#define SR_MAD_METHOD_RESP 0x80 /* the R bit */
 #define SR_MAD_METHOD_GET_RESP 0x81
 
 /* MAD status (IBTA 13.4.7), for answering Get(ClassPortInfo) and friends. */
@@ -94,7 +94,7 @@ struct sr_mad_hdr {
 	uint8_t base_version;
 	uint8_t mgmt_class;
 	uint8_t class_version;
-	uint8_t method;           /* R bit included */
+	uint8_t method; /* R bit included */
 	uint16_t status;
 	uint16_t class_specific;
 	uint64_t tid;
@@ -114,8 +114,8 @@ enum sr_cm_attr {
 	SR_CM_ATTR_DREP = 0x0016,
 	SR_CM_ATTR_SIDR_REQ = 0x0017,
 	SR_CM_ATTR_SIDR_REP = 0x0018,
-	SR_CM_ATTR_LAP = 0x0019,          /* not implemented */
-	SR_CM_ATTR_APR = 0x001a,          /* not implemented */
+	SR_CM_ATTR_LAP = 0x0019, /* not implemented */
+	SR_CM_ATTR_APR = 0x001a, /* not implemented */
 };
 
 /* Private data sizes (bytes). */
@@ -142,7 +142,7 @@ enum sr_cm_attr {
 /* Which message a REJ or MRA answers. */
 #define SR_CM_MSG_REQ 0
 #define SR_CM_MSG_REP 1
-#define SR_CM_MSG_OTHER 2                  /* REJ: none/other; MRA: LAP */
+#define SR_CM_MSG_OTHER 2 /* REJ: none/other; MRA: LAP */
 
 /* REJ reasons (IBTA table 108; the kernel's enum ib_cm_rej_reason). */
 enum sr_cm_rej_reason {
@@ -173,7 +173,7 @@ enum sr_cm_rej_reason {
 	SR_CM_REJ_PORT_REDIRECT = 25,
 	SR_CM_REJ_INVALID_MTU = 26,
 	SR_CM_REJ_INSUFFICIENT_RESP_RESOURCES = 27,
-	SR_CM_REJ_CONSUMER_DEFINED = 28,       /* rdma_reject() */
+	SR_CM_REJ_CONSUMER_DEFINED = 28, /* rdma_reject() */
 	SR_CM_REJ_INVALID_RNR_RETRY = 29,
 	SR_CM_REJ_DUPLICATE_LOCAL_COMM_ID = 30,
 	SR_CM_REJ_INVALID_CLASS_VERSION = 31,
@@ -185,10 +185,10 @@ enum sr_cm_rej_reason {
 /* SIDR_REP status (IBTA table 120). */
 enum sr_cm_sidr_status {
 	SR_CM_SIDR_SUCCESS = 0,
-	SR_CM_SIDR_UNSUPPORTED = 1,            /* no such Service ID */
+	SR_CM_SIDR_UNSUPPORTED = 1, /* no such Service ID */
 	SR_CM_SIDR_REJECT = 2,
 	SR_CM_SIDR_NO_QP = 3,
-	SR_CM_SIDR_REDIRECT = 4,               /* ClassPortInfo in the info */
+	SR_CM_SIDR_REDIRECT = 4, /* ClassPortInfo in the info */
 	SR_CM_SIDR_UNSUPPORTED_VERSION = 5,
 };
 
@@ -198,13 +198,13 @@ struct sr_cm_path {
 	uint16_t remote_lid;
 	union ibv_gid local_gid;
 	union ibv_gid remote_gid;
-	uint32_t flow_label;               /* 20 bits */
-	uint8_t packet_rate;               /* 6 bits, enum ibv_rate */
+	uint32_t flow_label; /* 20 bits */
+	uint8_t packet_rate; /* 6 bits, enum ibv_rate */
 	uint8_t traffic_class;
 	uint8_t hop_limit;
-	uint8_t sl;                        /* 4 bits */
+	uint8_t sl; /* 4 bits */
 	bool subnet_local;
-	uint8_t local_ack_timeout;         /* 5 bits */
+	uint8_t local_ack_timeout; /* 5 bits */
 };
 
 struct sr_cm_req {
@@ -212,24 +212,24 @@ struct sr_cm_req {
 	uint64_t service_id;
 	uint64_t local_ca_guid;
 	uint32_t local_qkey;
-	uint32_t local_qpn;                /* 24 bits */
+	uint32_t local_qpn; /* 24 bits */
 	uint8_t responder_resources;
-	uint32_t local_eecn;               /* 24 bits */
+	uint32_t local_eecn; /* 24 bits */
 	uint8_t initiator_depth;
-	uint32_t remote_eecn;              /* 24 bits */
-	uint8_t remote_cm_response_timeout;    /* 5 bits */
-	uint8_t transport_service_type;    /* 2 bits, SR_CM_TST_* */
+	uint32_t remote_eecn;		    /* 24 bits */
+	uint8_t remote_cm_response_timeout; /* 5 bits */
+	uint8_t transport_service_type;	    /* 2 bits, SR_CM_TST_* */
 	bool end_to_end_flow_control;
-	uint32_t starting_psn;             /* 24 bits */
+	uint32_t starting_psn;		   /* 24 bits */
 	uint8_t local_cm_response_timeout; /* 5 bits */
-	uint8_t retry_count;               /* 3 bits */
+	uint8_t retry_count;		   /* 3 bits */
 	uint16_t pkey;
-	uint8_t path_mtu;                  /* 4 bits, enum ibv_mtu */
+	uint8_t path_mtu; /* 4 bits, enum ibv_mtu */
 	bool rdc_exists;
-	uint8_t rnr_retry_count;           /* 3 bits */
-	uint8_t max_cm_retries;            /* 4 bits */
+	uint8_t rnr_retry_count; /* 3 bits */
+	uint8_t max_cm_retries;	 /* 4 bits */
 	bool srq;
-	uint8_t extended_transport_type;   /* 3 bits, SR_CM_ETT_* */
+	uint8_t extended_transport_type; /* 3 bits, SR_CM_ETT_* */
 	struct sr_cm_path primary;
 	struct sr_cm_path alternate;
 	bool sap_supported;
@@ -239,17 +239,17 @@ struct sr_cm_req {
 struct sr_cm_mra {
 	uint32_t local_comm_id;
 	uint32_t remote_comm_id;
-	uint8_t message_mraed;             /* 2 bits, SR_CM_MSG_* */
-	uint8_t service_timeout;           /* 5 bits */
+	uint8_t message_mraed;	 /* 2 bits, SR_CM_MSG_* */
+	uint8_t service_timeout; /* 5 bits */
 	uint8_t private_data[SR_CM_MRA_PRIVATE_DATA];
 };
 
 struct sr_cm_rej {
 	uint32_t local_comm_id;
 	uint32_t remote_comm_id;
-	uint8_t message_rejected;          /* 2 bits, SR_CM_MSG_* */
-	uint8_t ari_length;                /* 7 bits, at most 72 */
-	uint16_t reason;                   /* enum sr_cm_rej_reason */
+	uint8_t message_rejected; /* 2 bits, SR_CM_MSG_* */
+	uint8_t ari_length;	  /* 7 bits, at most 72 */
+	uint16_t reason;	  /* enum sr_cm_rej_reason */
 	uint8_t ari[SR_CM_REJ_ARI_BYTES];
 	uint8_t private_data[SR_CM_REJ_PRIVATE_DATA];
 };
@@ -258,15 +258,15 @@ struct sr_cm_rep {
 	uint32_t local_comm_id;
 	uint32_t remote_comm_id;
 	uint32_t local_qkey;
-	uint32_t local_qpn;                /* 24 bits */
-	uint32_t local_eecn;               /* 24 bits */
-	uint32_t starting_psn;             /* 24 bits */
+	uint32_t local_qpn;    /* 24 bits */
+	uint32_t local_eecn;   /* 24 bits */
+	uint32_t starting_psn; /* 24 bits */
 	uint8_t responder_resources;
 	uint8_t initiator_depth;
-	uint8_t target_ack_delay;          /* 5 bits */
-	uint8_t failover_accepted;         /* 2 bits */
+	uint8_t target_ack_delay;  /* 5 bits */
+	uint8_t failover_accepted; /* 2 bits */
 	bool end_to_end_flow_control;
-	uint8_t rnr_retry_count;           /* 3 bits */
+	uint8_t rnr_retry_count; /* 3 bits */
 	bool srq;
 	uint64_t local_ca_guid;
 	uint8_t private_data[SR_CM_REP_PRIVATE_DATA];
@@ -281,7 +281,7 @@ struct sr_cm_rtu {
 struct sr_cm_dreq {
 	uint32_t local_comm_id;
 	uint32_t remote_comm_id;
-	uint32_t remote_qpn_eecn;          /* 24 bits */
+	uint32_t remote_qpn_eecn; /* 24 bits */
 	uint8_t private_data[SR_CM_DREQ_PRIVATE_DATA];
 };
 
@@ -300,12 +300,12 @@ struct sr_cm_sidr_req {
 
 struct sr_cm_sidr_rep {
 	uint32_t request_id;
-	uint8_t status;                    /* enum sr_cm_sidr_status */
-	uint8_t info_length;               /* at most 72 */
-	uint32_t qpn;                      /* 24 bits */
+	uint8_t status;	     /* enum sr_cm_sidr_status */
+	uint8_t info_length; /* at most 72 */
+	uint32_t qpn;	     /* 24 bits */
 	uint64_t service_id;
 	uint32_t qkey;
-	uint8_t info[SR_CM_SIDR_REP_INFO_BYTES];  /* ClassPortInfo when redirecting */
+	uint8_t info[SR_CM_SIDR_REP_INFO_BYTES]; /* ClassPortInfo when redirecting */
 	uint8_t private_data[SR_CM_SIDR_REP_PRIVATE_DATA];
 };
 
@@ -315,24 +315,24 @@ struct sr_class_port_info {
 	uint8_t base_version;
 	uint8_t class_version;
 	uint16_t capability_mask;
-	uint32_t capability_mask2;         /* 27 bits */
-	uint8_t resp_time_value;           /* 5 bits */
+	uint32_t capability_mask2; /* 27 bits */
+	uint8_t resp_time_value;   /* 5 bits */
 	union ibv_gid redirect_gid;
 	uint8_t redirect_tc;
-	uint8_t redirect_sl;               /* 4 bits */
-	uint32_t redirect_fl;              /* 20 bits */
+	uint8_t redirect_sl;  /* 4 bits */
+	uint32_t redirect_fl; /* 20 bits */
 	uint16_t redirect_lid;
 	uint16_t redirect_pkey;
-	uint32_t redirect_qp;              /* 24 bits */
+	uint32_t redirect_qp; /* 24 bits */
 	uint32_t redirect_qkey;
 	union ibv_gid trap_gid;
 	uint8_t trap_tc;
-	uint8_t trap_sl;                   /* 4 bits */
-	uint32_t trap_fl;                  /* 20 bits */
+	uint8_t trap_sl;  /* 4 bits */
+	uint32_t trap_fl; /* 20 bits */
 	uint16_t trap_lid;
 	uint16_t trap_pkey;
 	uint8_t trap_hl;
-	uint32_t trap_qp;                  /* 24 bits */
+	uint32_t trap_qp; /* 24 bits */
 	uint32_t trap_qkey;
 };
 
@@ -447,9 +447,9 @@ static inline uint16_t sr_roce_udp_sport_from_flow_label(uint32_t fl)
 
 /* The rdma_cm header at the start of REQ/SIDR_REQ private data. */
 struct sr_cma_hdr {
-	uint8_t ip_version;           /* 4 or 6 */
-	uint16_t src_port;            /* the active side's rdma_cm port */
-	struct in6_addr src_addr;     /* IPv4 as IPv4-mapped (::ffff:a.b.c.d) */
+	uint8_t ip_version;	  /* 4 or 6 */
+	uint16_t src_port;	  /* the active side's rdma_cm port */
+	struct in6_addr src_addr; /* IPv4 as IPv4-mapped (::ffff:a.b.c.d) */
 	struct in6_addr dst_addr;
 };
 

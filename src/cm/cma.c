@@ -190,9 +190,8 @@ void sr_cm_event_post(struct sr_cm_id *owner, struct sr_cm_event *e)
 	}
 }
 
-void sr_cm_fill_conn_param(struct sr_cm_event *e, const void *pdata, uint8_t len, uint8_t resp_res,
-			   uint8_t init_depth, bool flow_control, uint8_t retry, uint8_t rnr_retry, bool srq,
-			   uint32_t qpn)
+void sr_cm_fill_conn_param(struct sr_cm_event *e, const void *pdata, uint8_t len, uint8_t resp_res, uint8_t init_depth,
+			   bool flow_control, uint8_t retry, uint8_t rnr_retry, bool srq, uint32_t qpn)
 {
 	struct rdma_conn_param *p = &e->ev.param.conn;
 
@@ -340,8 +339,7 @@ SR_EXPORT const char *rdma_event_str(enum rdma_cm_event_type event)
 
 /* ---- ids ---- */
 
-struct sr_cm_id *sr_cm_id_alloc(struct sr_cm_chan *chan, void *context, enum rdma_port_space ps,
-				enum ibv_qp_type qpt)
+struct sr_cm_id *sr_cm_id_alloc(struct sr_cm_chan *chan, void *context, enum rdma_port_space ps, enum ibv_qp_type qpt)
 {
 	struct sr_cm_id *id = calloc(1, sizeof(*id));
 
@@ -509,9 +507,9 @@ static int sync_wait(struct sr_cm_id *c)
 		return -1;
 	c->id.event = ev;
 	if (ev->status) {
-		int err = ev->event == RDMA_CM_EVENT_REJECTED ? ECONNREFUSED
-			  : ev->status < 0			 ? -ev->status
-								 : ev->status;
+		int err = ev->event == RDMA_CM_EVENT_REJECTED ? ECONNREFUSED :
+			  ev->status < 0		      ? -ev->status :
+								ev->status;
 		return fail(err);
 	}
 	return 0;
@@ -983,7 +981,7 @@ SR_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_e
 	id->qp = qp;
 	id->qp_type = qp->qp_type;
 	return 0;
-err: {
+err : {
 	int e = errno;
 	destroy_cqs(id);
 	errno = e;
@@ -1274,7 +1272,8 @@ SR_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_p
 	}
 	if (conn_param->private_data_len &&
 	    (!conn_param->private_data ||
-	     conn_param->private_data_len > (ud ? SR_CM_SIDR_REQ_PRIVATE_DATA : SR_CM_REQ_PRIVATE_DATA) - SR_CMA_HDR_BYTES))
+	     conn_param->private_data_len >
+		     (ud ? SR_CM_SIDR_REQ_PRIVATE_DATA : SR_CM_REQ_PRIVATE_DATA) - SR_CMA_HDR_BYTES))
 		return fail(EINVAL);
 	ack_stored(c);
 	if (c->state != CM_ROUTE_RESOLVED)
@@ -1335,8 +1334,9 @@ SR_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_pa
 		return fail(EINVAL);
 	if (conn_param && conn_param->private_data_len &&
 	    (!conn_param->private_data ||
-	     (!sr_iwcm_id(c) && conn_param->private_data_len >
-		     (id->qp_type == IBV_QPT_UD ? SR_CM_SIDR_REP_PRIVATE_DATA : SR_CM_REP_PRIVATE_DATA))))
+	     (!sr_iwcm_id(c) &&
+	      conn_param->private_data_len >
+		      (id->qp_type == IBV_QPT_UD ? SR_CM_SIDR_REP_PRIVATE_DATA : SR_CM_REP_PRIVATE_DATA))))
 		return fail(EINVAL);
 	if (c->state == CM_LISTEN) {
 		return fail(EINVAL);
@@ -1458,26 +1458,27 @@ SR_EXPORT int rdma_disconnect(struct rdma_cm_id *id)
 	pthread_mutex_lock(&sr_cm.lock);
 	if (sr_iwcm_id(c))
 		err = -sr_iwcm_disconnect(c);
-	else switch (c->state) {
-	case CM_ESTABLISHED:
-	case CM_REP_SENT:
-		sr_cm_qp_to_err(c);
-		sr_cm_send_dreq(c);
-		break;
-	case CM_DREQ_RCVD:
-		sr_cm_qp_to_err(c);
-		sr_cm_send_drep(c);
-		c->state = CM_TIMEWAIT;
-		sr_cm_arm(c, CM_T_TIMEWAIT, 2 * sr_cm_timeout_ns(SR_CMA_PACKET_LIFETIME));
-		break;
-	case CM_DREQ_SENT:
-	case CM_TIMEWAIT:
-	case CM_DISCONNECTED:
-		sr_cm_qp_to_err(c);
-		break;
-	default:
-		err = EINVAL;
-	}
+	else
+		switch (c->state) {
+		case CM_ESTABLISHED:
+		case CM_REP_SENT:
+			sr_cm_qp_to_err(c);
+			sr_cm_send_dreq(c);
+			break;
+		case CM_DREQ_RCVD:
+			sr_cm_qp_to_err(c);
+			sr_cm_send_drep(c);
+			c->state = CM_TIMEWAIT;
+			sr_cm_arm(c, CM_T_TIMEWAIT, 2 * sr_cm_timeout_ns(SR_CMA_PACKET_LIFETIME));
+			break;
+		case CM_DREQ_SENT:
+		case CM_TIMEWAIT:
+		case CM_DISCONNECTED:
+			sr_cm_qp_to_err(c);
+			break;
+		default:
+			err = EINVAL;
+		}
 	pthread_mutex_unlock(&sr_cm.lock);
 	if (err)
 		return fail(err);
@@ -1647,8 +1648,8 @@ SR_EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res, 
 
 	if (!id || !res)
 		return fail(EINVAL);
-	if (rdma_create_id(NULL, &cid, NULL, res->ai_port_space ? (enum rdma_port_space)res->ai_port_space
-								: RDMA_PS_TCP))
+	if (rdma_create_id(NULL, &cid, NULL,
+			   res->ai_port_space ? (enum rdma_port_space)res->ai_port_space : RDMA_PS_TCP))
 		return -1;
 	if (res->ai_qp_type)
 		cid->qp_type = (enum ibv_qp_type)res->ai_qp_type;
@@ -1680,7 +1681,7 @@ SR_EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res, 
 	}
 	*id = cid;
 	return 0;
-err: {
+err : {
 	int e = errno;
 	rdma_destroy_id(cid);
 	errno = e;
@@ -1800,8 +1801,7 @@ SR_EXPORT int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr, 
 	return join(id, addr, RDMA_MC_JOIN_FLAG_FULLMEMBER, context);
 }
 
-SR_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *id, struct rdma_cm_join_mc_attr_ex *mc_join_attr,
-				     void *context)
+SR_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *id, struct rdma_cm_join_mc_attr_ex *mc_join_attr, void *context)
 {
 	if (!mc_join_attr || !(mc_join_attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_ADDRESS) ||
 	    (mc_join_attr->comp_mask & ~(RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS)))

@@ -111,7 +111,7 @@ static int tx_socket(bool v4)
 	}
 	*fdp = fd;
 	return fd;
-err: {
+err : {
 	int e = errno;
 	close(fd);
 	return -e;
@@ -356,9 +356,9 @@ int sr_cm_send_rej(struct sr_cm_id *id, uint16_t reason, const void *pdata, uint
 	sr_cm_msg_init(&m, SR_CM_ATTR_REJ, id->tid);
 	m.rej.local_comm_id = id->lcid;
 	m.rej.remote_comm_id = id->rcid;
-	m.rej.message_rejected = id->state == CM_REQ_RCVD ? SR_CM_MSG_REQ
-				 : id->state == CM_REP_RCVD || id->state == CM_REQ_SENT ? SR_CM_MSG_REP
-											: SR_CM_MSG_OTHER;
+	m.rej.message_rejected = id->state == CM_REQ_RCVD			      ? SR_CM_MSG_REQ :
+				 id->state == CM_REP_RCVD || id->state == CM_REQ_SENT ? SR_CM_MSG_REP :
+											SR_CM_MSG_OTHER;
 	m.rej.reason = reason;
 	if (reason == SR_CM_REJ_TIMEOUT) {
 		/* the ARI names our CA GUID, so that the daemon of a peer that
@@ -427,7 +427,6 @@ static void answer_stray(const struct sr_cm_msg *in, const struct sr_ipc_pkt *me
 	if (sr_cm_msg_encode(&m, mad, sizeof(mad)) > 0)
 		sr_cm_send_mad(&meta->dst, &meta->src, mad, meta->tclass);
 }
-
 
 /* ---- wills: the DREQ softrdmad sends for us if this process dies ---- */
 
@@ -603,8 +602,8 @@ static void on_req(const struct sr_cm_msg *m, const struct sr_ipc_pkt *meta)
 	c->rnr_retry_count = r->rnr_retry_count;
 	/* the REQ's path MTU is both sides' (IBTA 12.7.23), even above our
 	 * port's, as the kernel's CM takes it (cm_req_handler) */
-	c->mtu = r->path_mtu >= IBV_MTU_256 && r->path_mtu <= IBV_MTU_4096 ? (enum ibv_mtu)r->path_mtu
-									  : c->dev->active_mtu;
+	c->mtu = r->path_mtu >= IBV_MTU_256 && r->path_mtu <= IBV_MTU_4096 ? (enum ibv_mtu)r->path_mtu :
+									     c->dev->active_mtu;
 	c->flow_label = r->primary.flow_label;
 	/* the path is the REQ's, as the kernel's CM takes it */
 	c->tos = r->primary.traffic_class;
@@ -624,8 +623,8 @@ static void on_req(const struct sr_cm_msg *m, const struct sr_ipc_pkt *meta)
 	}
 	e->ev.listen_id = &l->id;
 	sr_cm_fill_conn_param(e, r->private_data + SR_CMA_HDR_BYTES, SR_CM_REQ_PRIVATE_DATA - SR_CMA_HDR_BYTES,
-			      r->initiator_depth, r->responder_resources, r->end_to_end_flow_control,
-			      r->retry_count, r->rnr_retry_count, r->srq, r->local_qpn);
+			      r->initiator_depth, r->responder_resources, r->end_to_end_flow_control, r->retry_count,
+			      r->rnr_retry_count, r->srq, r->local_qpn);
 	sr_cm_event_post(l, e);
 }
 
@@ -637,7 +636,8 @@ static void on_sidr_req(const struct sr_cm_msg *m, const struct sr_ipc_pkt *meta
 	uint8_t mad[SR_MAD_BYTES];
 
 	for (struct sr_cm_id *id = sr_cm.ids; id; id = id->next)
-		if (id->listener && id->rcid == r->request_id && !memcmp(&id->peer.sin6_addr, &meta->src.sin6_addr, 16)) {
+		if (id->listener && id->rcid == r->request_id &&
+		    !memcmp(&id->peer.sin6_addr, &meta->src.sin6_addr, 16)) {
 			if (id->state == CM_SIDR_DONE && id->mad_valid)
 				sr_cm_send_mad(&id->local, &id->peer, id->mad, id->tos);
 			return; /* duplicate */
@@ -714,8 +714,8 @@ static void on_rep(const struct sr_cm_msg *m)
 		id->state = CM_REP_RCVD;
 		if (e) {
 			sr_cm_fill_conn_param(e, r->private_data, SR_CM_REP_PRIVATE_DATA, r->initiator_depth,
-					      r->responder_resources, r->end_to_end_flow_control, 0,
-					      r->rnr_retry_count, r->srq, r->local_qpn);
+					      r->responder_resources, r->end_to_end_flow_control, 0, r->rnr_retry_count,
+					      r->srq, r->local_qpn);
 			sr_cm_event_post(id, e);
 		}
 		return;
@@ -735,8 +735,8 @@ static void on_rep(const struct sr_cm_msg *m)
 	}
 	if (e) {
 		sr_cm_fill_conn_param(e, r->private_data, SR_CM_REP_PRIVATE_DATA, r->initiator_depth,
-				      r->responder_resources, r->end_to_end_flow_control, 0, r->rnr_retry_count,
-				      r->srq, r->local_qpn);
+				      r->responder_resources, r->end_to_end_flow_control, 0, r->rnr_retry_count, r->srq,
+				      r->local_qpn);
 		sr_cm_event_post(id, e);
 	}
 }
@@ -825,8 +825,8 @@ static void on_rej(const struct sr_cm_msg *m)
 	default:
 		return;
 	}
-	if (id->state == CM_REQ_SENT && r->reason == SR_CM_REJ_INVALID_SERVICE_ID && id->mad_valid &&
-	    !id->destroyed && sr_cm_now() < id->give_up) {
+	if (id->state == CM_REQ_SENT && r->reason == SR_CM_REJ_INVALID_SERVICE_ID && id->mad_valid && !id->destroyed &&
+	    sr_cm_now() < id->give_up) {
 		/* Nobody listens for the service yet.  A server may tell its
 		 * port before it listens (qperf: rdma_bind_addr, the port to
 		 * the client over TCP, then rdma_listen), which the kernel's
@@ -935,8 +935,8 @@ static void on_sidr_rep(const struct sr_cm_msg *m)
 	id->state = CM_SIDR_DONE;
 	if (id->destroyed)
 		return;
-	struct sr_cm_event *e = sr_cm_event_new(id, r->status ? RDMA_CM_EVENT_UNREACHABLE : RDMA_CM_EVENT_ESTABLISHED,
-						r->status);
+	struct sr_cm_event *e =
+		sr_cm_event_new(id, r->status ? RDMA_CM_EVENT_UNREACHABLE : RDMA_CM_EVENT_ESTABLISHED, r->status);
 	if (!e)
 		return;
 	memcpy(e->pdata, r->private_data, SR_CM_SIDR_REP_PRIVATE_DATA);
@@ -1001,21 +1001,40 @@ static void cm_pkt(void *arg, const struct sr_ipc_pkt *meta, const uint8_t *data
 	}
 	if (sr_cm_msg_decode(&m, p.payload, SR_MAD_BYTES) || m.hdr.method != SR_MAD_METHOD_SEND) {
 		sr_cm_dbg("dropped a MAD of class %u attribute 0x%x method 0x%x", m.hdr.mgmt_class, m.hdr.attr_id,
-		    m.hdr.method);
+			  m.hdr.method);
 		goto out;
 	}
 	sr_cm_dbg("received %s", sr_cm_attr_name(m.hdr.attr_id) ? sr_cm_attr_name(m.hdr.attr_id) : "?");
 	switch (m.hdr.attr_id) {
-	case SR_CM_ATTR_REQ: on_req(&m, meta); break;
-	case SR_CM_ATTR_REP: on_rep(&m); break;
-	case SR_CM_ATTR_RTU: on_rtu(&m); break;
-	case SR_CM_ATTR_REJ: on_rej(&m); break;
-	case SR_CM_ATTR_MRA: on_mra(&m); break;
-	case SR_CM_ATTR_DREQ: on_dreq(&m, meta); break;
-	case SR_CM_ATTR_DREP: on_drep(&m); break;
-	case SR_CM_ATTR_SIDR_REQ: on_sidr_req(&m, meta); break;
-	case SR_CM_ATTR_SIDR_REP: on_sidr_rep(&m); break;
-	default: break;
+	case SR_CM_ATTR_REQ:
+		on_req(&m, meta);
+		break;
+	case SR_CM_ATTR_REP:
+		on_rep(&m);
+		break;
+	case SR_CM_ATTR_RTU:
+		on_rtu(&m);
+		break;
+	case SR_CM_ATTR_REJ:
+		on_rej(&m);
+		break;
+	case SR_CM_ATTR_MRA:
+		on_mra(&m);
+		break;
+	case SR_CM_ATTR_DREQ:
+		on_dreq(&m, meta);
+		break;
+	case SR_CM_ATTR_DREP:
+		on_drep(&m);
+		break;
+	case SR_CM_ATTR_SIDR_REQ:
+		on_sidr_req(&m, meta);
+		break;
+	case SR_CM_ATTR_SIDR_REP:
+		on_sidr_rep(&m);
+		break;
+	default:
+		break;
 	}
 out:
 	pthread_mutex_unlock(&sr_cm.lock);
@@ -1120,7 +1139,7 @@ static void daemon_lost(void)
 		if (id->destroyed || id->removed || sr_iwcm_id(id))
 			continue;
 		if (!id->dev && id->state != CM_LISTEN && !id->lcid)
-			continue;  /* bound to nothing of the daemon's */
+			continue; /* bound to nothing of the daemon's */
 		id->removed = true;
 		if (id->timer == CM_T_RETRY)
 			id->timer = CM_T_NONE;
@@ -1130,8 +1149,10 @@ static void daemon_lost(void)
 			n++;
 		}
 	}
-	fprintf(stderr, "softrdma: lost the connection to softrdmad: %u rdma_cm id(s) on RoCE get "
-			"RDMA_CM_EVENT_DEVICE_REMOVAL\n", n);
+	fprintf(stderr,
+		"softrdma: lost the connection to softrdmad: %u rdma_cm id(s) on RoCE get "
+		"RDMA_CM_EVENT_DEVICE_REMOVAL\n",
+		n);
 }
 
 /* Watch fd for events (EPOLLIN, EPOLLOUT) in the CM thread; 0 stops. */
@@ -1201,7 +1222,7 @@ int sr_cm_engine_start(void)
 	sr_cm.tx4 = sr_cm.tx6 = -1;
 	/* for tests and impatient users: how long a dead peer takes to notice */
 	sr_cm.response_timeout = (uint8_t)sr_env_range("SOFTRDMA_CM_RESPONSE_TIMEOUT", SR_CMA_RESPONSE_TIMEOUT, 31,
-						      "a CM timeout exponent");
+						       "a CM timeout exponent");
 	sr_cm.max_cm_retries = (uint8_t)sr_env_range("SOFTRDMA_CM_RETRIES", SR_CMA_MAX_CM_RETRIES, 15, "retries");
 	sr_cm.connect_retry_ns =
 		(uint64_t)sr_env_range("SOFTRDMA_CM_CONNECT_RETRY_MS", 1000, 600000, "milliseconds") * 1000000ull;

@@ -117,16 +117,15 @@ static enum sr_mpa_rtr our_rtr(void)
 		else if (s && !strcmp(s, "read"))
 			env_rtr = SR_MPA_RTR_READ;
 		else if (s && *s && strcmp(s, "none"))
-			fprintf(stderr, "softrdma: SOFTRDMA_IW_RTR=%s: expected none, send, write or read; using none\n",
-				s);
+			fprintf(stderr,
+				"softrdma: SOFTRDMA_IW_RTR=%s: expected none, send, write or read; using none\n", s);
 	}
 	return (enum sr_mpa_rtr)env_rtr;
 }
 
 /* ---- helpers ---- */
 
-static struct sr_cm_event *post(struct sr_cm_id *c, struct sr_cm_id *owner, enum rdma_cm_event_type type,
-				int status)
+static struct sr_cm_event *post(struct sr_cm_id *c, struct sr_cm_id *owner, enum rdma_cm_event_type type, int status)
 {
 	struct sr_cm_event *e;
 
@@ -291,8 +290,8 @@ static void fill_conn(struct sr_cm_event *e, const struct sr_mpa_rr *rr, uint16_
 {
 	/* rdma_cm's iWARP mapping: initiator_depth <- IRD, responder_resources <- ORD */
 	sr_cm_fill_conn_param(e, rr ? rr->pd : NULL, rr ? (uint8_t)(rr->pd_len > 255 ? 255 : rr->pd_len) : 0,
-			      (uint8_t)(ord > 255 ? 255 : ord), (uint8_t)(ird > 255 ? 255 : ird), false, 0, 0,
-			      false, 0);
+			      (uint8_t)(ord > 255 ? 255 : ord), (uint8_t)(ird > 255 ? 255 : ird), false, 0, 0, false,
+			      0);
 }
 
 /* ---- listening ---- */
@@ -504,8 +503,8 @@ static void request_done(struct sr_cm_id *c)
 	e->ev.listen_id = &l->id;
 	/* the kernel's iWARP CONNECT_REQUEST: initiator_depth <- the peer's
 	 * IRD, responder_resources <- the peer's ORD */
-	sr_cm_fill_conn_param(e, rr.pd, (uint8_t)(rr.pd_len > 255 ? 255 : rr.pd_len), c->resp_res, c->init_depth,
-			      false, 0, 0, false, 0);
+	sr_cm_fill_conn_param(e, rr.pd, (uint8_t)(rr.pd_len > 255 ? 255 : rr.pd_len), c->resp_res, c->init_depth, false,
+			      0, 0, false, 0);
 	sr_cm_event_post(l, e);
 	return;
 drop:
@@ -565,9 +564,9 @@ static void connect_failed(struct sr_cm_id *c, int err)
 	sr_cm_qp_to_err(c);
 	c->state = CM_DISCONNECTED;
 	post(c, c,
-	     err == -ECONNREFUSED || err == -ECONNRESET ? RDMA_CM_EVENT_REJECTED
-	     : err == -ETIMEDOUT			  ? RDMA_CM_EVENT_UNREACHABLE
-							  : RDMA_CM_EVENT_CONNECT_ERROR,
+	     err == -ECONNREFUSED || err == -ECONNRESET ? RDMA_CM_EVENT_REJECTED :
+	     err == -ETIMEDOUT				? RDMA_CM_EVENT_UNREACHABLE :
+							  RDMA_CM_EVENT_CONNECT_ERROR,
 	     err);
 }
 
@@ -775,8 +774,7 @@ int sr_iwcm_accept(struct sr_cm_id *c, const struct rdma_conn_param *p)
 	rr.rev = c->iw_rev;
 	rr.crc = c->iw_crc;
 	if (c->iw_enhanced)
-		sr_mpa_rr_set_v2(&rr, ird, ord, c->iw_rtr != SR_MPA_RTR_NONE,
-				 c->iw_rtr ? 1u << c->iw_rtr : 0);
+		sr_mpa_rr_set_v2(&rr, ird, ord, c->iw_rtr != SR_MPA_RTR_NONE, c->iw_rtr ? 1u << c->iw_rtr : 0);
 	rr.pd = p ? p->private_data : NULL;
 	rr.pd_len = p && p->private_data ? p->private_data_len : 0;
 	n = sr_mpa_rr_build(buf, sizeof(buf), &rr);

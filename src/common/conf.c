@@ -57,12 +57,18 @@
 int sr_mtu_bytes_to_enum(int bytes)
 {
 	switch (bytes) {
-	case 256: return 1;
-	case 512: return 2;
-	case 1024: return 3;
-	case 2048: return 4;
-	case 4096: return 5;
-	default: return 0;
+	case 256:
+		return 1;
+	case 512:
+		return 2;
+	case 1024:
+		return 3;
+	case 2048:
+		return 4;
+	case 4096:
+		return 5;
+	default:
+		return 0;
 	}
 }
 
@@ -159,8 +165,8 @@ static const char *home_dir(char *buf, size_t len)
 	if (h && h[0] == '/')
 		return h;
 	/* The _r variant: libibverbs may run this in several threads. */
-	if (!getpwuid_r(getuid(), &pwbuf, tmp, sizeof(tmp), &pw) && pw && pw->pw_dir &&
-	    pw->pw_dir[0] == '/' && strlen(pw->pw_dir) < len) {
+	if (!getpwuid_r(getuid(), &pwbuf, tmp, sizeof(tmp), &pw) && pw && pw->pw_dir && pw->pw_dir[0] == '/' &&
+	    strlen(pw->pw_dir) < len) {
 		snprintf(buf, len, "%s", pw->pw_dir);
 		return buf;
 	}
@@ -256,15 +262,21 @@ struct parser {
 	const char *path;
 	unsigned line;
 	struct sr_conf *conf;
-	struct sr_conf_device *dev;  /* section being filled, NULL before the first */
+	struct sr_conf_device *dev; /* section being filled, NULL before the first */
 	unsigned dev_line;
-	unsigned seen;               /* keys given in the current section (bits) */
+	unsigned seen; /* keys given in the current section (bits) */
 };
 
-enum { SEEN_CRC = 1, SEEN_TYPE = 2, SEEN_NETDEV = 4, SEEN_MTU = 8, SEEN_LOOPBACK = 16, SEEN_FAULTS = 32 };
+enum {
+	SEEN_CRC = 1,
+	SEEN_TYPE = 2,
+	SEEN_NETDEV = 4,
+	SEEN_MTU = 8,
+	SEEN_LOOPBACK = 16,
+	SEEN_FAULTS = 32
+};
 
-static int perr(struct parser *p, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+static int perr(struct parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static int perr(struct parser *p, const char *fmt, ...)
 {
@@ -367,8 +379,8 @@ static int parse_section(struct parser *p, char *s)
 	if (rc)
 		return rc;
 	if (!sr_conf_valid_name(name))
-		return perr(p, "bad device name '%s' (1-%d characters of A-Z a-z 0-9 _ . -)",
-			    SHOWN(name), SR_DEVNAME_MAX - 1);
+		return perr(p, "bad device name '%s' (1-%d characters of A-Z a-z 0-9 _ . -)", SHOWN(name),
+			    SR_DEVNAME_MAX - 1);
 	if (sr_conf_find(p->conf, name))
 		return perr(p, "duplicate device name '%s'", name);
 	if (p->conf->ndev >= SR_MAX_DEVICES)
@@ -407,7 +419,8 @@ static int parse_setting(struct parser *p, char *s)
 			return parse_faults(p, val, p->conf->faults, sizeof(p->conf->faults));
 		}
 		if (strcmp(key, "crc"))
-			return perr(p, "unknown key '%s' (before the first [device] only 'crc' and 'faults' are allowed)",
+			return perr(p,
+				    "unknown key '%s' (before the first [device] only 'crc' and 'faults' are allowed)",
 				    SHOWN(key));
 		if (p->seen & SEEN_CRC)
 			return perr(p, "'crc' given twice");
@@ -584,8 +597,7 @@ static int validate(const struct sr_conf *conf)
 
 		if (!memchr(d->name, 0, sizeof(d->name)) || !sr_conf_valid_name(d->name) ||
 		    !memchr(d->netdev, 0, sizeof(d->netdev)) || !valid_netdev(d->netdev) ||
-		    (d->type != SR_DEV_ROCE && d->type != SR_DEV_IWARP) ||
-		    (d->mtu && !sr_mtu_bytes_to_enum(d->mtu)))
+		    (d->type != SR_DEV_ROCE && d->type != SR_DEV_IWARP) || (d->mtu && !sr_mtu_bytes_to_enum(d->mtu)))
 			return -EINVAL;
 		for (int j = 0; j < i; j++)
 			if (!strcmp(conf->dev[j].name, d->name))
@@ -607,8 +619,7 @@ int sr_conf_write(const struct sr_conf *conf, FILE *f)
 	for (int i = 0; i < conf->ndev; i++) {
 		const struct sr_conf_device *d = &conf->dev[i];
 
-		fprintf(f, "\n[%s]\ntype = %s\nnetdev = %s\n", d->name,
-			sr_dev_type_name(d->type), d->netdev);
+		fprintf(f, "\n[%s]\ntype = %s\nnetdev = %s\n", d->name, sr_dev_type_name(d->type), d->netdev);
 		if (d->mtu)
 			fprintf(f, "mtu = %d\n", d->mtu);
 		if (d->loopback >= 0)

@@ -22,24 +22,24 @@ enum sr_dev_type {
 };
 
 struct sr_conf_device {
-	char name[SR_DEVNAME_MAX];   /* e.g. "rxe0", "siw0" */
-	char netdev[IFNAMSIZ];       /* e.g. "eth0", "lo" */
+	char name[SR_DEVNAME_MAX]; /* e.g. "rxe0", "siw0" */
+	char netdev[IFNAMSIZ];	   /* e.g. "eth0", "lo" */
 	enum sr_dev_type type;
-	int mtu;                     /* IB MTU in bytes (256..4096) cap, 0 = follow netdev */
-	int loopback;                /* "loopback =" in the file: 1 on, 0 off, -1 not given */
-	bool lo_addrs;               /* in force: the GID table also holds the loopback
+	int mtu;			/* IB MTU in bytes (256..4096) cap, 0 = follow netdev */
+	int loopback;			/* "loopback =" in the file: 1 on, 0 off, -1 not given */
+	bool lo_addrs;			/* in force: the GID table also holds the loopback
 	                              * addresses (127.0.0.1, ::1); see sr_conf_finish */
 	char faults[SR_FAULT_SPEC_MAX]; /* "faults =": fault injection for this device
 	                              * (canonical text, "" = not given: the global one) */
 };
 
 struct sr_conf {
-	bool crc;                    /* ICRC / MPA CRC on (default true) */
+	bool crc;			/* ICRC / MPA CRC on (default true) */
 	char faults[SR_FAULT_SPEC_MAX]; /* global "faults =" (common/fault_spec.h), "" = none */
 	int ndev;
 	struct sr_conf_device dev[SR_MAX_DEVICES];
-	bool is_default;             /* no configuration file existed: built-in default */
-	char path[PATH_MAX];         /* file this was read from / will be saved to */
+	bool is_default;     /* no configuration file existed: built-in default */
+	char path[PATH_MAX]; /* file this was read from / will be saved to */
 };
 
 /* Path of the configuration file in force: $SOFTRDMA_CONF, else
@@ -72,14 +72,14 @@ int sr_mtu_enum_to_bytes(int mtu_enum);
 struct sr_netdev_info {
 	char name[IFNAMSIZ];
 	int ifindex;
-	unsigned int flags;          /* IFF_* */
-	int mtu;                     /* netdev MTU in bytes */
+	unsigned int flags; /* IFF_* */
+	int mtu;	    /* netdev MTU in bytes */
 	uint8_t mac[6];
 	int naddr;
 	struct {
-		int family;          /* AF_INET or AF_INET6 */
-		struct in6_addr addr;/* IPv4 stored as IPv4-mapped ::ffff:a.b.c.d */
-	} addr[SR_MAX_ADDRS];        /* IPv4 first (in kernel order), then IPv6 */
+		int family;	      /* AF_INET or AF_INET6 */
+		struct in6_addr addr; /* IPv4 stored as IPv4-mapped ::ffff:a.b.c.d */
+	} addr[SR_MAX_ADDRS];	      /* IPv4 first (in kernel order), then IPv6 */
 };
 
 /* Query a network interface by name. Returns 0 or -ENODEV. */

@@ -10,8 +10,8 @@
 #include <string.h>
 
 const char *const sr_fault_kind_names[SR_FAULT_NKINDS] = {
-	[SR_FAULT_DROP] = "drop",       [SR_FAULT_DUP] = "dup",       [SR_FAULT_REORDER] = "reorder",
-	[SR_FAULT_CORRUPT] = "corrupt", [SR_FAULT_RESET] = "reset",   [SR_FAULT_TRUNCATE] = "truncate",
+	[SR_FAULT_DROP] = "drop",	[SR_FAULT_DUP] = "dup",	    [SR_FAULT_REORDER] = "reorder",
+	[SR_FAULT_CORRUPT] = "corrupt", [SR_FAULT_RESET] = "reset", [SR_FAULT_TRUNCATE] = "truncate",
 };
 
 static int bad(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -136,8 +136,10 @@ static int parse_item(char *item, struct sr_fault_spec *s, unsigned *seen, char 
 		if (r == -ERANGE)
 			return bad(err, errlen, "%s=%s: more than 100%%", key, val);
 		if (r)
-			return bad(err, errlen, "%s=%s: expected a percentage from 0 to 100 (e.g. 5%% or 0.25%%, at most four decimals)",
-				   key, val);
+			return bad(
+				err, errlen,
+				"%s=%s: expected a percentage from 0 to 100 (e.g. 5%% or 0.25%%, at most four decimals)",
+				key, val);
 	} else if (!strcmp(key, "seed")) {
 		k = SR_FAULT_NKINDS;
 		if (!strcmp(val, "random"))
@@ -280,7 +282,8 @@ void sr_fault_spec_format(const struct sr_fault_spec *s, char *buf, size_t len)
 	if (s->seed_random)
 		off += (size_t)snprintf(buf + off, off < len ? len - off : 0, "%sseed=random", off ? "," : "");
 	else
-		off += (size_t)snprintf(buf + off, off < len ? len - off : 0, "%sseed=%" PRIu64, off ? "," : "", s->seed);
+		off += (size_t)snprintf(buf + off, off < len ? len - off : 0, "%sseed=%" PRIu64, off ? "," : "",
+					s->seed);
 	if (s->rto_ms != SR_FAULT_RTO_DEFAULT_MS)
 		off += (size_t)snprintf(buf + off, off < len ? len - off : 0, ",rto=%ums", s->rto_ms);
 	if (s->delay_ns) {

@@ -13,18 +13,18 @@
 /* What can happen to one datagram (RoCE) or FPDU (iWARP).  The order is
  * that of the counters in common/stats.h. */
 enum sr_fault_kind {
-	SR_FAULT_DROP,      /* RoCE: not sent; iWARP: the stream stalls rto ms (TCP's retransmission) */
-	SR_FAULT_DUP,       /* RoCE: sent twice */
-	SR_FAULT_REORDER,   /* RoCE: sent after the QP's next datagram */
-	SR_FAULT_CORRUPT,   /* one bit flipped after the ICRC / MPA CRC was computed */
-	SR_FAULT_RESET,     /* iWARP: the connection is reset (RST) instead */
-	SR_FAULT_TRUNCATE,  /* iWARP: part of the FPDU, then the stream ends (FIN) */
+	SR_FAULT_DROP,	   /* RoCE: not sent; iWARP: the stream stalls rto ms (TCP's retransmission) */
+	SR_FAULT_DUP,	   /* RoCE: sent twice */
+	SR_FAULT_REORDER,  /* RoCE: sent after the QP's next datagram */
+	SR_FAULT_CORRUPT,  /* one bit flipped after the ICRC / MPA CRC was computed */
+	SR_FAULT_RESET,	   /* iWARP: the connection is reset (RST) instead */
+	SR_FAULT_TRUNCATE, /* iWARP: part of the FPDU, then the stream ends (FIN) */
 	SR_FAULT_NKINDS,
 	SR_FAULT_PASS = SR_FAULT_NKINDS,
 };
 
 #define SR_FAULT_MASK(k) (1u << (k))
-#define SR_FAULT_ROCE_KINDS                                                                            \
+#define SR_FAULT_ROCE_KINDS                                                                             \
 	(SR_FAULT_MASK(SR_FAULT_DROP) | SR_FAULT_MASK(SR_FAULT_DUP) | SR_FAULT_MASK(SR_FAULT_REORDER) | \
 	 SR_FAULT_MASK(SR_FAULT_CORRUPT))
 #define SR_FAULT_IWARP_KINDS                                                                              \
@@ -34,16 +34,16 @@ enum sr_fault_kind {
 /* Rates are in millionths (1% = 10000): percentages with up to four
  * decimals are exact. */
 #define SR_FAULT_SCALE 1000000u
-#define SR_FAULT_RTO_DEFAULT_MS 200u /* Linux's TCP_RTO_MIN */
-#define SR_FAULT_SPEC_MAX 256        /* longest text kept (configuration) */
+#define SR_FAULT_RTO_DEFAULT_MS 200u	     /* Linux's TCP_RTO_MIN */
+#define SR_FAULT_SPEC_MAX 256		     /* longest text kept (configuration) */
 #define SR_FAULT_DELAY_MAX_NS 10000000000ull /* 10 s */
 
 struct sr_fault_spec {
 	uint32_t rate[SR_FAULT_NKINDS];
-	bool any;                        /* some rate is not 0 */
+	bool any; /* some rate is not 0 */
 	uint64_t seed;
-	bool seed_random;                /* "seed=random": the library draws one */
-	uint32_t rto_ms;                 /* iWARP: how long a dropped FPDU stalls the stream */
+	bool seed_random; /* "seed=random": the library draws one */
+	uint32_t rto_ms;  /* iWARP: how long a dropped FPDU stalls the stream */
 	/* Every unit that is sent waits delay_ns +- up to jitter_ns (uniform,
 	 * jitter_ns <= delay_ns), never overtaking one sent before it. */
 	uint64_t delay_ns, jitter_ns;

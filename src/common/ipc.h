@@ -29,36 +29,36 @@
 /* Abstract socket name (leading NUL not included here). $SOFTRDMA_DAEMON_SOCK overrides. */
 #define SR_IPC_SOCK_NAME "softrdmad-v1"
 #define SR_ROCE_UDP_PORT 4791
-#define SR_IPC_MAX_PKT 9216  /* largest datagram forwarded */
+#define SR_IPC_MAX_PKT 9216 /* largest datagram forwarded */
 /* Largest IPC message either side sends (a PKT carrying SR_IPC_MAX_PKT
  * bytes); STATUS text is cut to fit.  Receivers size buffers by it. */
 #define SR_IPC_MAX_MSG (sizeof(struct sr_ipc_hdr) + sizeof(struct sr_ipc_pkt) + SR_IPC_MAX_PKT)
 
 enum sr_ipc_type {
-	SR_IPC_HELLO = 1,     /* c->d: body sr_ipc_hello; reply SR_IPC_REPLY (val = daemon pid) */
-	SR_IPC_ALLOC_QPN,     /* c->d: body sr_ipc_qpn (qpn ignored); reply val = qpn or -errno */
-	SR_IPC_FREE_QPN,      /* c->d: body sr_ipc_qpn; reply val = 0 or -errno */
-	SR_IPC_CLAIM_QP1,     /* c->d: become the receiver of the QP1 (GSI) traffic that CM
+	SR_IPC_HELLO = 1, /* c->d: body sr_ipc_hello; reply SR_IPC_REPLY (val = daemon pid) */
+	SR_IPC_ALLOC_QPN, /* c->d: body sr_ipc_qpn (qpn ignored); reply val = qpn or -errno */
+	SR_IPC_FREE_QPN,  /* c->d: body sr_ipc_qpn; reply val = 0 or -errno */
+	SR_IPC_CLAIM_QP1, /* c->d: become the receiver of the QP1 (GSI) traffic that CM
 	                       * routing does not take (below); reply 0 or -EBUSY */
-	SR_IPC_PKT,           /* both ways: body sr_ipc_pkt + datagram.  d->c: deliver;
+	SR_IPC_PKT,	  /* both ways: body sr_ipc_pkt + datagram.  d->c: deliver;
 	                       * c->d: a datagram the client received on a per-flow
 	                       * socket but does not own: route it by QPN. No reply. */
-	SR_IPC_REPLY,         /* d->c: body sr_ipc_reply */
-	SR_IPC_STATUS,        /* c->d: reply is SR_IPC_REPLY with val = number of clients,
+	SR_IPC_REPLY,	  /* d->c: body sr_ipc_reply */
+	SR_IPC_STATUS,	  /* c->d: reply is SR_IPC_REPLY with val = number of clients,
 	                       * followed by text (status report) in the same message */
 	/* Connection management (QP1 shared host-wide; see "CM routing" below). */
 	SR_IPC_ALLOC_COMM_ID = 8, /* c->d: no body; reply val = a CM Communication ID
 	                           * (1 .. 0xffffffff, host order) or -errno */
 	SR_IPC_FREE_COMM_ID = 9,  /* c->d: body sr_ipc_comm_id; reply 0 or -errno */
-	SR_IPC_LISTEN = 10,       /* c->d: body sr_ipc_listen; reply 0 or -errno */
-	SR_IPC_UNLISTEN = 11,     /* c->d: body sr_ipc_listen; reply 0 or -errno */
-	SR_IPC_CM_WILL = 12,      /* c->d: body sr_ipc_cm_will; reply 0 or -errno (see "CM wills") */
+	SR_IPC_LISTEN = 10,	  /* c->d: body sr_ipc_listen; reply 0 or -errno */
+	SR_IPC_UNLISTEN = 11,	  /* c->d: body sr_ipc_listen; reply 0 or -errno */
+	SR_IPC_CM_WILL = 12,	  /* c->d: body sr_ipc_cm_will; reply 0 or -errno (see "CM wills") */
 	/* UD multicast (see "Multicast" below). */
-	SR_IPC_MCAST_JOIN = 13,   /* c->d: body sr_ipc_mcast; reply 0 or -errno */
-	SR_IPC_MCAST_LEAVE = 14,  /* c->d: body sr_ipc_mcast; reply 0 or -errno */
+	SR_IPC_MCAST_JOIN = 13,	 /* c->d: body sr_ipc_mcast; reply 0 or -errno */
+	SR_IPC_MCAST_LEAVE = 14, /* c->d: body sr_ipc_mcast; reply 0 or -errno */
 	/* UDP source ports of QPs (see "Ports" below). */
-	SR_IPC_QP_PORT = 15,      /* c->d: body sr_ipc_qp_port; reply 0 or -errno */
-	SR_IPC_QP_PORT_GET = 16,  /* c->d: body sr_ipc_qp_port (port 0); reply val = the port or -errno */
+	SR_IPC_QP_PORT = 15,	 /* c->d: body sr_ipc_qp_port; reply 0 or -errno */
+	SR_IPC_QP_PORT_GET = 16, /* c->d: body sr_ipc_qp_port (port 0); reply val = the port or -errno */
 };
 
 /* Rules softrdmad follows (and clients rely on):
@@ -174,8 +174,8 @@ enum sr_ipc_type {
 
 struct sr_ipc_hdr {
 	uint16_t type;
-	uint16_t version;     /* SR_IPC_VERSION */
-	uint32_t len;         /* bytes of body following this header */
+	uint16_t version; /* SR_IPC_VERSION */
+	uint32_t len;	  /* bytes of body following this header */
 };
 
 struct sr_ipc_hello {
@@ -184,7 +184,7 @@ struct sr_ipc_hello {
 
 struct sr_ipc_qpn {
 	uint32_t qpn;
-	uint32_t qp_type;     /* enum ibv_qp_type, informational */
+	uint32_t qp_type; /* enum ibv_qp_type, informational */
 };
 
 struct sr_ipc_reply {
@@ -192,19 +192,19 @@ struct sr_ipc_reply {
 };
 
 struct sr_ipc_comm_id {
-	uint32_t comm_id;     /* host order, as ALLOC_COMM_ID returned it */
-	uint32_t pad;         /* 0 */
+	uint32_t comm_id; /* host order, as ALLOC_COMM_ID returned it */
+	uint32_t pad;	  /* 0 */
 };
 
 struct sr_ipc_listen {
-	uint64_t service_id;  /* host order (the wire carries it big-endian) */
+	uint64_t service_id; /* host order (the wire carries it big-endian) */
 	/* Local address the listener is bound to.  sin6_family 0, or the
 	 * address :: = every local address (IPv4 and IPv6); ::ffff:0.0.0.0 =
 	 * every IPv4 address; anything else (IPv4 as IPv4-mapped) = that
 	 * address only.  A struct sockaddr_in (AF_INET) stored here is
 	 * accepted too.  Port and scope are ignored. */
 	struct sockaddr_in6 local;
-	uint32_t flags;       /* 0; anything else -EINVAL */
+	uint32_t flags; /* 0; anything else -EINVAL */
 	uint32_t pad;
 };
 
@@ -222,7 +222,7 @@ struct sr_ipc_listen {
  * idle-exit before they are out). */
 struct sr_ipc_cm_will {
 	uint32_t comm_id;
-	uint32_t len;              /* 256, or 0 to withdraw */
+	uint32_t len;		   /* 256, or 0 to withdraw */
 	struct sockaddr_in6 local; /* IPv4 as IPv4-mapped */
 	struct sockaddr_in6 peer;
 	uint8_t mad[256];
@@ -257,12 +257,12 @@ struct sr_ipc_cm_will {
  *    bound the host; its UDP 4791 sockets receive the groups because
  *    IP_MULTICAST_ALL / IPV6_MULTICAST_ALL are on (the Linux default). */
 struct sr_ipc_mcast {
-	struct in6_addr group;     /* IPv4 as IPv4-mapped */
-	int32_t ifindex;           /* interface to join on: the device's netdev */
-	uint32_t flags;            /* 0 */
+	struct in6_addr group; /* IPv4 as IPv4-mapped */
+	int32_t ifindex;       /* interface to join on: the device's netdev */
+	uint32_t flags;	       /* 0 */
 };
 
-#define SR_MCAST_QPN 0xffffffu     /* BTH DestQP of every multicast datagram */
+#define SR_MCAST_QPN 0xffffffu /* BTH DestQP of every multicast datagram */
 
 /* Ports.  A QP sends from a random UDP port (roce/sockets.c), and a peer's
  * flow socket is connected to that port once its first packet came.  For
@@ -290,11 +290,11 @@ static inline bool sr_in6_is_mcast(const struct in6_addr *a)
 }
 
 struct sr_ipc_pkt {
-	struct sockaddr_in6 src;   /* sender; IPv4 as IPv4-mapped IPv6 */
-	struct sockaddr_in6 dst;   /* local address the datagram was sent to (port 4791) */
-	uint32_t len;              /* datagram (UDP payload) length that follows */
-	uint8_t tclass; /* the IPv4 TOS / IPv6 traffic class it arrived with */
-	uint8_t pad[3]; /* 0 */
+	struct sockaddr_in6 src; /* sender; IPv4 as IPv4-mapped IPv6 */
+	struct sockaddr_in6 dst; /* local address the datagram was sent to (port 4791) */
+	uint32_t len;		 /* datagram (UDP payload) length that follows */
+	uint8_t tclass;		 /* the IPv4 TOS / IPv6 traffic class it arrived with */
+	uint8_t pad[3];		 /* 0 */
 };
 
 #endif

@@ -80,9 +80,9 @@ struct sr_daemon_conn {
 	struct waiter *head, **tail;
 	bool reader_busy;
 	pthread_t reader;
-	bool read_again;     /* readiness reported while another thread read */
+	bool read_again; /* readiness reported while another thread read */
 	bool dead;
-	struct rxbatch *rx;  /* the outermost reader's buffers */
+	struct rxbatch *rx; /* the outermost reader's buffers */
 };
 
 static void complete_all_locked(struct sr_daemon_conn *c, int64_t val)
@@ -183,7 +183,7 @@ static int read_batch(struct sr_daemon_conn *c, const struct rxbuf *b, bool bloc
 	/* Every protocol message has a header, so an empty one is EOF. */
 	for (valid = 0; valid < got && b->mh[valid].msg_len; valid++)
 		if (b->mh[valid].msg_hdr.msg_flags & MSG_TRUNC)
-			b->mh[valid].msg_len = 1;  /* fails msg_type() */
+			b->mh[valid].msg_len = 1; /* fails msg_type() */
 	/* Replies first: the packet callback may call sr_daemon_call, whose
 	 * nested read takes later messages off the socket, and a reply still
 	 * sitting unprocessed in this batch would then be matched out of
@@ -273,8 +273,8 @@ static int send_errno(int e)
 	return e == ECONNRESET || e == ENOTCONN || e == ECONNREFUSED ? EPIPE : e;
 }
 
-int64_t sr_daemon_call_ex(struct sr_daemon_conn *c, uint16_t type, const void *body, uint32_t len,
-			  void *out, uint32_t cap, uint32_t *out_len)
+int64_t sr_daemon_call_ex(struct sr_daemon_conn *c, uint16_t type, const void *body, uint32_t len, void *out,
+			  uint32_t cap, uint32_t *out_len)
 {
 	struct sr_ipc_hdr h = { .type = type, .version = SR_IPC_VERSION, .len = len };
 	struct iovec iov[2] = { { &h, sizeof(h) }, { (void *)body, len } };
@@ -508,7 +508,7 @@ static bool own_dir(char *dir, size_t len)
 	if (!slash)
 		return false;
 	if (slash == dir)
-		slash++;  /* the object is in "/" */
+		slash++; /* the object is in "/" */
 	*slash = 0;
 	return true;
 }
@@ -517,8 +517,8 @@ static const char *find_daemon(char *buf, size_t len)
 {
 	static const char *const rel[] = {
 		"/../../bin/softrdmad", /* <build>/lib/softrdma/libibverbs.so.1 */
-		"/softrdmad",           /* <build>/bin/softrdma-cfg */
-		"/../bin/softrdmad",    /* <build>/tests/test_x */
+		"/softrdmad",		/* <build>/bin/softrdma-cfg */
+		"/../bin/softrdmad",	/* <build>/tests/test_x */
 		/* installed: <libdir>/softrdma/libibverbs.so.1, <bindir>/softrdma-cfg */
 		"/" SR_REL_PKGLIB_TO_SBIN "/softrdmad",
 		"/" SR_REL_BIN_TO_SBIN "/softrdmad",
@@ -538,7 +538,7 @@ static const char *find_daemon(char *buf, size_t len)
 				return buf;
 		}
 	}
-	return NULL;  /* search PATH */
+	return NULL; /* search PATH */
 }
 
 /* The daemon's environment: the caller's, less LD_PRELOAD.  softrdmad
@@ -609,19 +609,21 @@ int sr_daemon_spawn(const char *const *extra_argv)
 		if (path)
 			fprintf(stderr, "softrdma: cannot run %s: %s\n", path, strerror(rc));
 		else
-			fprintf(stderr, "softrdma: cannot find softrdmad (not next to the library, not in PATH; "
-				"set SOFTRDMA_DAEMON): %s\n", strerror(rc));
+			fprintf(stderr,
+				"softrdma: cannot find softrdmad (not next to the library, not in PATH; "
+				"set SOFTRDMA_DAEMON): %s\n",
+				strerror(rc));
 		return -rc;
 	}
 	/* With --background the direct child exits once the daemon listens. */
 	while ((rc = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
 		;
 	if (rc < 0)
-		return 0;  /* reaped by someone else (SIGCHLD ignored): just try to connect */
+		return 0; /* reaped by someone else (SIGCHLD ignored): just try to connect */
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return 0;
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 1)
-		return -ECHILD;  /* softrdmad printed why */
+		return -ECHILD; /* softrdmad printed why */
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
 		fprintf(stderr, "softrdma: cannot run %s\n", argv[0]);
 	else if (WIFEXITED(status))
@@ -745,7 +747,8 @@ fail_msg:
 		if (e == ECONNREFUSED && (flags & SR_DAEMON_NO_START))
 			fprintf(stderr, "softrdma: softrdmad is not running (socket @%s)\n", sock_name());
 		else
-			fprintf(stderr, "softrdma: cannot connect to softrdmad (socket @%s): %s\n", sock_name(), strerror(e));
+			fprintf(stderr, "softrdma: cannot connect to softrdmad (socket @%s): %s\n", sock_name(),
+				strerror(e));
 	}
 	if (err)
 		*err = -e;
@@ -787,8 +790,7 @@ int sr_daemon_free_comm_id(struct sr_daemon_conn *c, uint32_t id)
 	return (int)sr_daemon_call(c, SR_IPC_FREE_COMM_ID, &b, sizeof(b));
 }
 
-static int listen_call(struct sr_daemon_conn *c, uint16_t type, uint64_t service_id,
-		       const struct sockaddr_in6 *local)
+static int listen_call(struct sr_daemon_conn *c, uint16_t type, uint64_t service_id, const struct sockaddr_in6 *local)
 {
 	struct sr_ipc_listen b;
 

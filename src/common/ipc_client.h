@@ -82,8 +82,8 @@ int64_t sr_daemon_call(struct sr_daemon_conn *c, uint16_t type, const void *body
 /* Same, and copies up to cap bytes of what follows sr_ipc_reply in the
  * reply (STATUS text) to out, NUL-terminated when it fits; *out_len gets the
  * byte count copied (may be NULL). */
-int64_t sr_daemon_call_ex(struct sr_daemon_conn *c, uint16_t type, const void *body, uint32_t len,
-			  void *out, uint32_t cap, uint32_t *out_len);
+int64_t sr_daemon_call_ex(struct sr_daemon_conn *c, uint16_t type, const void *body, uint32_t len, void *out,
+			  uint32_t cap, uint32_t *out_len);
 
 /* Send a datagram to the daemon for routing (SR_IPC_PKT c->d); no reply.
  * Never blocks: 0, or -EAGAIN when the socket buffer is full (the datagram

@@ -17,22 +17,14 @@
 #include <unistd.h>
 
 const char *const sr_stat_names[SR_STAT_N] = {
-	[SR_STAT_SENT_PKTS] = "sent_pkts",
-	[SR_STAT_RCVD_PKTS] = "rcvd_pkts",
-	[SR_STAT_SENT_BYTES] = "sent_bytes",
-	[SR_STAT_RCVD_BYTES] = "rcvd_bytes",
-	[SR_STAT_RETRANSMITS] = "retransmits",
-	[SR_STAT_OUT_OF_SEQ] = "out_of_seq_request",
-	[SR_STAT_RCVD_SEQ_ERR] = "rcvd_seq_err",
-	[SR_STAT_SEND_RNR] = "send_rnr_err",
-	[SR_STAT_RCVD_RNR] = "rcvd_rnr_err",
-	[SR_STAT_CRC_ERR] = "crc_err",
-	[SR_STAT_FAULT_DROP] = "fault_drop",
-	[SR_STAT_FAULT_DUP] = "fault_dup",
-	[SR_STAT_FAULT_REORDER] = "fault_reorder",
-	[SR_STAT_FAULT_CORRUPT] = "fault_corrupt",
-	[SR_STAT_FAULT_RESET] = "fault_reset",
-	[SR_STAT_FAULT_TRUNCATE] = "fault_truncate",
+	[SR_STAT_SENT_PKTS] = "sent_pkts",	   [SR_STAT_RCVD_PKTS] = "rcvd_pkts",
+	[SR_STAT_SENT_BYTES] = "sent_bytes",	   [SR_STAT_RCVD_BYTES] = "rcvd_bytes",
+	[SR_STAT_RETRANSMITS] = "retransmits",	   [SR_STAT_OUT_OF_SEQ] = "out_of_seq_request",
+	[SR_STAT_RCVD_SEQ_ERR] = "rcvd_seq_err",   [SR_STAT_SEND_RNR] = "send_rnr_err",
+	[SR_STAT_RCVD_RNR] = "rcvd_rnr_err",	   [SR_STAT_CRC_ERR] = "crc_err",
+	[SR_STAT_FAULT_DROP] = "fault_drop",	   [SR_STAT_FAULT_DUP] = "fault_dup",
+	[SR_STAT_FAULT_REORDER] = "fault_reorder", [SR_STAT_FAULT_CORRUPT] = "fault_corrupt",
+	[SR_STAT_FAULT_RESET] = "fault_reset",	   [SR_STAT_FAULT_TRUNCATE] = "fault_truncate",
 };
 
 #define SR_TOTALS_ROWS (4 * SR_MAX_DEVICES)
@@ -286,8 +278,7 @@ struct sr_stat_ctrs *sr_stats_dev_ctrs(const char *dev, enum sr_dev_type type)
 	return c;
 }
 
-struct sr_stat_ctrs *sr_stats_qp_open(const char *dev, enum sr_dev_type type, uint32_t qpn, int qp_type,
-				      int *slot)
+struct sr_stat_ctrs *sr_stats_qp_open(const char *dev, enum sr_dev_type type, uint32_t qpn, int qp_type, int *slot)
 {
 	struct sr_stats_file *f;
 	struct sr_stat_ctrs *c = NULL;
@@ -321,7 +312,7 @@ struct sr_stat_ctrs *sr_stats_qp_open(const char *dev, enum sr_dev_type type, ui
 		/* no file or no free slot: private counters, folded in at close */
 		c = calloc(1, sizeof(*c));
 		if (!c)
-			return &sr_stats_sink;  /* counted nowhere, but never NULL */
+			return &sr_stats_sink; /* counted nowhere, but never NULL */
 		pthread_mutex_lock(&w_lock);
 		if (f && (row = w_dev_row(f, dev, type)) >= 0)
 			*slot = -2 - row;
@@ -421,7 +412,7 @@ int sr_stats_snapshot(struct sr_stats_snap *s)
 	memset(s, 0, sizeof(*s));
 	rc = sr_stats_dir(dir, sizeof(dir), false);
 	if (rc)
-		return rc == -ENOENT ? 0 : rc;  /* nobody has used softrdma yet */
+		return rc == -ENOENT ? 0 : rc; /* nobody has used softrdma yet */
 	d = opendir(dir);
 	if (!d)
 		return -errno;

@@ -23,16 +23,16 @@
 #include "common/conf.h"
 
 enum sr_stat {
-	SR_STAT_SENT_PKTS,       /* RoCE packets / iWARP FPDUs sent */
-	SR_STAT_RCVD_PKTS,       /* ... received for a QP */
-	SR_STAT_SENT_BYTES,      /* UDP payload / FPDU bytes sent */
+	SR_STAT_SENT_PKTS,  /* RoCE packets / iWARP FPDUs sent */
+	SR_STAT_RCVD_PKTS,  /* ... received for a QP */
+	SR_STAT_SENT_BYTES, /* UDP payload / FPDU bytes sent */
 	SR_STAT_RCVD_BYTES,
-	SR_STAT_RETRANSMITS,     /* requester went back and resent (NAK, timeout, RNR wait) */
-	SR_STAT_OUT_OF_SEQ,      /* PSN sequence NAKs sent (rxe out_of_seq_request) */
-	SR_STAT_RCVD_SEQ_ERR,    /* PSN sequence NAKs received (rxe rcvd_seq_err) */
-	SR_STAT_SEND_RNR,        /* RNR NAKs sent (rxe send_rnr_err) */
-	SR_STAT_RCVD_RNR,        /* RNR NAKs received (rxe rcvd_rnr_err) */
-	SR_STAT_CRC_ERR,         /* dropped: bad ICRC / MPA CRC */
+	SR_STAT_RETRANSMITS,  /* requester went back and resent (NAK, timeout, RNR wait) */
+	SR_STAT_OUT_OF_SEQ,   /* PSN sequence NAKs sent (rxe out_of_seq_request) */
+	SR_STAT_RCVD_SEQ_ERR, /* PSN sequence NAKs received (rxe rcvd_seq_err) */
+	SR_STAT_SEND_RNR,     /* RNR NAKs sent (rxe send_rnr_err) */
+	SR_STAT_RCVD_RNR,     /* RNR NAKs received (rxe rcvd_rnr_err) */
+	SR_STAT_CRC_ERR,      /* dropped: bad ICRC / MPA CRC */
 	/* injected by SOFTRDMA_FAULTS (core/fault_plan.c), in enum sr_fault_kind order */
 	SR_STAT_FAULT_DROP,
 	SR_STAT_FAULT_DUP,
@@ -50,21 +50,21 @@ struct sr_stat_ctrs {
 };
 
 #define SR_STATS_MAGIC 0x54535253u /* "SRST" */
-#define SR_STATS_VERSION 2 /* 2: the fault_* counters */
-#define SR_STATS_QP_SLOTS 16384     /* per process; further QPs count at destroy */
+#define SR_STATS_VERSION 2	   /* 2: the fault_* counters */
+#define SR_STATS_QP_SLOTS 16384	   /* per process; further QPs count at destroy */
 
 struct sr_stats_dev {
-	char name[SR_DEVNAME_MAX];      /* "" = unused row */
-	uint32_t type;                  /* enum sr_dev_type */
+	char name[SR_DEVNAME_MAX]; /* "" = unused row */
+	uint32_t type;		   /* enum sr_dev_type */
 	uint32_t pad;
 	struct sr_stat_ctrs c;
 };
 
 struct sr_stats_qp {
-	uint32_t in_use;                /* 0 free, 1 live */
+	uint32_t in_use; /* 0 free, 1 live */
 	uint32_t qpn;
-	uint16_t dev;                   /* row in sr_stats_file.dev */
-	uint8_t qp_type;                /* enum ibv_qp_type */
+	uint16_t dev;	 /* row in sr_stats_file.dev */
+	uint8_t qp_type; /* enum ibv_qp_type */
 	uint8_t pad[5];
 	struct sr_stat_ctrs c;
 };
@@ -73,15 +73,15 @@ struct sr_stats_file {
 	uint32_t magic, version;
 	int32_t pid;
 	uint32_t nslots;
-	uint64_t start_time;            /* /proc/PID/stat field 22: tells a reused pid */
-	uint64_t netns;                 /* inode of /proc/self/ns/net */
+	uint64_t start_time; /* /proc/PID/stat field 22: tells a reused pid */
+	uint64_t netns;	     /* inode of /proc/self/ns/net */
 	char comm[16];
 	/* odd while a slot or row changes shape (allocation, fold at
 	 * destroy): readers retry their copy */
 	uint32_t seq;
-	uint32_t hiwater;               /* slots [0, hiwater) have been used */
+	uint32_t hiwater; /* slots [0, hiwater) have been used */
 	struct sr_stats_dev dev[SR_MAX_DEVICES];
-	struct sr_stats_qp qp[];        /* nslots */
+	struct sr_stats_qp qp[]; /* nslots */
 };
 
 /* Counter block of a QP: where its hot paths add. */
@@ -109,8 +109,7 @@ extern struct sr_stat_ctrs sr_stats_sink;
 
 /* A slot for a new QP on device dev (name, type); NULL (count nowhere
  * visible) if stats are unavailable.  *slot receives the handle. */
-struct sr_stat_ctrs *sr_stats_qp_open(const char *dev, enum sr_dev_type type, uint32_t qpn, int qp_type,
-				      int *slot);
+struct sr_stat_ctrs *sr_stats_qp_open(const char *dev, enum sr_dev_type type, uint32_t qpn, int qp_type, int *slot);
 /* The QP is destroyed: its counters join its device's row. */
 void sr_stats_qp_close(int slot, struct sr_stat_ctrs *c);
 /* Counters of traffic that no QP owns on device dev. */
@@ -139,7 +138,7 @@ struct sr_stats_snap {
 	struct sr_stats_snap_dev dev[4 * SR_MAX_DEVICES];
 	int nqp, qp_cap;
 	struct sr_stats_snap_qp *qp;
-	int nproc;                      /* live processes seen */
+	int nproc; /* live processes seen */
 };
 
 /* Everything in this network namespace: live processes' files, and the

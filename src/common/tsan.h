@@ -48,15 +48,15 @@ void AnnotateIgnoreWritesEnd(const char *file, int line);
 extern char sr_tsan_wire;
 #define sr_tsan_post() __tsan_release(&sr_tsan_wire)
 #define sr_tsan_serve() __tsan_acquire(&sr_tsan_wire)
-#define sr_dma_begin()                                             \
-	do {                                                       \
-		AnnotateIgnoreReadsBegin(__FILE__, __LINE__);      \
-		AnnotateIgnoreWritesBegin(__FILE__, __LINE__);     \
+#define sr_dma_begin()                                         \
+	do {                                                   \
+		AnnotateIgnoreReadsBegin(__FILE__, __LINE__);  \
+		AnnotateIgnoreWritesBegin(__FILE__, __LINE__); \
 	} while (0)
-#define sr_dma_end()                                               \
-	do {                                                       \
-		AnnotateIgnoreWritesEnd(__FILE__, __LINE__);       \
-		AnnotateIgnoreReadsEnd(__FILE__, __LINE__);        \
+#define sr_dma_end()                                         \
+	do {                                                 \
+		AnnotateIgnoreWritesEnd(__FILE__, __LINE__); \
+		AnnotateIgnoreReadsEnd(__FILE__, __LINE__);  \
 	} while (0)
 #else
 #define sr_tsan_release(addr) ((void)(addr))

@@ -24,7 +24,8 @@ static int epoll_over(int a, int b)
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 	struct epoll_event ev = { .events = EPOLLIN };
 
-	if (ep >= 0 && ((a >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, a, &ev)) || (b >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, b, &ev)))) {
+	if (ep >= 0 &&
+	    ((a >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, a, &ev)) || (b >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, b, &ev)))) {
 		int err = errno;
 		close(ep);
 		errno = err;
@@ -125,7 +126,10 @@ static bool empty_armed(struct sr_cq *cq)
 }
 
 /* ---- the extended polling API (ibv_cq_ex) ---- */
-static struct sr_cq *ex_cq(struct ibv_cq_ex *c) { return (struct sr_cq *)c; }
+static struct sr_cq *ex_cq(struct ibv_cq_ex *c)
+{
+	return (struct sr_cq *)c;
+}
 
 /* The entry at the tail becomes the current one (lock held). */
 static void ex_take(struct sr_cq *cq)
@@ -184,18 +188,54 @@ static void ex_end_poll(struct ibv_cq_ex *c)
 	poll_yield(false);
 }
 
-static enum ibv_wc_opcode ex_read_opcode(struct ibv_cq_ex *c) { return ex_cq(c)->cur.opcode; }
-static uint32_t ex_read_vendor_err(struct ibv_cq_ex *c) { return ex_cq(c)->cur.vendor_err; }
-static uint32_t ex_read_byte_len(struct ibv_cq_ex *c) { return ex_cq(c)->cur.byte_len; }
-static __be32 ex_read_imm_data(struct ibv_cq_ex *c) { return ex_cq(c)->cur.imm_data; }
-static uint32_t ex_read_qp_num(struct ibv_cq_ex *c) { return ex_cq(c)->cur.qp_num; }
-static uint32_t ex_read_src_qp(struct ibv_cq_ex *c) { return ex_cq(c)->cur.src_qp; }
-static unsigned int ex_read_wc_flags(struct ibv_cq_ex *c) { return ex_cq(c)->cur.wc_flags; }
-static uint32_t ex_read_slid(struct ibv_cq_ex *c) { return ex_cq(c)->cur.slid; }
-static uint8_t ex_read_sl(struct ibv_cq_ex *c) { return ex_cq(c)->cur.sl; }
-static uint8_t ex_read_dlid_path_bits(struct ibv_cq_ex *c) { return ex_cq(c)->cur.dlid_path_bits; }
-static uint64_t ex_read_completion_ts(struct ibv_cq_ex *c) { return ex_cq(c)->cur_ts.raw; }
-static uint64_t ex_read_completion_wallclock_ns(struct ibv_cq_ex *c) { return ex_cq(c)->cur_ts.wall; }
+static enum ibv_wc_opcode ex_read_opcode(struct ibv_cq_ex *c)
+{
+	return ex_cq(c)->cur.opcode;
+}
+static uint32_t ex_read_vendor_err(struct ibv_cq_ex *c)
+{
+	return ex_cq(c)->cur.vendor_err;
+}
+static uint32_t ex_read_byte_len(struct ibv_cq_ex *c)
+{
+	return ex_cq(c)->cur.byte_len;
+}
+static __be32 ex_read_imm_data(struct ibv_cq_ex *c)
+{
+	return ex_cq(c)->cur.imm_data;
+}
+static uint32_t ex_read_qp_num(struct ibv_cq_ex *c)
+{
+	return ex_cq(c)->cur.qp_num;
+}
+static uint32_t ex_read_src_qp(struct ibv_cq_ex *c)
+{
+	return ex_cq(c)->cur.src_qp;
+}
+static unsigned int ex_read_wc_flags(struct ibv_cq_ex *c)
+{
+	return ex_cq(c)->cur.wc_flags;
+}
+static uint32_t ex_read_slid(struct ibv_cq_ex *c)
+{
+	return ex_cq(c)->cur.slid;
+}
+static uint8_t ex_read_sl(struct ibv_cq_ex *c)
+{
+	return ex_cq(c)->cur.sl;
+}
+static uint8_t ex_read_dlid_path_bits(struct ibv_cq_ex *c)
+{
+	return ex_cq(c)->cur.dlid_path_bits;
+}
+static uint64_t ex_read_completion_ts(struct ibv_cq_ex *c)
+{
+	return ex_cq(c)->cur_ts.raw;
+}
+static uint64_t ex_read_completion_wallclock_ns(struct ibv_cq_ex *c)
+{
+	return ex_cq(c)->cur_ts.wall;
+}
 
 /* ch and pdom (a parent domain, or NULL) have been resolved; vector is
  * checked by the caller. */

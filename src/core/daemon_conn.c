@@ -82,4 +82,3 @@ void sr_ctx_daemon_poll(struct sr_context *ctx)
 			sr_ctx_fatal(ctx, "lost the connection to softrdmad");
 	}
 }
-

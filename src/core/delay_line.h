@@ -13,18 +13,18 @@
 
 struct sr_delay_unit {
 	struct sr_delay_unit *next;
-	uint64_t due;          /* when it may leave (sr_now_ns clock) */
-	uint32_t len;          /* bytes in data */
-	uint32_t off;          /* bytes of it already gone (a stream's partial write) */
-	uint16_t seg;          /* RoCE: the GSO segment size, 0 = one datagram */
-	struct sr_av av;       /* RoCE: where it goes */
+	uint64_t due;	 /* when it may leave (sr_now_ns clock) */
+	uint32_t len;	 /* bytes in data */
+	uint32_t off;	 /* bytes of it already gone (a stream's partial write) */
+	uint16_t seg;	 /* RoCE: the GSO segment size, 0 = one datagram */
+	struct sr_av av; /* RoCE: where it goes */
 	uint8_t data[];
 };
 
 struct sr_delay_line {
 	struct sr_delay_unit *head, *tail;
-	uint64_t bytes;        /* waiting, for the bound */
-	uint64_t last_due;     /* no unit leaves before one queued earlier */
+	uint64_t bytes;	   /* waiting, for the bound */
+	uint64_t last_due; /* no unit leaves before one queued earlier */
 };
 
 /* Most a QP keeps waiting, as netem's limit: beyond, units are lost. */

@@ -358,9 +358,9 @@ int sr_query_device(struct ibv_context *c, struct ibv_device_attr *a)
 	a->max_qp = (int)sr_obj_limit(ctx->dev, SR_OBJ_QP);
 	a->max_qp_wr = SR_MAX_QP_WR;
 	a->device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR | IBV_DEVICE_AUTO_PATH_MIG |
-			      IBV_DEVICE_CHANGE_PHY_PORT | IBV_DEVICE_UD_AV_PORT_ENFORCE | IBV_DEVICE_PORT_ACTIVE_EVENT |
-			      IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE |
-			      IBV_DEVICE_MEM_MGT_EXTENSIONS;
+			      IBV_DEVICE_CHANGE_PHY_PORT | IBV_DEVICE_UD_AV_PORT_ENFORCE |
+			      IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN |
+			      IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_MEM_MGT_EXTENSIONS;
 	/* memory windows as rxe (type 1 and 2B), XRC; siw has neither */
 	if (!iwarp)
 		a->device_cap_flags |= IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC;
@@ -396,8 +396,8 @@ int sr_query_device(struct ibv_context *c, struct ibv_device_attr *a)
 	return 0;
 }
 
-int sr_query_device_ex(struct ibv_context *c, const struct ibv_query_device_ex_input *in,
-		       struct ibv_device_attr_ex *a, size_t size)
+int sr_query_device_ex(struct ibv_context *c, const struct ibv_query_device_ex_input *in, struct ibv_device_attr_ex *a,
+		       size_t size)
 {
 	struct ibv_device_attr_ex full;
 
@@ -457,8 +457,8 @@ int sr_query_port(struct ibv_context *c, uint8_t port, struct ibv_port_attr *a)
 	a->sm_sl = 0;
 	a->subnet_timeout = 0;
 	a->init_type_reply = 0;
-	a->active_width = 2;   /* 4x */
-	a->active_speed = 32;  /* EDR: reported like rxe on a 100G-class link */
+	a->active_width = 2;  /* 4x */
+	a->active_speed = 32; /* EDR: reported like rxe on a 100G-class link */
 	a->phys_state = up ? 5 /* LinkUp */ : 3 /* Disabled */;
 	a->link_layer = IBV_LINK_LAYER_ETHERNET; /* iWARP too, as the kernel reports siw's port */
 	a->flags = 0;

@@ -64,7 +64,8 @@ struct ibv_pd *sr_alloc_parent_domain(struct ibv_context *c, struct ibv_parent_d
 	int err;
 
 	if (!attr || !attr->pd ||
-	    (attr->comp_mask & ~(uint32_t)(IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT)) ||
+	    (attr->comp_mask &
+	     ~(uint32_t)(IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT)) ||
 	    ((attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS) && (!attr->alloc || !attr->free))) {
 		errno = EINVAL;
 		return NULL;

@@ -22,50 +22,53 @@
 /* A device's faults in this process. */
 struct sr_fault_dev {
 	struct sr_fault_spec spec;
-	char text[SR_FAULT_SPEC_MAX];    /* canonical, seed resolved */
-	char origin[PATH_MAX];           /* "SOFTRDMA_FAULTS" or the configuration file */
-	const char *unit;                /* "datagrams" (RoCE), "FPDUs" (iWARP) */
+	char text[SR_FAULT_SPEC_MAX]; /* canonical, seed resolved */
+	char origin[PATH_MAX];	      /* "SOFTRDMA_FAULTS" or the configuration file */
+	const char *unit;	      /* "datagrams" (RoCE), "FPDUs" (iWARP) */
 	atomic_bool announced;
-	_Atomic uint64_t streams;        /* QPs created so far: the next one's stream */
-	_Atomic uint64_t units;          /* datagrams / FPDUs that got a fate */
+	_Atomic uint64_t streams; /* QPs created so far: the next one's stream */
+	_Atomic uint64_t units;	  /* datagrams / FPDUs that got a fate */
 	_Atomic uint64_t n[SR_FAULT_NKINDS];
 };
 
 /* A QP's fault state (qp->lock protects it). */
 struct sr_fault_qp {
 	struct sr_fault_dev *dev;
-	uint64_t stream;                 /* the QP's place among this process's faulted QPs */
-	uint64_t k;                      /* units decided so far */
+	uint64_t stream; /* the QP's place among this process's faulted QPs */
+	uint64_t k;	 /* units decided so far */
 	uint64_t n[SR_FAULT_NKINDS];
-	uint64_t deadline;               /* the transport's fault timer, 0 = none */
-	uint8_t *buf;                    /* scratch (a held or corrupted copy), SR_FAULT_BUF bytes */
+	uint64_t deadline; /* the transport's fault timer, 0 = none */
+	uint8_t *buf;	   /* scratch (a held or corrupted copy), SR_FAULT_BUF bytes */
 	union {
-		struct {                 /* roce/tx_fault.c: a datagram held back (reorder) */
+		struct { /* roce/tx_fault.c: a datagram held back (reorder) */
 			bool held;
 			uint32_t len;
-			uint64_t held_seq;   /* sent_seq when it was held */
+			uint64_t held_seq; /* sent_seq when it was held */
 			struct sr_av av;
 		} roce;
-		struct {                 /* iwarp/qp_tx_fault.c: the batch stops at a marked FPDU */
+		struct { /* iwarp/qp_tx_fault.c: the batch stops at a marked FPDU */
 			bool mark;
-			bool stalling;       /* drop: the stream waits for `deadline` */
-			uint8_t kind;        /* enum sr_fault_kind of the marked FPDU */
-			uint8_t cur;         /* fate of the FPDU being built */
-			uint64_t aux;        /* ... and its random bits */
-			size_t off;          /* batch offset where the marked FPDU starts */
-			size_t cut;          /* truncate: bytes of it that go */
-			bool delay_full;     /* delay: the line is full, the batch waits for room */
+			bool stalling;	 /* drop: the stream waits for `deadline` */
+			uint8_t kind;	 /* enum sr_fault_kind of the marked FPDU */
+			uint8_t cur;	 /* fate of the FPDU being built */
+			uint64_t aux;	 /* ... and its random bits */
+			size_t off;	 /* batch offset where the marked FPDU starts */
+			size_t cut;	 /* truncate: bytes of it that go */
+			bool delay_full; /* delay: the line is full, the batch waits for room */
 		} iw;
 	};
-	uint64_t sent_seq;               /* roce: datagrams sent */
-	struct sr_delay_line delay;      /* the delay fault's queue (delay_line.h) */
-	uint64_t n_delayed;              /* units that went into it: the jitter draw's counter */
+	uint64_t sent_seq;	    /* roce: datagrams sent */
+	struct sr_delay_line delay; /* the delay fault's queue (delay_line.h) */
+	uint64_t n_delayed;	    /* units that went into it: the jitter draw's counter */
 };
 
 #define SR_FAULT_BUF 65536u
 
 /* The one test the send paths make. */
-static inline bool sr_faults_on(const struct sr_qp *qp) { return __builtin_expect(qp->faults != NULL, 0); }
+static inline bool sr_faults_on(const struct sr_qp *qp)
+{
+	return __builtin_expect(qp->faults != NULL, 0);
+}
 
 /* Resolve the devices' faults: SOFTRDMA_FAULTS for all of them if set,
  * else a device's own "faults =", else the global one.  Returns 0, or

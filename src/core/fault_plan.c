@@ -116,16 +116,16 @@ static void announce(struct sr_device *d)
 		snprintf(ignored + off, off < sizeof(ignored) ? sizeof(ignored) - off : 0, ": %s",
 			 iw ? "TCP hides them, not applied" : "iWARP only, not applied");
 	if (iw && s->rate[SR_FAULT_DROP])
-		snprintf(stall, sizeof(stall), "; a dropped FPDU stalls the stream %u ms, as TCP's retransmission would",
-			 s->rto_ms);
+		snprintf(stall, sizeof(stall),
+			 "; a dropped FPDU stalls the stream %u ms, as TCP's retransmission would", s->rto_ms);
 	char delay[96] = "";
 	if (s->delay_ns && s->jitter_ns)
 		snprintf(delay, sizeof(delay), "; what is sent waits %.3f +- %.3f ms, in order", s->delay_ns / 1e6,
 			 s->jitter_ns / 1e6);
 	else if (s->delay_ns)
 		snprintf(delay, sizeof(delay), "; what is sent waits %.3f ms, in order", s->delay_ns / 1e6);
-	sr_log("fault injection on %s (%s): %s (from %s)%s%s%s", d->conf.name, iw ? "iWARP" : "RoCE",
-	       d->faults->text, d->faults->origin, stall, delay, ignored);
+	sr_log("fault injection on %s (%s): %s (from %s)%s%s%s", d->conf.name, iw ? "iWARP" : "RoCE", d->faults->text,
+	       d->faults->origin, stall, delay, ignored);
 }
 
 int sr_fault_qp_init(struct sr_qp *qp)
@@ -231,9 +231,9 @@ __attribute__((destructor)) static void fault_summary(void)
 			continue;
 		sr_log("faults on %s (%s): %" PRIu64 " %s, dropped %" PRIu64 ", duplicated %" PRIu64
 		       ", reordered %" PRIu64 ", corrupted %" PRIu64 ", reset %" PRIu64 ", truncated %" PRIu64,
-		       fault_dev_names[i], fd->text, atomic_load(&fd->units), fd->unit, atomic_load(&fd->n[SR_FAULT_DROP]),
-		       atomic_load(&fd->n[SR_FAULT_DUP]), atomic_load(&fd->n[SR_FAULT_REORDER]),
-		       atomic_load(&fd->n[SR_FAULT_CORRUPT]), atomic_load(&fd->n[SR_FAULT_RESET]),
-		       atomic_load(&fd->n[SR_FAULT_TRUNCATE]));
+		       fault_dev_names[i], fd->text, atomic_load(&fd->units), fd->unit,
+		       atomic_load(&fd->n[SR_FAULT_DROP]), atomic_load(&fd->n[SR_FAULT_DUP]),
+		       atomic_load(&fd->n[SR_FAULT_REORDER]), atomic_load(&fd->n[SR_FAULT_CORRUPT]),
+		       atomic_load(&fd->n[SR_FAULT_RESET]), atomic_load(&fd->n[SR_FAULT_TRUNCATE]));
 	}
 }

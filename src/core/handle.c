@@ -24,9 +24,9 @@ struct live_slot {
 };
 
 static struct live_slot *live;
-static size_t live_cap;   /* a power of two, or 0 */
-static size_t live_n;     /* objects */
-static size_t live_used;  /* objects and tombstones */
+static size_t live_cap;	 /* a power of two, or 0 */
+static size_t live_n;	 /* objects */
+static size_t live_used; /* objects and tombstones */
 
 static size_t live_hash(uintptr_t k)
 {
@@ -158,16 +158,26 @@ static struct ibv_context *ib_context(const void *ib)
 static uint32_t *ib_handle(void *ib, enum sr_obj_type t)
 {
 	switch (t) {
-	case SR_OBJ_PD: return &((struct ibv_pd *)ib)->handle;
-	case SR_OBJ_CQ: return &((struct ibv_cq *)ib)->handle;
-	case SR_OBJ_MR: return &((struct ibv_mr *)ib)->handle;
-	case SR_OBJ_MW: return &((struct ibv_mw *)ib)->handle;
-	case SR_OBJ_SRQ: return &((struct ibv_srq *)ib)->handle;
-	case SR_OBJ_QP: return &((struct ibv_qp *)ib)->handle;
-	case SR_OBJ_AH: return &((struct ibv_ah *)ib)->handle;
-	case SR_OBJ_DM: return &((struct ibv_dm *)ib)->handle;
-	case SR_OBJ_XRCD: return &((struct sr_xrcd *)ib)->handle;
-	default: return NULL; /* no handle */
+	case SR_OBJ_PD:
+		return &((struct ibv_pd *)ib)->handle;
+	case SR_OBJ_CQ:
+		return &((struct ibv_cq *)ib)->handle;
+	case SR_OBJ_MR:
+		return &((struct ibv_mr *)ib)->handle;
+	case SR_OBJ_MW:
+		return &((struct ibv_mw *)ib)->handle;
+	case SR_OBJ_SRQ:
+		return &((struct ibv_srq *)ib)->handle;
+	case SR_OBJ_QP:
+		return &((struct ibv_qp *)ib)->handle;
+	case SR_OBJ_AH:
+		return &((struct ibv_ah *)ib)->handle;
+	case SR_OBJ_DM:
+		return &((struct ibv_dm *)ib)->handle;
+	case SR_OBJ_XRCD:
+		return &((struct sr_xrcd *)ib)->handle;
+	default:
+		return NULL; /* no handle */
 	}
 }
 
@@ -185,15 +195,23 @@ uint32_t sr_obj_limit(const struct sr_device *dev, enum sr_obj_type t)
 	bool iwarp = dev->conf.type == SR_DEV_IWARP;
 
 	switch (t) {
-	case SR_OBJ_PD: return SR_MAX_PD;
-	case SR_OBJ_CQ: return SR_MAX_CQ;
-	case SR_OBJ_SRQ: return SR_MAX_SRQ;
-	case SR_OBJ_QP: return SR_MAX_QP;
-	case SR_OBJ_AH: return SR_MAX_AH;
+	case SR_OBJ_PD:
+		return SR_MAX_PD;
+	case SR_OBJ_CQ:
+		return SR_MAX_CQ;
+	case SR_OBJ_SRQ:
+		return SR_MAX_SRQ;
+	case SR_OBJ_QP:
+		return SR_MAX_QP;
+	case SR_OBJ_AH:
+		return SR_MAX_AH;
 	/* MRs and MWs share the key table: the windows' part is kept for them */
-	case SR_OBJ_MW: return iwarp ? 0 : SR_MAX_MW;
-	case SR_OBJ_MR: return SR_KEY_SLOTS - 1 - (iwarp ? 0 : SR_MAX_MW);
-	default: return UINT32_MAX;
+	case SR_OBJ_MW:
+		return iwarp ? 0 : SR_MAX_MW;
+	case SR_OBJ_MR:
+		return SR_KEY_SLOTS - 1 - (iwarp ? 0 : SR_MAX_MW);
+	default:
+		return UINT32_MAX;
 	}
 }
 

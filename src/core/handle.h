@@ -33,10 +33,10 @@ enum sr_obj_type {
 	SR_OBJ_SRQ,
 	SR_OBJ_QP,
 	SR_OBJ_AH,
-	SR_OBJ_DM,      /* limited by its bytes, not its count (dm.c) */
-	SR_OBJ_XRCD,    /* an XRC domain handle (xrc.c) */
+	SR_OBJ_DM,	/* limited by its bytes, not its count (dm.c) */
+	SR_OBJ_XRCD,	/* an XRC domain handle (xrc.c) */
 	SR_OBJ_CHANNEL, /* not counted, no handle: its fd names it */
-	SR_OBJ_TD,      /* not counted, no handle: the library's own (a thread domain) */
+	SR_OBJ_TD,	/* not counted, no handle: the library's own (a thread domain) */
 	SR_OBJ_NTYPES
 };
 
@@ -52,23 +52,23 @@ enum sr_obj_alias {
 /* Embedded in every object (after its ibv_* struct).  All of it is
  * protected by the lock of handle.c. */
 struct sr_obj {
-	void *ib;                /* the ibv_* object the application holds */
+	void *ib; /* the ibv_* object the application holds */
 	struct sr_context *ctx;
-	uint32_t handle;         /* as in ib's handle field (a channel: its fd) */
-	uint8_t type;            /* enum sr_obj_type */
-	uint8_t alias;           /* enum sr_obj_alias */
-	bool opened;             /* a QP: an ibv_open_qp handle (struct sr_qp_open, xrc.c) */
-	int32_t users;           /* verbs using it now; -1: claimed by a destroy */
+	uint32_t handle;	 /* as in ib's handle field (a channel: its fd) */
+	uint8_t type;		 /* enum sr_obj_type */
+	uint8_t alias;		 /* enum sr_obj_alias */
+	bool opened;		 /* a QP: an ibv_open_qp handle (struct sr_qp_open, xrc.c) */
+	int32_t users;		 /* verbs using it now; -1: claimed by a destroy */
 	struct sr_obj *alias_of; /* an alias: its object (NULL once that is gone) */
-	uint32_t n_alias;        /* aliases of this object */
+	uint32_t n_alias;	 /* aliases of this object */
 };
 
 /* The handles of a context: handle -> object. */
 struct sr_handle_tab {
 	struct sr_obj **obj;
-	uint64_t *used;          /* a bit per handle, for finding the lowest free one */
-	uint32_t cap;            /* entries (a multiple of 64) */
-	uint32_t low;            /* no handle below this one is free */
+	uint64_t *used; /* a bit per handle, for finding the lowest free one */
+	uint32_t cap;	/* entries (a multiple of 64) */
+	uint32_t low;	/* no handle below this one is free */
 };
 
 /* Registers a new object ib of ctx: a handle (written to ib's handle

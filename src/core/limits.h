@@ -3,7 +3,6 @@
 #ifndef SR_CORE_LIMITS_H
 #define SR_CORE_LIMITS_H
 
-
 #define SR_VENDOR_ID 0xffffff /* as rxe */
 #define SR_MAX_QP 0x10000
 #define SR_MAX_QP_WR 0x4000
@@ -30,7 +29,7 @@
 #define SR_MAX_MCAST_QP_ATTACH 64
 #define SR_MAX_PKEYS 1
 #define SR_MAX_MSG_SIZE 0x80000000u /* 2 GiB, as rxe */
-#define SR_MAX_DM_SIZE 0x40000 /* device memory of a device, as a ConnectX-6's MEMIC */
+#define SR_MAX_DM_SIZE 0x40000	    /* device memory of a device, as a ConnectX-6's MEMIC */
 #define SR_MAX_DM_LOG_ALIGN 12
 
 #endif

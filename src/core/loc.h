@@ -26,8 +26,8 @@ void sr_ctx_init_verbs(struct verbs_context *v, struct ibv_device *ibdev, int cm
 struct sr_context *sr_ctx_find(dev_t fdev, ino_t fino);
 void sr_ctx_release(struct sr_context *ctx);
 int sr_query_device(struct ibv_context *c, struct ibv_device_attr *a);
-int sr_query_device_ex(struct ibv_context *c, const struct ibv_query_device_ex_input *in,
-		       struct ibv_device_attr_ex *a, size_t size);
+int sr_query_device_ex(struct ibv_context *c, const struct ibv_query_device_ex_input *in, struct ibv_device_attr_ex *a,
+		       size_t size);
 int sr_query_port(struct ibv_context *c, uint8_t port, struct ibv_port_attr *a);
 int sr_query_rt_values(struct ibv_context *c, struct ibv_values_ex *v);
 int sr_query_gid(struct ibv_context *c, uint8_t port, int index, union ibv_gid *gid);
@@ -94,8 +94,8 @@ int sr_dereg_mr(struct ibv_mr *mr);
 /* Look up a key (caller holds ctx->mr_lock for reading). Checks PD, access
  * bits and that [va, va+len) lies inside the region. Returns the host
  * address for va, or NULL. */
-uint8_t *sr_mr_lookup(struct sr_context *ctx, uint32_t key, bool remote, struct sr_pd *pd,
-		      uint64_t va, uint64_t len, unsigned int need_access);
+uint8_t *sr_mr_lookup(struct sr_context *ctx, uint32_t key, bool remote, struct sr_pd *pd, uint64_t va, uint64_t len,
+		      unsigned int need_access);
 /* The same, telling why nothing was found, as rxe tells its local errors
  * apart: -EINVAL no region by that key (in that PD, with that access),
  * -EFAULT one, but [va, va+len) is not inside it; 0 and *host set. */
@@ -260,7 +260,6 @@ enum sr_rq_take {
 enum sr_rq_take sr_rq_take_fit(struct sr_qp *qp, struct sr_recv_wqe *out, uint64_t need);
 void sr_flush_qp(struct sr_qp *qp);
 
-
 /* qp_ex.c: the ibv_wr_* entry points of a QP created with
  * IBV_QP_INIT_ATTR_SEND_OPS_FLAGS */
 void sr_qp_ex_init(struct sr_qp *qp);
@@ -288,7 +287,7 @@ static inline bool sr_qp_timer_set(struct sr_qp *qp)
 
 /* qp_table.c: the context's QPs by number */
 struct sr_qp *sr_ctx_find_qp(struct sr_context *ctx, uint32_t qpn); /* ctx->lock held */
-int sr_ctx_add_qp(struct sr_context *ctx, struct sr_qp *qp); /* 0 or ENOMEM */
+int sr_ctx_add_qp(struct sr_context *ctx, struct sr_qp *qp);	    /* 0 or ENOMEM */
 void sr_ctx_remove_qp(struct sr_context *ctx, struct sr_qp *qp);
 
 /* mcast_attach.c: UD multicast groups of a context (attach/detach as rxe). */

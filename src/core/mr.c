@@ -319,7 +319,7 @@ struct ibv_mr *sr_reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint64_t iov
 
 /* Device memory access as mlx5 allows it on a DM MR; the checks are
  * uverbs': zero-based, the range inside the DM (EINVAL). */
-#define DM_MR_ACCESS                                                                                        \
+#define DM_MR_ACCESS                                                                                            \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | \
 	 IBV_ACCESS_ZERO_BASED | IBV_ACCESS_OPTIONAL_RANGE)
 
@@ -527,8 +527,8 @@ static bool place_checked(uint8_t *host, const uint8_t *src, size_t n)
 	return sr_place_guarded(host, src, n);
 }
 
-int sr_sge_copy(struct sr_context *ctx, struct sr_pd *pd, const struct ibv_sge *sge, uint32_t num_sge,
-		uint64_t offset, void *buf, uint64_t len, int how)
+int sr_sge_copy(struct sr_context *ctx, struct sr_pd *pd, const struct ibv_sge *sge, uint32_t num_sge, uint64_t offset,
+		void *buf, uint64_t len, int how)
 {
 	uint8_t *p = buf;
 	uint32_t i = 0;

@@ -27,7 +27,7 @@
 #include "core/sr.h"
 
 /* What a window may grant: rxe's RXE_ACCESS_SUPPORTED_MW. */
-#define SR_MW_ACCESS                                                                                           \
+#define SR_MW_ACCESS                                                                                            \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | \
 	 IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_RELAXED_ORDERING)
 

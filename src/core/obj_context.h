@@ -31,7 +31,7 @@ struct sr_device {
 	struct sr_conf_device conf;
 	bool crc;
 	const struct sr_transport_ops *tops;
-	struct sr_fault_dev *faults; /* fault injection (core/fault.h), NULL = none */
+	struct sr_fault_dev *faults;   /* fault injection (core/fault.h), NULL = none */
 	uint32_t n_obj[SR_OBJ_NTYPES]; /* live objects of each type, all contexts (handle.c's lock) */
 	_Atomic uint64_t dm_used;      /* bytes of device memory allocated (dm.c) */
 	/* ctx_lock protects the open contexts' list and their open counts,
@@ -56,30 +56,30 @@ struct sr_context {
 	 * device's ctx_lock): the objects live until the last one closes */
 	struct sr_ictx *imports;
 	int n_open;
-	bool closed;               /* ibv_close_device of the context itself */
-	dev_t cmd_dev;             /* its cmd_fd's file, by which an import finds it */
+	bool closed;   /* ibv_close_device of the context itself */
+	dev_t cmd_dev; /* its cmd_fd's file, by which an import finds it */
 	ino_t cmd_ino;
 	struct sr_context *dev_next; /* dev->ctxs */
-	struct sr_netdev_info nd;  /* snapshot at open */
+	struct sr_netdev_info nd;    /* snapshot at open */
 	enum ibv_mtu active_mtu;
 	int ngid;
 	struct sr_gid_entry gid[SR_MAX_ADDRS];
-	uint64_t node_guid;        /* host order */
+	uint64_t node_guid; /* host order */
 
-	int async_wr;              /* write end of the async event pipe (one token byte per event) */
+	int async_wr;		    /* write end of the async event pipe (one token byte per event) */
 	pthread_mutex_t async_lock; /* protects the async event queue */
 	struct sr_async_rec *async_q;
 	uint32_t async_n, async_cap;
 
 	/* lock protects: qp_list, qpn table, daemon connect, zombies, pd/cq counts */
 	pthread_mutex_t lock;
-	struct sr_qp *qp_list;     /* doubly linked: removal is O(1) */
+	struct sr_qp *qp_list; /* doubly linked: removal is O(1) */
 	uint32_t n_qps;
-	struct sr_qp **qpn_tab;    /* open hash qpn -> qp */
+	struct sr_qp **qpn_tab; /* open hash qpn -> qp */
 	uint32_t qpn_tab_size;
-	uint32_t qpn_tab_used;     /* live entries and tombstones */
-	struct sr_qp *zombies;     /* destroyed QPs the progress thread may still know */
-	struct sr_qp *reaped;      /* destroyed QPs it has let go of: an application thread frees them */
+	uint32_t qpn_tab_used;		       /* live entries and tombstones */
+	struct sr_qp *zombies;		       /* destroyed QPs the progress thread may still know */
+	struct sr_qp *reaped;		       /* destroyed QPs it has let go of: an application thread frees them */
 	struct sr_daemon_conn *_Atomic daemon; /* set once, under lock; read without */
 	/* The context lost what its device needs (softrdmad died): its QPs
 	 * are in error, IBV_EVENT_DEVICE_FATAL was raised, new QPs and
@@ -90,19 +90,19 @@ struct sr_context {
 	 * reading while it places data, so deregistration waits for it. */
 	pthread_rwlock_t mr_lock;
 	struct sr_mr **mr_tab;
-	struct sr_mw **mw_tab;     /* the same slots' windows: NULL until the first ibv_alloc_mw */
-	uint32_t mr_tab_size;      /* entries of both tables */
-	uint32_t *key_last;        /* each slot's last key, so a reuse never gives it again */
-	struct sr_key_ent *key_map; /* a live key's upper 24 bits -> its slot (mr.c) */
-	uint32_t key_map_mask;     /* entries - 1 (a power of two), 0 before the first key */
-	uint32_t key_map_n;        /* live keys in it */
+	struct sr_mw **mw_tab;		      /* the same slots' windows: NULL until the first ibv_alloc_mw */
+	uint32_t mr_tab_size;		      /* entries of both tables */
+	uint32_t *key_last;		      /* each slot's last key, so a reuse never gives it again */
+	struct sr_key_ent *key_map;	      /* a live key's upper 24 bits -> its slot (mr.c) */
+	uint32_t key_map_mask;		      /* entries - 1 (a power of two), 0 before the first key */
+	uint32_t key_map_n;		      /* live keys in it */
 	uint32_t key_retired[SR_KEY_RETIRED]; /* the keys that left the map last, not given again */
 	uint32_t key_retired_next;
-	uint32_t mr_next;          /* cyclic allocation cursor */
+	uint32_t mr_next; /* cyclic allocation cursor */
 
 	struct sr_handle_tab handles; /* the objects' handles (handle.c's lock) */
 
-	struct sr_progress prog;   /* the progress engine (core/progress.h) */
+	struct sr_progress prog; /* the progress engine (core/progress.h) */
 
 	/* UD multicast (mcast_attach.c).  mcast_lock serialises attach, detach and
 	 * QP destruction (it is held across the daemon call that joins or
@@ -128,8 +128,8 @@ struct sr_context {
  * same objects, as rdma-core's on a dup of the uverbs file. */
 struct sr_ictx {
 	struct verbs_context vctx;
-	struct sr_context *owner;  /* at the same place as sr_context's */
-	struct sr_ictx *next;      /* owner->imports */
+	struct sr_context *owner; /* at the same place as sr_context's */
+	struct sr_ictx *next;	  /* owner->imports */
 };
 
 /* ---- helpers shared across core/ and transports ---- */

@@ -50,18 +50,18 @@ struct sr_pd {
 struct sr_td {
 	struct ibv_td ibtd;
 	struct sr_obj obj;
-	atomic_int usecnt;  /* parent domains using it */
+	atomic_int usecnt; /* parent domains using it */
 };
 
 struct sr_mr {
 	struct ibv_mr ibmr;
 	struct sr_obj obj;
 	struct sr_pd *pd;
-	uint64_t iova;      /* address the peer uses (ibmr.addr unless iova given) */
-	uint8_t *host;      /* where iova maps in our address space */
+	uint64_t iova; /* address the peer uses (ibmr.addr unless iova given) */
+	uint8_t *host; /* where iova maps in our address space */
 	uint64_t length;
 	unsigned int access;
-	uint32_t index;     /* slot in ctx->mr_tab */
+	uint32_t index;	    /* slot in ctx->mr_tab */
 	uint32_t num_mw;    /* memory windows bound to it (mr_lock) */
 	struct sr_dm *dm;   /* the device memory it covers (ibv_reg_dm_mr), or NULL */
 	struct sr_mr *real; /* itself; an import's: the region it names */
@@ -84,31 +84,46 @@ struct sr_dm {
  * that bound it.  Its rkey names a slot of ctx->mw_tab; the slot is taken
  * from the same index space as the MRs', so an rkey is an MR's or an MW's,
  * never both.  Everything below ibmw is protected by ctx->mr_lock. */
-enum sr_mw_state { SR_MW_FREE, SR_MW_VALID };
+enum sr_mw_state {
+	SR_MW_FREE,
+	SR_MW_VALID
+};
 struct sr_mw {
 	struct ibv_mw ibmw;
 	struct sr_obj obj;
 	struct sr_pd *pd;
-	uint32_t rkey;      /* the key as the last bind set its low 8 bits */
-	uint32_t index;     /* slot in ctx->mw_tab */
+	uint32_t rkey;		/* the key as the last bind set its low 8 bits */
+	uint32_t index;		/* slot in ctx->mw_tab */
 	enum sr_mw_state state; /* type 1: always VALID; type 2: FREE until bound */
-	struct sr_mr *mr;   /* the region it is bound to, or NULL */
-	uint64_t addr;      /* the window's start in the region's iova space */
+	struct sr_mr *mr;	/* the region it is bound to, or NULL */
+	uint64_t addr;		/* the window's start in the region's iova space */
 	uint64_t length;
 	unsigned int access;
 	uint64_t qp_serial; /* type 2: the QP it is bound to (sr_qp.serial) */
 };
 
 /* The protection domain of p (a parent domain's is the one it was made on). */
-static inline struct sr_pd *to_spd(struct ibv_pd *p) { return ((struct sr_pd *)p)->real; }
+static inline struct sr_pd *to_spd(struct ibv_pd *p)
+{
+	return ((struct sr_pd *)p)->real;
+}
 /* A parent domain, or NULL if p is none. */
 static inline struct sr_pd *sr_parent_domain(struct ibv_pd *p)
 {
 	struct sr_pd *pd = (struct sr_pd *)p;
 	return pd->obj.alias == SR_ALIAS_PARENT ? pd : NULL;
 }
-static inline struct sr_mr *to_smr(struct ibv_mr *m) { return ((struct sr_mr *)m)->real; }
-static inline struct sr_mw *to_smw(struct ibv_mw *m) { return (struct sr_mw *)m; }
-static inline struct sr_dm *to_sdm(struct ibv_dm *d) { return ((struct sr_dm *)d)->real; }
+static inline struct sr_mr *to_smr(struct ibv_mr *m)
+{
+	return ((struct sr_mr *)m)->real;
+}
+static inline struct sr_mw *to_smw(struct ibv_mw *m)
+{
+	return (struct sr_mw *)m;
+}
+static inline struct sr_dm *to_sdm(struct ibv_dm *d)
+{
+	return ((struct sr_dm *)d)->real;
+}
 
 #endif

@@ -35,8 +35,8 @@ void sr_odp_caps(const struct sr_device *dev, struct ibv_odp_caps *c)
 /* XRC's: what its INI end sends from and its TGT end's SRQs receive into */
 uint32_t sr_odp_xrc_caps(const struct sr_device *dev)
 {
-	return dev->conf.type == SR_DEV_IWARP ? 0
-					      : IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+	return dev->conf.type == SR_DEV_IWARP ? 0 :
+						IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
 							IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
 }
 
@@ -83,7 +83,8 @@ static int populate(uint8_t *p, uint64_t len, bool write)
 	if (!len)
 		return 0;
 	if (can_populate())
-		return madvise((void *)start, end - start, write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) ? EFAULT : 0;
+		return madvise((void *)start, end - start, write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) ? EFAULT :
+													       0;
 	/* an older kernel: a read of each page, which write faults would
 	 * need a store for (not made: it could race the application) */
 	return sr_probe_read(p, len) ? 0 : EFAULT;

@@ -87,7 +87,8 @@ void sr_park_release_now(struct sr_context *ctx)
 void sr_progress_reaped(struct sr_context *ctx)
 {
 	atomic_store_explicit(&ctx->prog.last_reap_ns, sr_now_ns(), memory_order_relaxed);
-	if (atomic_load_explicit(&ctx->prog.n_parked, memory_order_relaxed) && !pthread_mutex_trylock(&ctx->prog.lock)) {
+	if (atomic_load_explicit(&ctx->prog.n_parked, memory_order_relaxed) &&
+	    !pthread_mutex_trylock(&ctx->prog.lock)) {
 		sr_park_release(ctx);
 		pthread_mutex_unlock(&ctx->prog.lock);
 	}
@@ -105,4 +106,3 @@ uint64_t sr_park_expire(struct sr_context *ctx, uint64_t now, uint64_t wake)
 	}
 	return wake;
 }
-

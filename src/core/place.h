@@ -54,8 +54,8 @@ enum {
 	 * unmapped while still registered fails the copy, not the process */
 	SR_COPY_TO_SGE_CHECKED = 2,
 };
-int sr_sge_copy(struct sr_context *ctx, struct sr_pd *pd, const struct ibv_sge *sge, uint32_t num_sge,
-		uint64_t offset, void *buf, uint64_t len, int how);
+int sr_sge_copy(struct sr_context *ctx, struct sr_pd *pd, const struct ibv_sge *sge, uint32_t num_sge, uint64_t offset,
+		void *buf, uint64_t len, int how);
 /* The application's SGE i, read byte-wise: callers may hand in arrays
  * that are not 8-byte aligned (libiscsi's iSER keeps its receive SGE in a
  * packed descriptor), which the hardware providers read without a fault

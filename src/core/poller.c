@@ -30,7 +30,8 @@ __thread uint64_t sr_rx_bytes;
 static uint64_t rx_coalesce_ns(void)
 {
 	return (uint64_t)sr_env_range("SOFTRDMA_RX_COALESCE_US", SR_RX_COALESCE_DEFAULT_US, SR_RX_COALESCE_MAX_US,
-				      "microseconds") * 1000ull;
+				      "microseconds") *
+	       1000ull;
 }
 
 /* A poll that received this much: pollers take a stream (see
@@ -137,7 +138,7 @@ void sr_progress_poll(struct sr_context *ctx)
  * Write latency test) still has the thread back within 100 us; a
  * stream's last transfer may wait up to 1 ms (the retransmission timer
  * is at least 4 ms) if its poller stops polling before it arrives. */
-#define SR_POLLER_RECENT_NS 20000ull   /* a poll this recent: a poller is at work */
+#define SR_POLLER_RECENT_NS 20000ull /* a poll this recent: a poller is at work */
 #define SR_POLLER_RECHECK_NS 100000ull
 #define SR_POLLER_BULK_RECHECK_NS 1000000ull
 
@@ -146,7 +147,7 @@ static uint64_t poller_recheck_ns(struct sr_context *ctx, uint64_t now)
 	uint64_t b = atomic_load_explicit(&ctx->prog.last_bulk_poll_ns, memory_order_relaxed);
 	return b && now - b < SR_POLLER_BULK_RECHECK_NS ? SR_POLLER_BULK_RECHECK_NS : SR_POLLER_RECHECK_NS;
 }
-#define SR_POLLER_GRACE_NS 10000       /* what a poller gets to take input it may have seen */
+#define SR_POLLER_GRACE_NS 10000 /* what a poller gets to take input it may have seen */
 
 static void data_arm(struct sr_context *ctx, bool on)
 {
@@ -199,7 +200,7 @@ void sr_progress_chan_armed(struct sr_context *ctx)
  * our sight).  Rechecks as for pollers bring it back for input nobody
  * takes: a one-sided request while the application is busy elsewhere. */
 #define SR_CHAN_RECENT_NS 100000000ull /* a channel reader took input this recently: readers at work */
-#define SR_CHAN_RECHECK_NS 1000000ull   /* the thread's look meanwhile */
+#define SR_CHAN_RECHECK_NS 1000000ull  /* the thread's look meanwhile */
 
 bool sr_chan_receive(struct sr_context *ctx)
 {
@@ -305,4 +306,3 @@ void sr_rx_coalesce_nap(struct sr_context *ctx)
 		nanosleep(&nap, NULL);
 	}
 }
-

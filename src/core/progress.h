@@ -33,9 +33,9 @@ struct sr_progress {
 	pthread_t thread;
 	bool thread_started;
 	atomic_bool stop;
-	int epfd;                  /* the progress thread's: doorbell, daemon, data_epfd */
-	int data_epfd;             /* fd_registry.c: the QPs' sockets, what pollers and the thread receive from */
-	int doorbell;              /* eventfd: wake the progress thread */
+	int epfd;      /* the progress thread's: doorbell, daemon, data_epfd */
+	int data_epfd; /* fd_registry.c: the QPs' sockets, what pollers and the thread receive from */
+	int doorbell;  /* eventfd: wake the progress thread */
 	pthread_mutex_t lock;
 	/* timers.c: timer_lock protects timer_qps, the QPs whose transport
 	 * may have a deadline (sr_qp_timer_arm), the only ones the progress
@@ -54,26 +54,26 @@ struct sr_progress {
 	_Atomic uint64_t parked_since; /* the set last became non-empty */
 	uint32_t timer_snap_cap;
 	/* poller.c, burst.c: what the application threads do */
-	_Atomic uint64_t last_poll_ns; /* an application thread polled an empty CQ */
-	_Atomic uint64_t last_reap_ns; /* an application thread's poll returned completions */
+	_Atomic uint64_t last_poll_ns;	    /* an application thread polled an empty CQ */
+	_Atomic uint64_t last_reap_ns;	    /* an application thread's poll returned completions */
 	_Atomic uint64_t last_bulk_poll_ns; /* a poll received a stream's worth */
-	_Atomic uint64_t last_poll_rx_ns; /* a poll received something (data_left) */
-	_Atomic uint64_t poll_nap_until; /* pollers leave the sockets alone until then */
-	_Atomic uint64_t last_post_ns; /* an application thread posted a send WR (sr_timers_tick) */
-	atomic_uint n_chan_waiters;    /* threads asleep in ibv_get_cq_event on a channel (sr_chan_wait) */
-	_Atomic uint64_t last_chan_rx_ns; /* a channel's reader received input (sr_chan_receive) */
-	_Atomic uint64_t sleep_until;  /* the progress thread's next timer, UINT64_MAX = none */
-	atomic_bool timers_dirty;  /* a timer was armed since the thread last looked (sr_progress_deadline) */
-	atomic_bool data_armed;    /* the progress thread waits for the sockets' input */
-	bool poll_drive;           /* it may stop while pollers receive (SOFTRDMA_POLL_DRIVE) */
-	uint64_t rx_coalesce_ns;   /* its and pollers' nap after a large receive pass (SOFTRDMA_RX_COALESCE_US) */
+	_Atomic uint64_t last_poll_rx_ns;   /* a poll received something (data_left) */
+	_Atomic uint64_t poll_nap_until;    /* pollers leave the sockets alone until then */
+	_Atomic uint64_t last_post_ns;	    /* an application thread posted a send WR (sr_timers_tick) */
+	atomic_uint n_chan_waiters;	    /* threads asleep in ibv_get_cq_event on a channel (sr_chan_wait) */
+	_Atomic uint64_t last_chan_rx_ns;   /* a channel's reader received input (sr_chan_receive) */
+	_Atomic uint64_t sleep_until;	    /* the progress thread's next timer, UINT64_MAX = none */
+	atomic_bool timers_dirty;	    /* a timer was armed since the thread last looked (sr_progress_deadline) */
+	atomic_bool data_armed;		    /* the progress thread waits for the sockets' input */
+	bool poll_drive;		    /* it may stop while pollers receive (SOFTRDMA_POLL_DRIVE) */
+	uint64_t rx_coalesce_ns; /* its and pollers' nap after a large receive pass (SOFTRDMA_RX_COALESCE_US) */
 	/* fd_registry.c */
-	atomic_uint n_data_fds;    /* sockets in data_epfd */
-	atomic_uint data_fds_gen;  /* changes whenever one comes or goes */
-	struct sr_qp *sole_qp;     /* the QP of the only socket, as of sole_qp_gen (lock) */
+	atomic_uint n_data_fds;	  /* sockets in data_epfd */
+	atomic_uint data_fds_gen; /* changes whenever one comes or goes */
+	struct sr_qp *sole_qp;	  /* the QP of the only socket, as of sole_qp_gen (lock) */
 	uint32_t sole_qp_gen;
 	/* daemon_conn.c */
-	atomic_int n_ud_qps;       /* QPs whose datagrams come through the daemon: UD, and RC/UC
+	atomic_int n_ud_qps; /* QPs whose datagrams come through the daemon: UD, and RC/UC
 	                            * without a flow socket (roce/sockets.c) */
 };
 
@@ -153,7 +153,7 @@ void sr_qp_timer_arm(struct sr_qp *qp, uint64_t when);
 void sr_qp_timer_arm_slack(struct sr_qp *qp, uint64_t when, uint64_t slack_ns);
 #define SR_PROGRESS_TICK_NS 1000000ull
 #define SR_PROGRESS_TICK_FOR_NS 100000000ull /* ... for 100 ms after a post */
-void sr_qp_timer_disarm(struct sr_qp *qp); /* qp->lock held */
+void sr_qp_timer_disarm(struct sr_qp *qp);   /* qp->lock held */
 /* The timer pass (the progress thread only): fires the deadlines that are
  * due and returns the next one (0 = none). */
 uint64_t sr_timers_run(struct sr_context *ctx);
@@ -190,7 +190,7 @@ uint64_t sr_park_expire(struct sr_context *ctx, uint64_t now, uint64_t wake);
  * return of the one before (qp->post_end_ns, which the transport's
  * sq_kick sets) within SR_TX_BURST_NS.  Records the answer in
  * qp->in_burst. */
-#define SR_TX_BURST_NS 2000ull    /* a post this soon after the last one returned */
+#define SR_TX_BURST_NS 2000ull	  /* a post this soon after the last one returned */
 #define SR_TX_POLLER_NS 200000ull /* ... by an application that polled a CQ this recently */
 bool sr_post_in_burst(struct sr_qp *qp, uint64_t now_ns);
 

@@ -22,12 +22,21 @@ struct qp_trans {
 	int req[5], opt[5]; /* indexed by RC, UC, UD, XRC_SEND (INI), XRC_RECV (TGT) */
 };
 
-enum { T_RC, T_UC, T_UD, T_INI, T_TGT };
+enum {
+	T_RC,
+	T_UC,
+	T_UD,
+	T_INI,
+	T_TGT
+};
 
 static int qpt_index(enum ibv_qp_type t)
 {
-	return t == IBV_QPT_RC ? T_RC : t == IBV_QPT_UC ? T_UC : t == IBV_QPT_XRC_SEND ? T_INI
-				      : t == IBV_QPT_XRC_RECV ? T_TGT : T_UD;
+	return t == IBV_QPT_RC	     ? T_RC :
+	       t == IBV_QPT_UC	     ? T_UC :
+	       t == IBV_QPT_XRC_SEND ? T_INI :
+	       t == IBV_QPT_XRC_RECV ? T_TGT :
+				       T_UD;
 }
 
 /* [cur][next], as in IBTA 10.3 / the kernel's qp_state_table */
@@ -205,10 +214,10 @@ static int check_attr(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask)
 	 * ignores the others: a region's flag (rdma-core's ODP tests give a
 	 * QP IBV_ACCESS_ON_DEMAND) is no error; a bit no verb knows is */
 	if ((mask & IBV_QP_ACCESS_FLAGS) &&
-	    (attr->qp_access_flags & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-				       IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
-				       IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING |
-				       IBV_ACCESS_OPTIONAL_RANGE)))
+	    (attr->qp_access_flags &
+	     ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+	       IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB |
+	       IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_OPTIONAL_RANGE)))
 		return EINVAL;
 	if ((mask & IBV_QP_DEST_QPN) && attr->dest_qp_num > 0xffffff)
 		return EINVAL;
@@ -280,7 +289,6 @@ int sr_rq_init(struct sr_rq *rq, struct ibv_pd *pd, uint64_t type, uint32_t max_
 	rq->buf = sr_ring_alloc(pd, ((size_t)rq->mask + 1) * rq->stride, type, &rq->mem);
 	return rq->buf ? 0 : ENOMEM;
 }
-
 
 /* sr_qp.serial: 64 bits never wrap, so a destroyed QP's number is never
  * anyone else's (a type 2 memory window keeps naming its QP by it) */
@@ -385,8 +393,7 @@ static struct ibv_qp *create_qp(struct ibv_context *c, struct ibv_qp_init_attr_e
 		return NULL;
 	}
 	struct ibv_qp_cap *cap = &ia->cap;
-	if (cap->max_send_wr > SR_MAX_QP_WR || cap->max_send_sge > SR_MAX_SGE ||
-	    cap->max_inline_data > SR_MAX_INLINE ||
+	if (cap->max_send_wr > SR_MAX_QP_WR || cap->max_send_sge > SR_MAX_SGE || cap->max_inline_data > SR_MAX_INLINE ||
 	    (!ia->srq && (cap->max_recv_wr > SR_MAX_QP_WR || cap->max_recv_sge > SR_MAX_SGE))) {
 		errno = EINVAL;
 		return NULL;
@@ -506,8 +513,7 @@ static struct ibv_qp *create_qp(struct ibv_context *c, struct ibv_qp_init_attr_e
 	}
 	if (err)
 		goto fail;
-	qp->stats = sr_stats_qp_open(ctx->dev->conf.name, ctx->dev->conf.type, q->qp_num, q->qp_type,
-				     &qp->stats_slot);
+	qp->stats = sr_stats_qp_open(ctx->dev->conf.name, ctx->dev->conf.type, q->qp_num, q->qp_type, &qp->stats_slot);
 	if (ia->pd)
 		sr_pd_use(ia->pd, 1);
 	if (tgt)
@@ -673,7 +679,7 @@ void sr_qp_to_error(struct sr_qp *qp, enum ibv_event_type ev)
 	qp->attr.qp_state = IBV_QPS_ERR;
 	qp->ibqp.qp_base.state = IBV_QPS_ERR;
 	sr_flush_qp(qp);
-	if (ev != (enum ibv_event_type)-1)
+	if (ev != (enum ibv_event_type) - 1)
 		sr_post_async_event(qp->ctx, ev, &qp->ibqp.qp_base);
 	if (qp->srq && !qp->last_wqe_reached_sent) {
 		qp->last_wqe_reached_sent = true;
@@ -977,9 +983,8 @@ static bool opcode_carried(enum ibv_qp_type t, enum ibv_wr_opcode op)
  * of the local operations (libsiw refuses BIND_MW and LOCAL_INV). */
 bool sr_qp_opcode_carried(struct sr_qp *qp, enum ibv_wr_opcode op)
 {
-	if (qp->ctx->dev->conf.type == SR_DEV_IWARP &&
-	    (op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD ||
-	     sr_wr_is_local(op)))
+	if (qp->ctx->dev->conf.type == SR_DEV_IWARP && (op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+							op == IBV_WR_ATOMIC_FETCH_AND_ADD || sr_wr_is_local(op)))
 		return false;
 	return opcode_carried(qp->ibqp.qp_base.qp_type, op);
 }
@@ -1037,9 +1042,8 @@ static int post_local(struct sr_qp *qp, const struct ibv_send_wr *wr)
 {
 	struct sr_send_wqe *w;
 
-	if (wr->opcode == IBV_WR_BIND_MW &&
-	    (wr->num_sge || wr->imm_data || !wr->bind_mw.mw ||
-	     (!wr->bind_mw.bind_info.mr && wr->bind_mw.bind_info.length)))
+	if (wr->opcode == IBV_WR_BIND_MW && (wr->num_sge || wr->imm_data || !wr->bind_mw.mw ||
+					     (!wr->bind_mw.bind_info.mr && wr->bind_mw.bind_info.length)))
 		return EINVAL;
 	w = sr_sq_wqe(&qp->sq, qp->sq.head);
 	memset(w, 0, sizeof(*w));

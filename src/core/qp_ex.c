@@ -6,7 +6,10 @@
 
 #include "core/sr.h"
 
-static struct sr_qp *xqp(struct ibv_qp_ex *x) { return (struct sr_qp *)x; }
+static struct sr_qp *xqp(struct ibv_qp_ex *x)
+{
+	return (struct sr_qp *)x;
+}
 
 static struct sr_send_wqe *wr_new(struct ibv_qp_ex *x, enum ibv_wr_opcode op)
 {
@@ -42,7 +45,10 @@ static struct sr_send_wqe *wr_last(struct ibv_qp_ex *x)
 	return sr_sq_wqe(&qp->sq, qp->sq.head - 1);
 }
 
-static void x_send(struct ibv_qp_ex *x) { wr_new(x, IBV_WR_SEND); }
+static void x_send(struct ibv_qp_ex *x)
+{
+	wr_new(x, IBV_WR_SEND);
+}
 static void x_send_imm(struct ibv_qp_ex *x, __be32 imm)
 {
 	struct sr_send_wqe *w = wr_new(x, IBV_WR_SEND_WITH_IMM);
@@ -81,12 +87,18 @@ static void x_rdma(struct ibv_qp_ex *x, enum ibv_wr_opcode op, uint32_t rkey, ui
 		w->imm_data = imm;
 	}
 }
-static void x_write(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr) { x_rdma(x, IBV_WR_RDMA_WRITE, rkey, addr, 0); }
+static void x_write(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr)
+{
+	x_rdma(x, IBV_WR_RDMA_WRITE, rkey, addr, 0);
+}
 static void x_write_imm(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr, __be32 imm)
 {
 	x_rdma(x, IBV_WR_RDMA_WRITE_WITH_IMM, rkey, addr, imm);
 }
-static void x_read(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr) { x_rdma(x, IBV_WR_RDMA_READ, rkey, addr, 0); }
+static void x_read(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr)
+{
+	x_rdma(x, IBV_WR_RDMA_READ, rkey, addr, 0);
+}
 /* swap is unused by fetch-and-add (a WQE's unused fields stay 0) */
 static void x_atomic(struct ibv_qp_ex *x, enum ibv_wr_opcode op, uint32_t rkey, uint64_t addr, uint64_t compare_add,
 		     uint64_t swap)

@@ -6,7 +6,10 @@
 
 #include "core/sr.h"
 
-static uint32_t qpn_slot(uint32_t qpn, uint32_t size) { return (qpn * 0x9E3779B1u) & (size - 1); }
+static uint32_t qpn_slot(uint32_t qpn, uint32_t size)
+{
+	return (qpn * 0x9E3779B1u) & (size - 1);
+}
 
 struct sr_qp *sr_ctx_find_qp(struct sr_context *ctx, uint32_t qpn)
 {

@@ -113,4 +113,3 @@ uint64_t sr_timers_tick(struct sr_context *ctx, uint64_t now, uint64_t wake)
 		wake = now + SR_PROGRESS_TICK_NS; /* see sr_qp_timer_arm_slack */
 	return wake;
 }
-

@@ -13,7 +13,7 @@ struct sr_ipc_pkt;
 /* What core/ asks of a transport (roce/, iwarp/). All are called
  * with qp->lock held except create/destroy and modify_prepare. */
 struct sr_transport_ops {
-	int (*qp_create)(struct sr_qp *qp);          /* allocate tp, QPN */
+	int (*qp_create)(struct sr_qp *qp); /* allocate tp, QPN */
 	void (*qp_destroy)(struct sr_qp *qp);
 	/* Before a modify is validated, without qp->lock (it may ask the
 	 * daemon, whose answer can come behind datagrams for this QP); NULL:
@@ -21,8 +21,8 @@ struct sr_transport_ops {
 	void (*modify_prepare)(struct sr_qp *qp, const struct ibv_qp_attr *attr, int mask);
 	/* After core validated a modify; old_state is the state before. */
 	int (*qp_modify)(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask, enum ibv_qp_state old_state);
-	void (*sq_kick)(struct sr_qp *qp);           /* new WQEs were posted */
-	void (*rq_kick)(struct sr_qp *qp);           /* new receive WQEs (RNR wait may end) */
+	void (*sq_kick)(struct sr_qp *qp); /* new WQEs were posted */
+	void (*rq_kick)(struct sr_qp *qp); /* new receive WQEs (RNR wait may end) */
 	void (*on_timer)(struct sr_qp *qp, uint64_t now_ns);
 	uint64_t (*next_deadline)(struct sr_qp *qp); /* 0 = none */
 	void (*on_readable)(struct sr_qp *qp, int fd);

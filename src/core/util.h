@@ -18,13 +18,22 @@ uint64_t sr_now_ns(void);
 
 /* Per-thread scratch buffers (receive staging, send batches) that are freed
  * when the thread exits.  Returns NULL when out of memory. */
-enum sr_tls_slot { SR_TLS_RX, SR_TLS_TX_BATCH, SR_TLS_RESP_BATCH, SR_TLS_NSLOTS };
+enum sr_tls_slot {
+	SR_TLS_RX,
+	SR_TLS_TX_BATCH,
+	SR_TLS_RESP_BATCH,
+	SR_TLS_NSLOTS
+};
 /* This thread's buffer for slot (size bytes, the same at every call for a
  * slot; not zeroed: a user keeps state in it only after setting it), or
  * NULL without memory. */
 void *sr_tls_buf(enum sr_tls_slot slot, size_t size);
 void sr_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 extern int sr_debug;
-#define SR_DBG(...) do { if (sr_debug) sr_log(__VA_ARGS__); } while (0)
+#define SR_DBG(...)                          \
+	do {                                 \
+		if (sr_debug)                \
+			sr_log(__VA_ARGS__); \
+	} while (0)
 
 #endif

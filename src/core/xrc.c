@@ -22,8 +22,7 @@
 /* The domain of (fdev, fino) on dev, one more reference taken: found,
  * or made if create; NULL with *err (EAGAIN: none and no O_CREAT;
  * EINVAL: one and O_EXCL; ENOMEM), as uverbs says. */
-static struct sr_xrc_dom *dom_get(struct sr_device *dev, bool anonymous, dev_t fdev, ino_t fino, int oflags,
-				  int *err)
+static struct sr_xrc_dom *dom_get(struct sr_device *dev, bool anonymous, dev_t fdev, ino_t fino, int oflags, int *err)
 {
 	struct sr_xrc_dom *d = NULL;
 

@@ -114,7 +114,6 @@ bool gsi_send(uint8_t *pkt, const struct sockaddr_in6 *local, const struct socka
 	return sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0;
 }
 
-
 /* What the kernel's CM sends for a request nobody here takes (cm_issue_rej,
  * SIDR_REP IB_SIDR_UNSUPPORTED, cm_issue_drep): the answer goes to the
  * sender's QP1 from the local address the request came to.  req is a
@@ -144,7 +143,7 @@ bool cm_answer(const uint8_t *req, const struct sr_ipc_pkt *meta, uint16_t attr)
 	h.opcode = IBV_OPCODE_UD_SEND_ONLY;
 	h.pkey = rd16(req + 2);
 	h.dqpn = 1;
-	h.ackreq = true;  /* as the kernel's rxe sends MADs */
+	h.ackreq = true; /* as the kernel's rxe sends MADs */
 	h.psn = d.gsi_psn++ & SR_PSN_MASK;
 	h.deth_qkey = SR_GSI_QKEY;
 	h.deth_sqpn = 1;

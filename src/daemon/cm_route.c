@@ -84,7 +84,7 @@ static void rs_add(uint32_t comm_id, const uint8_t guid[8], struct client *owner
 		rs_unlink(d.rs_oldest);
 	e = calloc(1, sizeof(*e));
 	if (!e)
-		return;  /* only duplicates and timeout REJs lose their way */
+		return; /* only duplicates and timeout REJs lose their way */
 	e->comm_id = comm_id;
 	memcpy(e->ca_guid, guid, 8);
 	e->owner = owner;
@@ -107,7 +107,6 @@ void rs_release_all(struct client *c)
 		e = next;
 	}
 }
-
 
 /* ---- CM routing ---- */
 

@@ -104,8 +104,7 @@ int will_set(struct client *c, const struct sr_ipc_cm_will *req)
 	will_drop(c, req->comm_id);
 	if (!req->len)
 		return 0;
-	if (req->len != sizeof(req->mad) || req->local.sin6_family != AF_INET6 ||
-	    req->peer.sin6_family != AF_INET6 ||
+	if (req->len != sizeof(req->mad) || req->local.sin6_family != AF_INET6 || req->peer.sin6_family != AF_INET6 ||
 	    IN6_IS_ADDR_V4MAPPED(&req->local.sin6_addr) != IN6_IS_ADDR_V4MAPPED(&req->peer.sin6_addr) ||
 	    !is_own_dreq(req->mad, req->comm_id))
 		return -EINVAL;

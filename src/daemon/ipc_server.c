@@ -24,8 +24,8 @@ static void client_set_events(struct client *c, uint32_t events)
 void client_drop(struct client *c, const char *why)
 {
 	logmsg("client pid %ld disconnected (%s), freeing %u QPN(s), %u comm ID(s), %u listen(s), "
-	       "%u multicast membership(s)%s", (long)c->pid, why, c->nqpn, c->ncomm_id, c->nlisten, c->nmcast,
-	       d.qp1_owner == c ? " and QP1" : "");
+	       "%u multicast membership(s)%s",
+	       (long)c->pid, why, c->nqpn, c->ncomm_id, c->nlisten, c->nmcast, d.qp1_owner == c ? " and QP1" : "");
 	epoll_ctl(d.epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	wills_release(c);

@@ -64,7 +64,6 @@ static void die(const char *fmt, ...)
 	_exit(1);
 }
 
-
 /* ---- setup ---- */
 
 static int open_listener(void)
@@ -148,7 +147,8 @@ static int open_udp(int family)
 			return -1;
 		}
 		die("bind UDP %s:%d: %s%s", family == AF_INET ? "0.0.0.0" : "[::]", SR_ROCE_UDP_PORT, strerror(e),
-		    e == EADDRINUSE ? " (held without SO_REUSEPORT, by another user, or by the kernel's rdma_rxe)" : "");
+		    e == EADDRINUSE ? " (held without SO_REUSEPORT, by another user, or by the kernel's rdma_rxe)" :
+				      "");
 	}
 	if (family == AF_INET)
 		getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &d.udp_rcvbuf, &optlen);

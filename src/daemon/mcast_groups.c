@@ -142,7 +142,7 @@ static void mc_unlink_member(struct mc_group *g, struct mc_member **mp)
 		d.nmcast--;
 		inet_ntop(AF_INET6, &g->addr, a, sizeof(a));
 		logmsg("left multicast group %s on ifindex %d", a, g->ifindex);
-		close(g->fd);  /* the kernel drops the membership with the socket */
+		close(g->fd); /* the kernel drops the membership with the socket */
 		free(g);
 	}
 }
@@ -183,8 +183,7 @@ void mc_release_all(struct client *c)
  * group): one copy to each client that joined the group on the interface
  * it came in on (ifindex 0: any interface), except from.  Returns whether
  * any client had joined. */
-bool mc_fanout(const struct in6_addr *group, int ifindex, const uint8_t *msg, size_t len,
-	       const struct client *from)
+bool mc_fanout(const struct in6_addr *group, int ifindex, const uint8_t *msg, size_t len, const struct client *from)
 {
 	bool any = false;
 

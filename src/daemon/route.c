@@ -41,8 +41,7 @@ void deliver(struct client *c, const struct client *from, const uint8_t *msg, si
 }
 
 /* from: the client that handed it over, NULL if it came from UDP. */
-static struct route route(const uint8_t *dgram, uint32_t len, const struct sr_ipc_pkt *meta,
-			  const struct client *from)
+static struct route route(const uint8_t *dgram, uint32_t len, const struct sr_ipc_pkt *meta, const struct client *from)
 {
 	struct route r = { .why = DROP_UNKNOWN_QPN };
 	uint32_t qpn;
@@ -69,7 +68,8 @@ static struct route route(const uint8_t *dgram, uint32_t len, const struct sr_ip
  * route datagrams without a socket. */
 void udp_dgram(uint8_t *slot, const struct sr_ipc_pkt *meta, int ifindex)
 {
-	struct sr_ipc_hdr h = { .type = SR_IPC_PKT, .version = SR_IPC_VERSION,
+	struct sr_ipc_hdr h = { .type = SR_IPC_PKT,
+				.version = SR_IPC_VERSION,
 				.len = (uint32_t)sizeof(*meta) + meta->len };
 	struct route r = route(slot + PKT_HDRS, meta->len, meta, NULL);
 

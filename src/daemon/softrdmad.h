@@ -38,12 +38,12 @@
 
 #define QPN_FIRST 0x11u
 #define QPN_LAST 0xffffffu
-#define QPN_MAX_LIVE (1u << 20)      /* bounds daemon memory, far above any real use */
+#define QPN_MAX_LIVE (1u << 20) /* bounds daemon memory, far above any real use */
 #define UDP_BATCH 32
-#define UDP_BATCHES_PER_WAKEUP 8     /* then let other sources have a turn */
+#define UDP_BATCHES_PER_WAKEUP 8 /* then let other sources have a turn */
 #define CLIENT_MSGS_PER_WAKEUP 64
 #define SOCK_BUF_BYTES (4 << 20)
-#define USER_BIG_BUFFERS 16          /* connections of a user with SOCK_BUF_BYTES */
+#define USER_BIG_BUFFERS 16 /* connections of a user with SOCK_BUF_BYTES */
 #define PKT_HDRS (sizeof(struct sr_ipc_hdr) + sizeof(struct sr_ipc_pkt))
 #define SLOT_BYTES ((PKT_HDRS + SR_IPC_MAX_PKT + 8 + 7) & ~(size_t)7)
 
@@ -56,14 +56,14 @@
 /* Longer than an rdma_cm REQ is retried (15 tries of ~4 s, doubled by MRA). */
 #define PEER_REQ_TTL_MS (300 * 1000)
 #define ANSWER_SRC_SLOTS 1024u
-#define ANSWER_SRC_RATE 20           /* answers per second to one address */
+#define ANSWER_SRC_RATE 20 /* answers per second to one address */
 #define ANSWER_SRC_BURST 40
-#define ANSWER_ALL_RATE 500          /* answers per second in total */
+#define ANSWER_ALL_RATE 500 /* answers per second in total */
 #define ANSWER_ALL_BURST 1000
-#define MCAST_MAX_GROUPS 1024u       /* (group, interface) pairs joined host-wide */
-#define MCAST_MAX_PER_CLIENT 256u    /* memberships of one client */
+#define MCAST_MAX_GROUPS 1024u	  /* (group, interface) pairs joined host-wide */
+#define MCAST_MAX_PER_CLIENT 256u /* memberships of one client */
 /* Wills of dead clients go out at most this fast (ipc.h, "CM wills"). */
-#define WILL_RATE 1000               /* per second */
+#define WILL_RATE 1000 /* per second */
 #define WILL_BURST 1000
 
 /* A GSI datagram: BTH, DETH, one 256-byte MAD (so no pad), ICRC. */
@@ -90,13 +90,13 @@ enum cm_attr {
 	CM_ATTR_LAP = 0x0019,
 	CM_ATTR_APR = 0x001a,
 };
-#define CM_OFF_LOCAL_COMM_ID 24      /* every message but SIDR_* */
-#define CM_OFF_REMOTE_COMM_ID 28     /* every message but REQ and SIDR_* */
+#define CM_OFF_LOCAL_COMM_ID 24	 /* every message but SIDR_* */
+#define CM_OFF_REMOTE_COMM_ID 28 /* every message but REQ and SIDR_* */
 #define CM_OFF_REQ_SERVICE_ID 32
 #define CM_OFF_REQ_LOCAL_CA_GUID 40
 #define CM_OFF_REJ_REASON 34
 #define CM_OFF_REJ_ARI 36
-#define CM_OFF_SIDR_REQUEST_ID 24    /* SIDR_REQ and SIDR_REP */
+#define CM_OFF_SIDR_REQUEST_ID 24 /* SIDR_REQ and SIDR_REP */
 #define CM_OFF_SIDR_REQ_SERVICE_ID 32
 #define CM_OFF_SIDR_REP_STATUS 28
 #define CM_OFF_SIDR_REP_SERVICE_ID 36
@@ -104,64 +104,70 @@ enum cm_attr {
 #define CM_REJ_INVALID_SERVICE_ID 8
 #define CM_SIDR_UNSUPPORTED 1
 
-enum src_kind { SRC_LISTEN, SRC_UDP4, SRC_UDP6, SRC_SIGNAL, SRC_CLIENT };
+enum src_kind {
+	SRC_LISTEN,
+	SRC_UDP4,
+	SRC_UDP6,
+	SRC_SIGNAL,
+	SRC_CLIENT
+};
 
 struct evsrc {
 	enum src_kind kind;
 };
 
 struct client {
-	struct evsrc src;            /* first: epoll data points here */
+	struct evsrc src; /* first: epoll data points here */
 	int fd;
-	pid_t pid;                   /* from SO_PEERCRED */
+	pid_t pid; /* from SO_PEERCRED */
 	uid_t uid;
-	struct user *user;           /* of uid; never NULL */
+	struct user *user; /* of uid; never NULL */
 	int32_t hello_pid;
 	uint32_t nqpn, ncomm_id, nlisten;
-	uint32_t nmcast;             /* multicast memberships (mc_member entries) */
+	uint32_t nmcast; /* multicast memberships (mc_member entries) */
 	uint64_t delivered, dropped_full;
 	/* A reply the socket had no room for.  While set the client's requests
 	 * are not read, so at most one is ever pending. */
 	uint8_t *pending;
 	uint32_t pending_len;
-	struct will *wills;          /* CM wills (ipc.h), sent when the client dies */
+	struct will *wills; /* CM wills (ipc.h), sent when the client dies */
 	struct client *prev, *next;
 };
 
 struct will {
 	struct will *next;
-	struct user *user;           /* charged for it until it is sent */
+	struct user *user; /* charged for it until it is sent */
 	struct sr_ipc_cm_will w;
 };
 
 enum drop_reason {
-	DROP_SHORT,          /* shorter than a BTH */
-	DROP_TOO_BIG,        /* larger than SR_IPC_MAX_PKT */
+	DROP_SHORT,   /* shorter than a BTH */
+	DROP_TOO_BIG, /* larger than SR_IPC_MAX_PKT */
 	DROP_NO_QP1_OWNER,
 	DROP_UNKNOWN_QPN,
-	DROP_CLIENT_FULL,    /* owner's socket buffer full or a reply pending */
-	DROP_CLIENT_ERR,     /* owner's socket failed (going away) */
-	DROP_LOOP,           /* client forwarded a datagram for its own QPN */
-	DROP_BAD_IPC,        /* malformed PKT message from a client */
+	DROP_CLIENT_FULL,     /* owner's socket buffer full or a reply pending */
+	DROP_CLIENT_ERR,      /* owner's socket failed (going away) */
+	DROP_LOOP,	      /* client forwarded a datagram for its own QPN */
+	DROP_BAD_IPC,	      /* malformed PKT message from a client */
 	DROP_MCAST_NO_MEMBER, /* DestQP 0xFFFFFF to a group nobody joined there */
-	DROP_FOREIGN,        /* client forwarded it to another user's QP or listener,
+	DROP_FOREIGN,	      /* client forwarded it to another user's QP or listener,
 	                      * or for the daemon to answer (users.c) */
 	DROP_NREASONS
 };
 
 enum cm_counter {
-	CM_TO_LISTENER,      /* REQ / SIDR_REQ to the process listening */
-	CM_TO_REQ_OWNER,     /* REQ again, or REJ timeout: where the REQ went */
-	CM_TO_ID_OWNER,      /* to the owner of the Communication / Request ID */
-	CM_TO_QP1_OWNER,     /* not routed by the above: to the CLAIM_QP1 holder */
+	CM_TO_LISTENER,	 /* REQ / SIDR_REQ to the process listening */
+	CM_TO_REQ_OWNER, /* REQ again, or REJ timeout: where the REQ went */
+	CM_TO_ID_OWNER,	 /* to the owner of the Communication / Request ID */
+	CM_TO_QP1_OWNER, /* not routed by the above: to the CLAIM_QP1 holder */
 	CM_REJ_SENT,
 	CM_SIDR_REP_SENT,
 	CM_DREP_SENT,
-	CM_ANSWER_LIMITED,   /* an answer not sent: rate limit */
-	CM_ANSWER_ERR,       /* an answer not sent: no usable address, send failed */
-	CM_MALFORMED,        /* not a 280-byte UD SEND with GSI Q_Key, P_Key, MAD v1 */
-	CM_NOT_CM,           /* another management class */
-	CM_UNSUPPORTED,      /* CM MAD not routed: other attribute, method, version */
+	CM_ANSWER_LIMITED, /* an answer not sent: rate limit */
+	CM_ANSWER_ERR,	   /* an answer not sent: no usable address, send failed */
+	CM_MALFORMED,	   /* not a 280-byte UD SEND with GSI Q_Key, P_Key, MAD v1 */
+	CM_NOT_CM,	   /* another management class */
+	CM_UNSUPPORTED,	   /* CM MAD not routed: other attribute, method, version */
 	CM_NO_LISTENER,
 	CM_UNKNOWN_ID,
 	CM_NCOUNTERS
@@ -181,30 +187,38 @@ struct traffic {
 /* What one Unix user holds, in all its connections, and its traffic
  * (users.c).  Kept once created: there are only as many as uids that
  * connected. */
-enum quota { Q_CLIENTS, Q_QPN, Q_COMM_ID, Q_LISTEN, Q_WILL, Q_MCAST, Q_NQUOTAS };
+enum quota {
+	Q_CLIENTS,
+	Q_QPN,
+	Q_COMM_ID,
+	Q_LISTEN,
+	Q_WILL,
+	Q_MCAST,
+	Q_NQUOTAS
+};
 
 struct user {
 	struct user *next;
 	uid_t uid;
 	uint32_t n[Q_NQUOTAS];
-	uint32_t warned;             /* bit per quota: its refusal was logged */
-	uint32_t wills_queued;       /* of its dead clients, not sent yet */
+	uint32_t warned;       /* bit per quota: its refusal was logged */
+	uint32_t wills_queued; /* of its dead clients, not sent yet */
 	struct traffic t;
 };
 
 /* Count one event of field (a member of struct traffic) in all, and for
  * user u if not NULL. */
-#define TALLY(u, field)                       \
-	do {                                  \
-		struct user *u_ = (u);        \
-		d.all.field++;                \
-		if (u_)                       \
-			u_->t.field++;        \
+#define TALLY(u, field)                \
+	do {                           \
+		struct user *u_ = (u); \
+		d.all.field++;         \
+		if (u_)                \
+			u_->t.field++; \
 	} while (0)
 
 struct id_ent {
-	uint32_t id;                 /* 0 = empty slot (0 is never handed out) */
-	uint16_t port;               /* QPNs: the UDP source port, 0 = not known (ipc.h, "Ports") */
+	uint32_t id;   /* 0 = empty slot (0 is never handed out) */
+	uint16_t port; /* QPNs: the UDP source port, 0 = not known (ipc.h, "Ports") */
 	struct client *owner;
 };
 
@@ -215,20 +229,20 @@ struct idtab {
 };
 
 struct listener {
-	struct listener *next;       /* hash chain */
+	struct listener *next; /* hash chain */
 	struct client *owner;
 	uint64_t service_id;
-	struct in6_addr addr;        /* :: any, ::ffff:0.0.0.0 any IPv4, else exact */
+	struct in6_addr addr; /* :: any, ::ffff:0.0.0.0 any IPv4, else exact */
 };
 
 /* A REQ routed to a listener, named as the peer names it. */
 struct req_seen {
-	struct req_seen *hnext;      /* hash chain */
+	struct req_seen *hnext; /* hash chain */
 	struct req_seen *older, *newer;
-	uint32_t comm_id;            /* the REQ's Local Communication ID */
-	uint8_t ca_guid[8];          /* the REQ's Local CA GUID */
+	uint32_t comm_id;   /* the REQ's Local Communication ID */
+	uint8_t ca_guid[8]; /* the REQ's Local CA GUID */
 	struct client *owner;
-	int64_t t_ms;                /* last seen */
+	int64_t t_ms; /* last seen */
 };
 
 /* A multicast group joined on one interface, and the clients that asked
@@ -236,18 +250,18 @@ struct req_seen {
 struct mc_member {
 	struct mc_member *next;
 	struct client *c;
-	uint32_t refs;               /* JOINs not yet matched by a LEAVE */
-	uint64_t delivered;          /* datagrams of the group handed to c */
+	uint32_t refs;	    /* JOINs not yet matched by a LEAVE */
+	uint64_t delivered; /* datagrams of the group handed to c */
 };
 
 struct mc_group {
 	struct mc_group *next;
-	struct in6_addr addr;        /* IPv4 as IPv4-mapped */
+	struct in6_addr addr; /* IPv4 as IPv4-mapped */
 	int ifindex;
-	int fd;                      /* the socket holding the kernel membership */
+	int fd; /* the socket holding the kernel membership */
 	struct mc_member *members;
 	uint32_t nmembers;
-	uint64_t delivered;          /* datagrams handed to members (one per member) */
+	uint64_t delivered; /* datagrams handed to members (one per member) */
 };
 
 struct token_bucket {
@@ -261,17 +275,16 @@ struct answer_src {
 	struct token_bucket tb;
 };
 
-
 /* All daemon state: one instance (state.c), owned by the event loop thread. */
 struct daemon_state {
 	bool background;
-	int idle_exit;               /* seconds, 0 = never */
-	int ready_fd;                /* --background: pipe to the waiting parent, else -1 */
+	int idle_exit; /* seconds, 0 = never */
+	int ready_fd;  /* --background: pipe to the waiting parent, else -1 */
 	const char *sock_name;
 	int epfd, listen_fd, udp4_fd, udp6_fd, sig_fd;
-	int reserve_fd;              /* spare fd given up to accept() and close on EMFILE */
+	int reserve_fd; /* spare fd given up to accept() and close on EMFILE */
 	int udp_rcvbuf;
-	uid_t euid;                  /* the daemon's own: its clients are trusted */
+	uid_t euid; /* the daemon's own: its clients are trusted */
 	struct user *users;
 	struct evsrc ev_listen, ev_udp4, ev_udp6, ev_signal;
 	struct client *clients;
@@ -294,8 +307,8 @@ struct daemon_state {
 	struct timespec start;
 	int64_t idle_since_ms;
 	struct traffic all;
-	uint8_t *udp_slots;          /* UDP_BATCH slots of SLOT_BYTES */
-	uint8_t *cbuf;               /* one client message */
+	uint8_t *udp_slots; /* UDP_BATCH slots of SLOT_BYTES */
+	uint8_t *cbuf;	    /* one client message */
 };
 extern struct daemon_state d;
 
@@ -304,10 +317,10 @@ extern const char *const cm_name[CM_NCOUNTERS];
 
 /* The route of one datagram (route.c, cm_route.c). */
 struct route {
-	struct client *to;           /* NULL: not delivered */
-	enum drop_reason why;        /* when to is NULL and !answered */
-	bool answered;               /* the daemon answered it itself */
-	bool mcast;                  /* DestQP 0xFFFFFF: to the group's members */
+	struct client *to;    /* NULL: not delivered */
+	enum drop_reason why; /* when to is NULL and !answered */
+	bool answered;	      /* the daemon answered it itself */
+	bool mcast;	      /* DestQP 0xFFFFFF: to the group's members */
 };
 
 static inline void to_mapped(struct sockaddr_in6 *out, const struct sockaddr_in *in)
@@ -405,8 +418,7 @@ int wills_pump(void);
 int mc_join(struct client *c, const struct sr_ipc_mcast *req);
 int mc_leave(struct client *c, const struct sr_ipc_mcast *req);
 void mc_release_all(struct client *c);
-bool mc_fanout(const struct in6_addr *group, int ifindex, const uint8_t *msg, size_t len,
-	       const struct client *from);
+bool mc_fanout(const struct in6_addr *group, int ifindex, const uint8_t *msg, size_t len, const struct client *from);
 
 /* route.c */
 /* A datagram dropped on its way to or from client c (NULL: nobody's). */

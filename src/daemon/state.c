@@ -7,8 +7,14 @@
 
 #include "daemon/softrdmad.h"
 
-struct daemon_state d = { .idle_exit = 30, .ready_fd = -1, .listen_fd = -1, .udp4_fd = -1, .udp6_fd = -1,
-	.sig_fd = -1, .reserve_fd = -1, .epfd = -1 };
+struct daemon_state d = { .idle_exit = 30,
+			  .ready_fd = -1,
+			  .listen_fd = -1,
+			  .udp4_fd = -1,
+			  .udp6_fd = -1,
+			  .sig_fd = -1,
+			  .reserve_fd = -1,
+			  .epfd = -1 };
 
 int64_t now_ms(void)
 {
@@ -67,7 +73,8 @@ uint32_t rand32(void)
 			uint64_t x;
 
 			clock_gettime(CLOCK_MONOTONIC, &ts);
-			x = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid() << 32 ^ (uint64_t)ts.tv_sec;
+			x = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid() << 32 ^
+			    (uint64_t)ts.tv_sec;
 			for (unsigned i = 0; i < 256; i++) {
 				x += 0x9E3779B97F4A7C15ull;
 				uint64_t z = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;

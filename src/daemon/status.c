@@ -19,20 +19,13 @@ const char *const drop_name[DROP_NREASONS] = {
 };
 
 const char *const cm_name[CM_NCOUNTERS] = {
-	[CM_TO_LISTENER] = "to_listener",
-	[CM_TO_REQ_OWNER] = "to_req_owner",
-	[CM_TO_ID_OWNER] = "to_id_owner",
-	[CM_TO_QP1_OWNER] = "to_qp1_owner",
-	[CM_REJ_SENT] = "rej_sent",
-	[CM_SIDR_REP_SENT] = "sidr_rep_sent",
-	[CM_DREP_SENT] = "drep_sent",
-	[CM_ANSWER_LIMITED] = "answer_limited",
-	[CM_ANSWER_ERR] = "answer_error",
-	[CM_MALFORMED] = "malformed",
-	[CM_NOT_CM] = "not_cm",
-	[CM_UNSUPPORTED] = "unsupported",
-	[CM_NO_LISTENER] = "no_listener",
-	[CM_UNKNOWN_ID] = "unknown_id",
+	[CM_TO_LISTENER] = "to_listener", [CM_TO_REQ_OWNER] = "to_req_owner",
+	[CM_TO_ID_OWNER] = "to_id_owner", [CM_TO_QP1_OWNER] = "to_qp1_owner",
+	[CM_REJ_SENT] = "rej_sent",	  [CM_SIDR_REP_SENT] = "sidr_rep_sent",
+	[CM_DREP_SENT] = "drep_sent",	  [CM_ANSWER_LIMITED] = "answer_limited",
+	[CM_ANSWER_ERR] = "answer_error", [CM_MALFORMED] = "malformed",
+	[CM_NOT_CM] = "not_cm",		  [CM_UNSUPPORTED] = "unsupported",
+	[CM_NO_LISTENER] = "no_listener", [CM_UNKNOWN_ID] = "unknown_id",
 };
 
 uint32_t status_clients(const struct client *c)
@@ -57,12 +50,12 @@ size_t status_text(const struct client *asker, char *buf, size_t cap)
 	const struct traffic *t = all ? &d.all : &me->t;
 	uint32_t rs_n = 0;
 
-#define OUT(...)                                                                    \
-	do {                                                                        \
-		if (n < cap) {                                                      \
-			int k_ = snprintf(buf + n, cap - n, __VA_ARGS__);           \
-			n += k_ > 0 ? (size_t)k_ : 0;                               \
-		}                                                                   \
+#define OUT(...)                                                          \
+	do {                                                              \
+		if (n < cap) {                                            \
+			int k_ = snprintf(buf + n, cap - n, __VA_ARGS__); \
+			n += k_ > 0 ? (size_t)k_ : 0;                     \
+		}                                                         \
 	} while (0)
 
 	if (all)
@@ -118,9 +111,9 @@ size_t status_text(const struct client *asker, char *buf, size_t cap)
 		for (int i = 0; i < Q_NQUOTAS; i++)
 			holds |= u->n[i] != 0;
 		if (holds && sees(asker, u))
-			OUT("user uid %ld connections %u qpns %u comm_ids %u listens %u wills %u mcast %u%s\n", (long)u->uid,
-			    u->n[Q_CLIENTS], u->n[Q_QPN], u->n[Q_COMM_ID], u->n[Q_LISTEN], u->n[Q_WILL], u->n[Q_MCAST],
-			    u->uid == d.euid ? " (no quotas)" : "");
+			OUT("user uid %ld connections %u qpns %u comm_ids %u listens %u wills %u mcast %u%s\n",
+			    (long)u->uid, u->n[Q_CLIENTS], u->n[Q_QPN], u->n[Q_COMM_ID], u->n[Q_LISTEN], u->n[Q_WILL],
+			    u->n[Q_MCAST], u->uid == d.euid ? " (no quotas)" : "");
 	}
 	for (struct mc_group *g = d.mcast; g; g = g->next) {
 		char a[INET6_ADDRSTRLEN];
@@ -152,8 +145,9 @@ size_t status_text(const struct client *asker, char *buf, size_t cap)
 	for (struct client *c = d.clients; c; c = c->next)
 		if (sees(asker, c->user))
 			OUT("  client pid %ld uid %ld qpns %u comm_ids %u listens %u%s delivered %llu dropped %llu\n",
-			    (long)c->pid, (long)c->uid, c->nqpn, c->ncomm_id, c->nlisten, d.qp1_owner == c ? " qp1" : "",
-			    (unsigned long long)c->delivered, (unsigned long long)c->dropped_full);
+			    (long)c->pid, (long)c->uid, c->nqpn, c->ncomm_id, c->nlisten,
+			    d.qp1_owner == c ? " qp1" : "", (unsigned long long)c->delivered,
+			    (unsigned long long)c->dropped_full);
 #undef OUT
 	return n < cap ? n : cap;
 }

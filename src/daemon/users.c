@@ -14,17 +14,17 @@
 #include "daemon/softrdmad.h"
 
 static const uint32_t quota_max[Q_NQUOTAS] = {
-	[Q_CLIENTS] = 1024,      /* a process holds one per verbs context, one for rdma_cm */
-	[Q_QPN] = 1u << 17,      /* 1/8 of the daemon's limit of live QPNs */
-	[Q_COMM_ID] = 1u << 16,  /* 1/16 of the daemon's live Communication IDs */
-	[Q_LISTEN] = 4096,       /* 1/16 of the daemon's listens */
-	[Q_WILL] = 16384,        /* established rdma_cm connections that get a DREQ at death */
-	[Q_MCAST] = 256,         /* 1/4 of the host's (group, interface) pairs */
+	[Q_CLIENTS] = 1024,	/* a process holds one per verbs context, one for rdma_cm */
+	[Q_QPN] = 1u << 17,	/* 1/8 of the daemon's limit of live QPNs */
+	[Q_COMM_ID] = 1u << 16, /* 1/16 of the daemon's live Communication IDs */
+	[Q_LISTEN] = 4096,	/* 1/16 of the daemon's listens */
+	[Q_WILL] = 16384,	/* established rdma_cm connections that get a DREQ at death */
+	[Q_MCAST] = 256,	/* 1/4 of the host's (group, interface) pairs */
 };
 
 static const char *const quota_name[Q_NQUOTAS] = {
-	[Q_CLIENTS] = "connection", [Q_QPN] = "QPN", [Q_COMM_ID] = "Communication ID",
-	[Q_LISTEN] = "listen", [Q_WILL] = "CM will", [Q_MCAST] = "multicast membership",
+	[Q_CLIENTS] = "connection", [Q_QPN] = "QPN",	  [Q_COMM_ID] = "Communication ID",
+	[Q_LISTEN] = "listen",	    [Q_WILL] = "CM will", [Q_MCAST] = "multicast membership",
 };
 
 struct user *user_get(uid_t uid)

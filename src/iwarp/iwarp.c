@@ -477,8 +477,8 @@ static bool iw_drained(struct sr_qp *qp)
  * do messages while a batch is still going out.  An application that
  * posts a burst and then does not poll has it sent by the progress
  * thread (sr_qp_park). */
-#define SR_IW_HOLD_WQES 16           /* waiting messages that make a batch */
-#define SR_IW_HOLD_LEN 16384u        /* only messages this small wait */
+#define SR_IW_HOLD_WQES 16    /* waiting messages that make a batch */
+#define SR_IW_HOLD_LEN 16384u /* only messages this small wait */
 
 static bool iw_tx_hold(struct sr_qp *qp, uint64_t now)
 {
@@ -722,8 +722,7 @@ SR_EXPORT int sr_iw_qp_connect(struct ibv_qp *ibqp, const struct sr_iw_conn_para
 
 	pthread_mutex_lock(&qp->lock);
 	w = iqp(qp);
-	if (!w || qp->dead || w->fd >= 0 ||
-	    (qp->attr.qp_state != IBV_QPS_INIT && qp->attr.qp_state != IBV_QPS_RTR)) {
+	if (!w || qp->dead || w->fd >= 0 || (qp->attr.qp_state != IBV_QPS_INIT && qp->attr.qp_state != IBV_QPS_RTR)) {
 		err = EINVAL;
 		goto out;
 	}
@@ -792,9 +791,8 @@ SR_EXPORT int sr_iw_qp_connect(struct ibv_qp *ibqp, const struct sr_iw_conn_para
 	qp->attr.qp_state = IBV_QPS_RTS;
 	qp->attr.cur_qp_state = IBV_QPS_RTS;
 	ibqp->state = IBV_QPS_RTS;
-	SR_DBG("iwarp QP %u: connected on fd %d (%s, MPA rev %u, CRC %s, IRD %u ORD %u, RTR %d)", iw_qpn(qp),
-	       w->fd, p->initiator ? "initiator" : "responder", p->mpa_rev, p->crc ? "on" : "off", ird, ord,
-	       p->rtr);
+	SR_DBG("iwarp QP %u: connected on fd %d (%s, MPA rev %u, CRC %s, IRD %u ORD %u, RTR %d)", iw_qpn(qp), w->fd,
+	       p->initiator ? "initiator" : "responder", p->mpa_rev, p->crc ? "on" : "off", ird, ord, p->rtr);
 	if (w->hush_until)
 		sr_qp_timer_arm(qp, w->hush_until);
 	/* the initiator's RTR goes first; input may already be waiting */

@@ -81,21 +81,21 @@
 
 enum sr_iw_act {
 	SR_IW_ACT_NONE = 0,
-	SR_IW_ACT_SQ_DONE,     /* an SQ WQE's last message is out: it completes */
-	SR_IW_ACT_IRQ_POP,     /* a Read Response is out: free its IRQ slot */
+	SR_IW_ACT_SQ_DONE, /* an SQ WQE's last message is out: it completes */
+	SR_IW_ACT_IRQ_POP, /* a Read Response is out: free its IRQ slot */
 };
 
 /* One FPDU of a send batch. */
 struct sr_iw_fpdu_out {
 	uint8_t hdr[SR_MPA_LEN_BYTES + SR_IW_MAX_HDR];
-	uint8_t trl[3 + SR_MPA_CRC_BYTES];   /* pad, then CRC */
-	uint32_t len;                        /* whole FPDU */
+	uint8_t trl[3 + SR_MPA_CRC_BYTES]; /* pad, then CRC */
+	uint32_t len;			   /* whole FPDU */
 	/* Read Response payload: checked again before a resumed send,
 	 * since the region may have been deregistered meanwhile */
 	uint32_t rr_stag, rr_len;
 	uint64_t rr_to;
 	int pay_iov, pay_niov;
-	uint8_t imm[SR_RDMAP_IMM_LEN];       /* Immediate Data payload */
+	uint8_t imm[SR_RDMAP_IMM_LEN]; /* Immediate Data payload */
 	enum sr_iw_act act;
 	uint32_t act_arg;
 };
@@ -113,16 +113,22 @@ struct sr_iw_txb {
 	struct sr_iw_fpdu_out f[SR_IW_TXB_FPDUS];
 };
 
-enum sr_iw_src { SR_IW_SRC_NONE = 0, SR_IW_SRC_SQ, SR_IW_SRC_IRQ, SR_IW_SRC_RTR, SR_IW_SRC_NUDGE };
+enum sr_iw_src {
+	SR_IW_SRC_NONE = 0,
+	SR_IW_SRC_SQ,
+	SR_IW_SRC_IRQ,
+	SR_IW_SRC_RTR,
+	SR_IW_SRC_NUDGE
+};
 
 /* The message being cut into FPDUs. */
 struct sr_iw_txmsg {
 	enum sr_iw_src src;
 	uint8_t opcode;
-	uint32_t wqe_idx;      /* SQ */
-	uint8_t phase;         /* WRITE_WITH_IMM: 0 the Write, 1 the Immediate Data */
-	uint64_t len, off;     /* payload */
-	uint32_t stag;         /* tagged: the sink */
+	uint32_t wqe_idx;  /* SQ */
+	uint8_t phase;	   /* WRITE_WITH_IMM: 0 the Write, 1 the Immediate Data */
+	uint64_t len, off; /* payload */
+	uint32_t stag;	   /* tagged: the sink */
 	uint64_t to;
 	uint32_t msn, qn, inv;
 	bool se;
@@ -132,7 +138,7 @@ struct sr_iw_txmsg {
 /* An RDMA Read we sent and wait the response for (ORQ entry). */
 struct sr_iw_orq {
 	uint32_t wqe_idx;
-	bool rtr;              /* the zero-length RTR Read: no WQE */
+	bool rtr; /* the zero-length RTR Read: no WQE */
 	uint32_t sink_stag;
 	uint64_t sink_to;
 	uint32_t size, done;
@@ -145,14 +151,18 @@ struct sr_iw_irq {
 	uint8_t raw[SR_DDP_UNTAGGED_HDR + SR_RDMAP_RREQ_LEN]; /* for a Terminate */
 };
 
-enum sr_iw_rxstate { SR_IW_RX_HDR = 0, SR_IW_RX_PAYLOAD, SR_IW_RX_STOP };
+enum sr_iw_rxstate {
+	SR_IW_RX_HDR = 0,
+	SR_IW_RX_PAYLOAD,
+	SR_IW_RX_STOP
+};
 
 enum sr_iw_rxdst {
 	SR_IW_DST_NONE = 0,
-	SR_IW_DST_WRITE,       /* tagged: stag/to */
-	SR_IW_DST_RRESP,       /* tagged: the ORQ head's local buffer */
-	SR_IW_DST_RECV,        /* untagged: the receive WQE */
-	SR_IW_DST_IMM,         /* Immediate Data: 8 bytes kept */
+	SR_IW_DST_WRITE, /* tagged: stag/to */
+	SR_IW_DST_RRESP, /* tagged: the ORQ head's local buffer */
+	SR_IW_DST_RECV,	 /* untagged: the receive WQE */
+	SR_IW_DST_IMM,	 /* Immediate Data: 8 bytes kept */
 	SR_IW_DST_DISCARD,
 };
 
@@ -164,9 +174,9 @@ struct sr_iw_rx {
 	bool sock_dry;
 	uint8_t la[SR_IW_LA];
 	uint32_t la_off, la_len;
-	bool la_in_big;        /* the look-ahead's bytes are in rx_big, not la */
-	bool la_want_big;      /* the last FPDUs were small: refill with SR_IW_LA_BIG */
-	uint32_t small_run;    /* FPDUs in a row of at most SR_IW_LA_BIG_MAX_PAY */
+	bool la_in_big;	    /* the look-ahead's bytes are in rx_big, not la */
+	bool la_want_big;   /* the last FPDUs were small: refill with SR_IW_LA_BIG */
+	uint32_t small_run; /* FPDUs in a row of at most SR_IW_LA_BIG_MAX_PAY */
 	/* current FPDU */
 	uint8_t hbuf[SR_MPA_LEN_BYTES + SR_IW_MAX_HDR];
 	uint32_t hhave, hneed;
@@ -180,17 +190,17 @@ struct sr_iw_rx {
 	 * the buffer must not change bytes we have yet to checksum. */
 	uint8_t tail[SR_IW_TAIL];
 	uint32_t tail_len;
-	uint64_t dst_base;     /* WRITE: to of payload byte 0; RECV: offset in the WQE */
+	uint64_t dst_base; /* WRITE: to of payload byte 0; RECV: offset in the WQE */
 	uint8_t imm[SR_RDMAP_IMM_LEN];
 	uint8_t trl[3 + SR_MPA_CRC_BYTES];
 	uint32_t trl_have, trl_need;
-	uint32_t crc;          /* running CRC32c register */
+	uint32_t crc; /* running CRC32c register */
 	/* messages in progress, and the next MSN per untagged queue */
 	uint32_t msn[SR_DDP_NQN];
 	bool in_send;
 	uint32_t send_mo;
 	bool rwqe_valid;
-	struct sr_recv_wqe *rwqe;  /* max_recv_sge entries */
+	struct sr_recv_wqe *rwqe; /* max_recv_sge entries */
 	bool in_write;
 	uint32_t w_stag;
 	uint64_t w_to, w_len, last_write_len;
@@ -198,55 +208,55 @@ struct sr_iw_rx {
 };
 
 struct sr_iw_qp {
-	int fd;                /* -1 before connect and after close */
-	bool connected;        /* RTS on a stream (until the stream ends) */
+	int fd;		/* -1 before connect and after close */
+	bool connected; /* RTS on a stream (until the stream ends) */
 	bool crc;
 	bool initiator;
 	uint8_t mpa_rev;
-	int rtr;               /* enum sr_mpa_rtr */
-	bool rtr_to_send;      /* initiator: the RTR message is still to go out */
-	bool rtr_wait;         /* responder: nothing goes out before the RTR arrived */
+	int rtr;	  /* enum sr_mpa_rtr */
+	bool rtr_to_send; /* initiator: the RTR message is still to go out */
+	bool rtr_wait;	  /* responder: nothing goes out before the RTR arrived */
 	/* responder: nothing goes out before this time or the peer's first
 	 * FPDU (SR_IW_HUSH_NS); 0 = not hushed */
 	uint64_t hush_until;
 	/* initiator, until the peer's first FPDU (SR_IW_NUDGE_FIRST_NS) */
 	bool nudging;
-	bool nudge_to_send;    /* a zero-length Write goes out when nothing else does */
-	uint8_t nudges;        /* sent so far */
+	bool nudge_to_send;	  /* a zero-length Write goes out when nothing else does */
+	uint8_t nudges;		  /* sent so far */
 	uint64_t nudge_deadline;  /* the next one; 0 = nothing sent yet */
-	bool closing;          /* SQD: drain, then close */
+	bool closing;		  /* SQD: drain, then close */
 	uint64_t close_deadline;  /* ... or close anyway at this time */
-	bool wr_shut;          /* FIN sent */
-	bool lingering;        /* the stream is over for the QP, the socket waits for the peer's FIN */
+	bool wr_shut;		  /* FIN sent */
+	bool lingering;		  /* the stream is over for the QP, the socket waits for the peer's FIN */
 	uint64_t linger_deadline; /* ns: when to look at the peer's progress again */
-	int linger_outq;       /* bytes the peer had not acknowledged at the last look */
-	bool epollout;         /* EPOLLOUT armed */
+	int linger_outq;	  /* bytes the peer had not acknowledged at the last look */
+	bool epollout;		  /* EPOLLOUT armed */
 	bool in_epoll;
 	/* receiving held: a Send waits for a receive WQE (SR_IW_NOBUF_WAIT_NS) */
-	bool rx_held;          /* EPOLLIN off while held */
-	uint64_t nobuf_deadline;  /* when the wait ends in a Terminate; 0 = not waiting */
-	uint64_t nobuf_recheck;   /* SRQ: the next look at the queue */
+	bool rx_held;		 /* EPOLLIN off while held */
+	uint64_t nobuf_deadline; /* when the wait ends in a Terminate; 0 = not waiting */
+	uint64_t nobuf_recheck;	 /* SRQ: the next look at the queue */
 	/* send */
 	struct sr_iw_txb txb;
 	struct sr_iw_txmsg msg;
-	uint32_t tx_msn[SR_DDP_NQN];  /* next MSN to send per untagged queue */
+	uint32_t tx_msn[SR_DDP_NQN]; /* next MSN to send per untagged queue */
 	struct sr_iw_orq *orq;
 	/* ORQ and IRQ: at most orq_size / irq_size entries (the ORD and IRD)
 	 * in rings of sr_ring_slots() of them, found with the mask */
-	uint32_t orq_size, orq_mask, orq_head, orq_tail;   /* free running */
+	uint32_t orq_size, orq_mask, orq_head, orq_tail; /* free running */
 	struct sr_iw_irq *irq;
-	uint32_t irq_size, irq_mask, irq_head, irq_tail;   /* free running */
-	uint32_t irq_seg;      /* next IRQ entry to answer; [irq_head, irq_seg) are on their way */
+	uint32_t irq_size, irq_mask, irq_head, irq_tail; /* free running */
+	uint32_t irq_seg; /* next IRQ entry to answer; [irq_head, irq_seg) are on their way */
 	/* a local error found while cutting FPDUs, handled once mr_lock is dropped */
 	bool tx_err;
 	uint8_t tx_err_layer, tx_err_etype, tx_err_ecode;
-	uint32_t tx_err_irq;   /* in a Read Response: the IRQ entry, else UINT32_MAX */
+	uint32_t tx_err_irq; /* in a Read Response: the IRQ entry, else UINT32_MAX */
 	/* Terminate to send (valid), and whether one went or came */
 	bool term_pending, term_sent, term_rcvd;
 	struct sr_iw_hdr term;
 	/* receive */
 	struct sr_iw_rx rx;
-	uint8_t *rx_big;       /* SR_IW_LA_BIG bytes of look-ahead, or NULL */
+	uint8_t *rx_big; /* SR_IW_LA_BIG bytes of look-ahead, or NULL */
 	/* the CM's close notification */
 	void (*on_close)(void *arg, enum sr_iw_close_reason reason);
 	void *close_arg;
@@ -254,15 +264,31 @@ struct sr_iw_qp {
 	enum sr_iw_close_reason close_reason;
 	uint64_t stat_fpdus_rx, stat_fpdus_tx;
 	/* a burst of small posts held for one sendmsg (iwarp.c, iw_tx_hold) */
-	bool tx_hold;            /* allowed (SOFTRDMA_TX_HOLD=0: never) */
+	bool tx_hold; /* allowed (SOFTRDMA_TX_HOLD=0: never) */
 };
 
-static inline struct sr_iw_qp *iqp(struct sr_qp *qp) { return qp->tp; }
-static inline uint32_t iw_qpn(struct sr_qp *qp) { return qp->ibqp.qp_base.qp_num; }
-static inline struct sr_pd *iw_pd(struct sr_qp *qp) { return to_spd(qp->ibqp.qp_base.pd); }
+static inline struct sr_iw_qp *iqp(struct sr_qp *qp)
+{
+	return qp->tp;
+}
+static inline uint32_t iw_qpn(struct sr_qp *qp)
+{
+	return qp->ibqp.qp_base.qp_num;
+}
+static inline struct sr_pd *iw_pd(struct sr_qp *qp)
+{
+	return to_spd(qp->ibqp.qp_base.pd);
+}
 
 /* iwarp.c */
-enum sr_iw_memerr { SR_IW_MEM_OK = 0, SR_IW_MEM_STAG, SR_IW_MEM_PD, SR_IW_MEM_ACCESS, SR_IW_MEM_BOUNDS, SR_IW_MEM_WRAP };
+enum sr_iw_memerr {
+	SR_IW_MEM_OK = 0,
+	SR_IW_MEM_STAG,
+	SR_IW_MEM_PD,
+	SR_IW_MEM_ACCESS,
+	SR_IW_MEM_BOUNDS,
+	SR_IW_MEM_WRAP
+};
 /* The host address of [to, to+len) of the region named by a remote STag,
  * or NULL with *err saying why (caller holds ctx->mr_lock for reading). */
 uint8_t *sr_iw_stag_lookup(struct sr_qp *qp, uint32_t stag, uint64_t to, uint64_t len, unsigned int access,
@@ -277,7 +303,10 @@ void sr_iw_want_out(struct sr_qp *qp, bool on);
  * SR_IW_NOBUF_WAIT_NS), -1 = the wait is over, Terminate. */
 int sr_iw_rx_hold(struct sr_qp *qp);
 /* A receive WQE was taken: the wait (if any) is over. */
-static inline void sr_iw_rx_got_buf(struct sr_qp *qp) { ((struct sr_iw_qp *)qp->tp)->nobuf_deadline = 0; }
+static inline void sr_iw_rx_got_buf(struct sr_qp *qp)
+{
+	((struct sr_iw_qp *)qp->tp)->nobuf_deadline = 0;
+}
 /* The stream is over: stop reading, close when we may, notify the CM. */
 void sr_iw_conn_end(struct sr_qp *qp, enum sr_iw_close_reason reason);
 /* Take the QP to ERR from the transport (flushing our own in-flight

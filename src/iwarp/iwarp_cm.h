@@ -18,24 +18,24 @@
 
 /* Why a connection ended (the reason argument of on_close). */
 enum sr_iw_close_reason {
-	SR_IW_CLOSE_LOCAL = 0,    /* ibv_modify_qp to SQD (after the drain) or to ERR, or the QP was
+	SR_IW_CLOSE_LOCAL = 0,	 /* ibv_modify_qp to SQD (after the drain) or to ERR, or the QP was
 				     destroyed while connected (notified from ibv_destroy_qp) */
-	SR_IW_CLOSE_PEER = 1,     /* the peer closed the stream at a message boundary */
-	SR_IW_CLOSE_TERM_RX = 2,  /* the peer sent a Terminate */
-	SR_IW_CLOSE_TERM_TX = 3,  /* we sent a Terminate (bad input from the peer, or a local error) */
-	SR_IW_CLOSE_RESET = 4,    /* the stream broke: reset, or closed in the middle of an FPDU */
+	SR_IW_CLOSE_PEER = 1,	 /* the peer closed the stream at a message boundary */
+	SR_IW_CLOSE_TERM_RX = 2, /* the peer sent a Terminate */
+	SR_IW_CLOSE_TERM_TX = 3, /* we sent a Terminate (bad input from the peer, or a local error) */
+	SR_IW_CLOSE_RESET = 4,	 /* the stream broke: reset, or closed in the middle of an FPDU */
 };
 
 struct sr_iw_conn_params {
-	int fd;              /* connected TCP socket; MPA Request/Reply already exchanged by the CM,
+	int fd;		   /* connected TCP socket; MPA Request/Reply already exchanged by the CM,
 				which must not have read past the MPA frame (the peer's first FPDUs
 				may follow it at once: read the 20-byte header, then exactly the
 				private data); ownership passes to the QP when sr_iw_qp_connect
 				succeeds (it is made non-blocking, TCP_NODELAY) */
-	bool crc;            /* negotiated MPA CRC */
-	uint8_t mpa_rev;     /* 1 or 2 */
-	uint16_t ird, ord;   /* negotiated (RFC 6581): Read Requests we accept / may have outstanding */
-	int rtr;             /* 0 none, else which zero-length RTR message the initiator sends and the
+	bool crc;	   /* negotiated MPA CRC */
+	uint8_t mpa_rev;   /* 1 or 2 */
+	uint16_t ird, ord; /* negotiated (RFC 6581): Read Requests we accept / may have outstanding */
+	int rtr;	   /* 0 none, else which zero-length RTR message the initiator sends and the
 				responder expects (enum sr_mpa_rtr in iwarp/wire/iwarp_wire.h: 1 Send,
 				2 Write, 3 Read) (RFC 6581) */
 	bool initiator;
@@ -55,8 +55,8 @@ int sr_iw_qp_connect(struct ibv_qp *qp, const struct sr_iw_conn_params *p);
 
 /* What the CM should offer in its MPA Request/Reply for a device. */
 struct sr_iw_dev_attr {
-	bool iwarp;          /* the context's device is a Soft-iWARP device */
-	bool crc;            /* the device wants MPA CRC (configuration "crc") */
+	bool iwarp; /* the context's device is a Soft-iWARP device */
+	bool crc;   /* the device wants MPA CRC (configuration "crc") */
 	uint16_t max_ird, max_ord;
 };
 int sr_iw_query(struct ibv_context *ctx, struct sr_iw_dev_attr *attr);

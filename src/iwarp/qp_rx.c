@@ -44,8 +44,7 @@ static void ddp_untagged_err(struct sr_qp *qp, uint8_t ecode)
 	sr_iw_term_rx_error(qp, SR_TERM_LAYER_DDP, SR_TERM_DDP_UNTAGGED, ecode, IBV_EVENT_QP_FATAL);
 }
 
-static void recv_complete(struct sr_qp *qp, enum ibv_wc_status st, enum ibv_wc_opcode op, uint32_t len,
-			  bool se)
+static void recv_complete(struct sr_qp *qp, enum ibv_wc_status st, enum ibv_wc_opcode op, uint32_t len, bool se)
 {
 	struct sr_iw_rx *rx = &iqp(qp)->rx;
 	struct ibv_wc wc;
@@ -157,8 +156,7 @@ static void rx_eof(struct sr_qp *qp, ssize_t n, bool mid_fpdu)
 	}
 	if (n == 0) {
 		/* cut off in the middle of an FPDU: say so if we still can */
-		sr_iw_term_rx_error(qp, SR_TERM_LAYER_LLP, SR_TERM_LLP_MPA, SR_TERM_MPA_TCP_LOST,
-				    IBV_EVENT_QP_FATAL);
+		sr_iw_term_rx_error(qp, SR_TERM_LAYER_LLP, SR_TERM_LLP_MPA, SR_TERM_MPA_TCP_LOST, IBV_EVENT_QP_FATAL);
 		return;
 	}
 	SR_DBG("iwarp QP %u: receive failed: %s", iw_qpn(qp), strerror((int)-n));
@@ -306,8 +304,8 @@ static int rx_start(struct sr_qp *qp)
 			return 1;
 		}
 		if (imm && (!h->last || h->mo || rx->pay_len != SR_RDMAP_IMM_LEN)) {
-			sr_iw_term_rx_error(qp, SR_TERM_LAYER_RDMAP, SR_TERM_RDMAP_OPERATION,
-					    SR_TERM_RDMAP_UNSPECIFIED, IBV_EVENT_QP_FATAL);
+			sr_iw_term_rx_error(qp, SR_TERM_LAYER_RDMAP, SR_TERM_RDMAP_OPERATION, SR_TERM_RDMAP_UNSPECIFIED,
+					    IBV_EVENT_QP_FATAL);
 			return -1;
 		}
 		if (!rx->in_send) {
@@ -340,8 +338,8 @@ static int rx_start(struct sr_qp *qp)
 		struct sr_iw_irq *e;
 
 		if (!h->last || rx->pay_len) {
-			sr_iw_term_rx_error(qp, SR_TERM_LAYER_RDMAP, SR_TERM_RDMAP_OPERATION,
-					    SR_TERM_RDMAP_UNSPECIFIED, IBV_EVENT_QP_FATAL);
+			sr_iw_term_rx_error(qp, SR_TERM_LAYER_RDMAP, SR_TERM_RDMAP_OPERATION, SR_TERM_RDMAP_UNSPECIFIED,
+					    IBV_EVENT_QP_FATAL);
 			return -1;
 		}
 		if (w->irq_tail - w->irq_head >= w->irq_size) {
@@ -402,9 +400,8 @@ static int rx_header(struct sr_qp *qp)
 			need = sr_iw_hdr_need(rx->hbuf + 2, rx->ulpdu_len);
 			if (!need)
 				break; /* a version or opcode we don't speak: parse says which */
-			if (rx->ulpdu_len < need ||
-			    ((rx->hbuf[3] & 0x0f) == SR_RDMAP_TERMINATE &&
-			     rx->ulpdu_len < SR_DDP_UNTAGGED_HDR + SR_RDMAP_TERM_CTRL_LEN)) {
+			if (rx->ulpdu_len < need || ((rx->hbuf[3] & 0x0f) == SR_RDMAP_TERMINATE &&
+						     rx->ulpdu_len < SR_DDP_UNTAGGED_HDR + SR_RDMAP_TERM_CTRL_LEN)) {
 				/* the ULPDU can't even hold its own header: framing */
 				sr_iw_term_rx_error(qp, SR_TERM_LAYER_LLP, SR_TERM_LLP_MPA, SR_TERM_MPA_FPDU,
 						    IBV_EVENT_QP_FATAL);
@@ -488,7 +485,8 @@ static bool rx_invalidate(struct sr_qp *qp)
 	if (!err)
 		return true;
 	recv_complete(qp, IBV_WC_REM_INV_REQ_ERR, IBV_WC_RECV, rx->send_mo, false);
-	sr_iw_term_rx_error(qp, SR_TERM_LAYER_RDMAP, err == -EACCES ? SR_TERM_RDMAP_PROTECTION : SR_TERM_RDMAP_OPERATION,
+	sr_iw_term_rx_error(qp, SR_TERM_LAYER_RDMAP,
+			    err == -EACCES ? SR_TERM_RDMAP_PROTECTION : SR_TERM_RDMAP_OPERATION,
 			    SR_TERM_RDMAP_CANNOT_INVALIDATE,
 			    err == -EACCES ? IBV_EVENT_QP_ACCESS_ERR : IBV_EVENT_QP_FATAL);
 	return false;

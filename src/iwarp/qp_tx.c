@@ -162,9 +162,8 @@ static bool next_work(struct sr_qp *qp)
 		}
 		if (w->orq_tail - w->orq_head >= w->orq_size)
 			return false; /* ORD reached: wait for a response */
-		if (wqe->length &&
-		    !sr_mr_lookup(qp->ctx, wqe->sge[0].lkey, false, iw_pd(qp), wqe->sge[0].addr, wqe->length,
-				  IBV_ACCESS_LOCAL_WRITE)) {
+		if (wqe->length && !sr_mr_lookup(qp->ctx, wqe->sge[0].lkey, false, iw_pd(qp), wqe->sge[0].addr,
+						 wqe->length, IBV_ACCESS_LOCAL_WRITE)) {
 			sq->cur++;
 			sq_wqe_fail(qp, wqe, IBV_WC_LOC_PROT_ERR);
 			return false;
@@ -572,8 +571,8 @@ void sr_iw_tx_progress(struct sr_qp *qp)
 	b = &w->txb;
 	/* nothing to send (the common case of a poller spinning on its CQ):
 	 * no lock, no system call */
-	if (b->sent == b->total && w->msg.src == SR_IW_SRC_NONE && w->irq_seg == w->irq_tail &&
-	    !w->rtr_to_send && !w->nudge_to_send && !w->tx_err && (qp->sq.cur == qp->sq.head || st != IBV_QPS_RTS)) {
+	if (b->sent == b->total && w->msg.src == SR_IW_SRC_NONE && w->irq_seg == w->irq_tail && !w->rtr_to_send &&
+	    !w->nudge_to_send && !w->tx_err && (qp->sq.cur == qp->sq.head || st != IBV_QPS_RTS)) {
 		sr_iw_want_out(qp, false);
 		return;
 	}

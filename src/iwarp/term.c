@@ -95,8 +95,7 @@ void sr_iw_term_received(struct sr_qp *qp, const struct sr_iw_hdr *h)
 	w->term_rcvd = true;
 	w->rx.state = SR_IW_RX_STOP;
 	SR_DBG("iwarp QP %u: Terminate received: %s (layer %u type %u code 0x%02x)", iw_qpn(qp),
-	       sr_term_str(h->term.layer, h->term.etype, h->term.ecode), h->term.layer, h->term.etype,
-	       h->term.ecode);
+	       sr_term_str(h->term.layer, h->term.etype, h->term.ecode), h->term.layer, h->term.etype, h->term.ecode);
 	/* Sends and Writes completed when TCP took them; what can still fail
 	 * is a Read waiting for its response, or the message being sent. */
 	if (w->orq_head != w->orq_tail && !w->orq[w->orq_head & w->orq_mask].rtr) {

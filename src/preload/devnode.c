@@ -40,27 +40,27 @@ static bool softrdma_node(const char *path)
 }
 
 /* The answer for softrdma's node: a character device 0:0, mode 0666. */
-#define FILL_STAT(st)                                                                  \
-	do {                                                                           \
-		memset((st), 0, sizeof(*(st)));                                        \
-		(st)->st_mode = S_IFCHR | 0666;                                        \
-		(st)->st_nlink = 1;                                                    \
-		(st)->st_blksize = 4096;                                               \
+#define FILL_STAT(st)                                                                            \
+	do {                                                                                     \
+		memset((st), 0, sizeof(*(st)));                                                  \
+		(st)->st_mode = S_IFCHR | 0666;                                                  \
+		(st)->st_nlink = 1;                                                              \
+		(st)->st_blksize = 4096;                                                         \
 		(st)->st_mtim.tv_sec = (st)->st_atim.tv_sec = (st)->st_ctim.tv_sec = time(NULL); \
 	} while (0)
 
 /* The real call first: a node that exists (real hardware beside us) is
  * described as it is, and only a missing one may be softrdma's;
  * real_call is the real call, st the buffer it fills. */
-#define STAT_WRAP(real_call, path, st)                                                  \
-	({                                                                             \
-		int saved_ = errno, rc_ = (real_call);                                 \
+#define STAT_WRAP(real_call, path, st)                                                     \
+	({                                                                                 \
+		int saved_ = errno, rc_ = (real_call);                                     \
 		if (rc_ && (errno == ENOENT || errno == ENOTDIR) && softrdma_node(path)) { \
-			FILL_STAT(st);                                                 \
-			errno = saved_;                                                \
-			rc_ = 0;                                                       \
-		}                                                                      \
-		rc_;                                                                   \
+			FILL_STAT(st);                                                     \
+			errno = saved_;                                                    \
+			rc_ = 0;                                                           \
+		}                                                                          \
+		rc_;                                                                       \
 	})
 #define REAL(name, type) ((type)dlsym(RTLD_NEXT, #name))
 

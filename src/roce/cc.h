@@ -13,7 +13,7 @@
 
 struct sr_roce_cc {
 	uint32_t ssthresh; /* packets; 0 = the window (nothing lost yet) */
-	uint32_t acked; /* congestion avoidance: packets acknowledged toward the next increase */
+	uint32_t acked;	   /* congestion avoidance: packets acknowledged toward the next increase */
 };
 
 /* n more packets acknowledged: *cwnd grows, at most to window. */

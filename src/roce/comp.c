@@ -44,7 +44,10 @@ static void set_retrans(struct sr_qp *qp, uint64_t now, uint64_t wait)
  * clock read per packet, which was 2.4% of an RDMA READ requester's
  * samples (16 responses per 64 KiB READ); it is at most one batch's
  * handling early. */
-static uint64_t comp_now(void) { return sr_rx_batch_ns ? sr_rx_batch_ns : sr_now_ns(); }
+static uint64_t comp_now(void)
+{
+	return sr_rx_batch_ns ? sr_rx_batch_ns : sr_now_ns();
+}
 
 /* How long the retransmission timer runs (to: the QP's timeout).  While
  * a READ or atomic awaits its response, the QP's timeout: the kernel's
@@ -79,9 +82,15 @@ static void arm_retrans(struct sr_qp *qp, bool restart)
 	set_retrans(qp, now, retrans_wait(qp, to, true));
 }
 
-void sr_comp_arm_timer(struct sr_qp *qp) { arm_retrans(qp, false); }
+void sr_comp_arm_timer(struct sr_qp *qp)
+{
+	arm_retrans(qp, false);
+}
 
-static void restart_timer(struct sr_qp *qp) { arm_retrans(qp, true); }
+static void restart_timer(struct sr_qp *qp)
+{
+	arm_retrans(qp, true);
+}
 
 uint64_t sr_comp_deadline(struct sr_qp *qp)
 {
@@ -116,7 +125,7 @@ static void comp_fail(struct sr_qp *qp, uint32_t psn, enum ibv_wc_status st)
 	rqp(qp)->retrans_deadline = 0;
 	rqp(qp)->rnr_deadline = 0;
 	/* the error completion tells the requester; like rxe, no async event */
-	sr_qp_to_error(qp, (enum ibv_event_type)-1);
+	sr_qp_to_error(qp, (enum ibv_event_type) - 1);
 }
 
 /* Everything up to and including psn has been acknowledged. Retires WQEs
@@ -205,9 +214,9 @@ static struct sr_send_wqe *comp_expect(struct sr_qp *qp, struct sr_pkt *pkt, boo
 		return NULL;
 	}
 	w = sr_req_wqe_for_psn(qp, pkt->psn, &idx);
-	bool kind_ok = w && (atomic ? (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-				       w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
-				    : w->opcode == IBV_WR_RDMA_READ);
+	bool kind_ok = w &&
+		       (atomic ? (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) :
+				 w->opcode == IBV_WR_RDMA_READ);
 	if (!kind_ok) {
 		comp_fail(qp, pkt->psn, IBV_WC_BAD_RESP_ERR);
 		return NULL;
@@ -219,8 +228,8 @@ static struct sr_send_wqe *comp_expect(struct sr_qp *qp, struct sr_pkt *pkt, boo
 }
 
 /* Copy response data into the WQE's local SGEs at off; false if fatal. */
-static bool comp_place(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_pkt *pkt, uint64_t off,
-		       const void *data, uint32_t len)
+static bool comp_place(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_pkt *pkt, uint64_t off, const void *data,
+		       uint32_t len)
 {
 	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
 	int err = sr_sge_copy(qp->ctx, to_spd(qp->ibqp.qp_base.pd), w->sge, w->num_sge, off, (void *)data, len,
@@ -421,8 +430,8 @@ void sr_comp_timer(struct sr_qp *qp, uint64_t now)
 			r->rec.stat_tlp++;
 		} else {
 			SR_DBG("QP %u: timeout at psn %u (%s, srtt %lu ns, %lu ns since progress), %d retries left",
-			       sr_roce_qpn(qp), r->una_psn, expired ? "QP timeout" : "early", (unsigned long)r->rec.srtt,
-			       (unsigned long)(now - r->rec.epoch_ns), r->retry_left);
+			       sr_roce_qpn(qp), r->una_psn, expired ? "QP timeout" : "early",
+			       (unsigned long)r->rec.srtt, (unsigned long)(now - r->rec.epoch_ns), r->retry_left);
 			comp_retry(qp, r->una_psn, expired, true);
 			if (qp->attr.qp_state == IBV_QPS_ERR)
 				return;

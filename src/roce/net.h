@@ -9,7 +9,10 @@
 #include <sys/socket.h>
 #include "roce/roce.h"
 
-static inline bool is_v4(const struct sockaddr_in6 *a) { return IN6_IS_ADDR_V4MAPPED(&a->sin6_addr); }
+static inline bool is_v4(const struct sockaddr_in6 *a)
+{
+	return IN6_IS_ADDR_V4MAPPED(&a->sin6_addr);
+}
 
 static inline void to_sin(const struct sockaddr_in6 *a, struct sockaddr_in *s)
 {

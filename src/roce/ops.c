@@ -11,7 +11,10 @@
 #include "core/fault.h"
 #include "roce/net.h"
 
-uint32_t sr_roce_qpn(struct sr_qp *qp) { return qp->ibqp.qp_base.qp_num; }
+uint32_t sr_roce_qpn(struct sr_qp *qp)
+{
+	return qp->ibqp.qp_base.qp_num;
+}
 static int roce_qp_create(struct sr_qp *qp)
 {
 	struct sr_roce_qp *r;
@@ -24,9 +27,9 @@ static int roce_qp_create(struct sr_qp *qp)
 	if (!r)
 		return ENOMEM;
 	/* a TGT QP's messages go to any SRQ of its domain */
-	uint32_t rsge = qp->ibqp.qp_base.qp_type == IBV_QPT_XRC_RECV ? SR_MAX_SGE
-			: qp->srq				   ? qp->srq->rq.max_sge
-								   : qp->rq.max_sge;
+	uint32_t rsge = qp->ibqp.qp_base.qp_type == IBV_QPT_XRC_RECV ? SR_MAX_SGE :
+			qp->srq					     ? qp->srq->rq.max_sge :
+								       qp->rq.max_sge;
 	r->rwqe = calloc(1, sizeof(struct sr_recv_wqe) + rsge * sizeof(struct ibv_sge));
 	if (!r->rwqe) {
 		free(r);
@@ -163,8 +166,8 @@ static void roce_modify_prepare(struct sr_qp *qp, const struct ibv_qp_attr *attr
 	struct sr_daemon_conn *d = ctx->daemon;
 	bool local = false;
 
-	if (!r || !d || sr_qp_transport(qp) == IBV_QPT_UD || !(mask & IBV_QP_STATE) ||
-	    attr->qp_state != IBV_QPS_RTR || !(mask & IBV_QP_DEST_QPN) || !(mask & IBV_QP_AV))
+	if (!r || !d || sr_qp_transport(qp) == IBV_QPT_UD || !(mask & IBV_QP_STATE) || attr->qp_state != IBV_QPS_RTR ||
+	    !(mask & IBV_QP_DEST_QPN) || !(mask & IBV_QP_AV))
 		return;
 	for (int i = 0; i < ctx->ngid && !local; i++)
 		local = !memcmp(&ctx->gid[i].gid, &attr->ah_attr.grh.dgid, sizeof(union ibv_gid));
@@ -183,7 +186,9 @@ static void roce_sq_kick(struct sr_qp *qp)
 	/* a post that sent took a system call: time the gap to the next from its end */
 	qp->post_end_ns = sr_req_progress_kick(qp, true) ? sr_now_ns() : now;
 }
-static void roce_rq_kick(struct sr_qp *qp) {}
+static void roce_rq_kick(struct sr_qp *qp)
+{
+}
 
 static void roce_on_timer(struct sr_qp *qp, uint64_t now)
 {

@@ -17,15 +17,15 @@
 
 struct sr_roce_rec {
 	uint64_t srtt, rttvar; /* ns; srtt 0 until the first sample */
-	uint32_t sample_psn; /* the PSN being timed (an AckReq packet, sent once) */
+	uint32_t sample_psn;   /* the PSN being timed (an AckReq packet, sent once) */
 	uint64_t sample_ns;
 	bool sample_on;
-	uint32_t snd_max; /* one past the highest PSN sent: below it is a retransmission */
-	uint32_t backoff; /* timeouts since the last progress */
+	uint32_t snd_max;  /* one past the highest PSN sent: below it is a retransmission */
+	uint32_t backoff;  /* timeouts since the last progress */
 	uint64_t epoch_ns; /* last progress: the QP's timeout counts from here */
-	bool tlp_sent; /* this silence's tail-loss probe is out */
+	bool tlp_sent;	   /* this silence's tail-loss probe is out */
 	bool force_ackreq; /* the next packet sent asks for an ACK */
-	bool in_recovery; /* the window was decreased for the loss before recover_psn */
+	bool in_recovery;  /* the window was decreased for the loss before recover_psn */
 	uint32_t recover_psn;
 	uint64_t stat_tlp, stat_rto;
 };

@@ -29,7 +29,10 @@ static bool icrc_ok(struct sr_qp *qp, const uint8_t *buf, size_t len, const stru
 	return sr_icrc_verify(&e, buf, len);
 }
 
-static bool pkey_ok(uint16_t pkey) { return (pkey & 0x7fff) == 0x7fff; }
+static bool pkey_ok(uint16_t pkey)
+{
+	return (pkey & 0x7fff) == 0x7fff;
+}
 
 /* A request with the PSN the responder expects, or a response to a PSN
  * the requester has sent and not seen acknowledged. */
@@ -62,7 +65,10 @@ static void roce_rx_one(struct sr_qp *qp, const uint8_t *buf, size_t len, const 
 		return;
 	}
 	/* the opcode must belong to this QP's transport */
-	uint32_t need = sr_qp_is_xrc(qp) ? SR_OP_XRC : t == IBV_QPT_RC ? SR_OP_RC : t == IBV_QPT_UC ? SR_OP_UC : SR_OP_UD;
+	uint32_t need = sr_qp_is_xrc(qp) ? SR_OP_XRC :
+			t == IBV_QPT_RC	 ? SR_OP_RC :
+			t == IBV_QPT_UC	 ? SR_OP_UC :
+					   SR_OP_UD;
 	/* ... and its end: an XRC INI end takes responses, a TGT end requests */
 	enum ibv_qp_type qt = qp->ibqp.qp_base.qp_type;
 	if (!(pkt.mask & need) || (qt == IBV_QPT_XRC_SEND && (pkt.mask & SR_OP_REQ)) ||

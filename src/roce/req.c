@@ -43,7 +43,10 @@ struct sr_send_wqe *sr_req_wqe_for_psn(struct sr_qp *qp, uint32_t psn, uint32_t 
 	return NULL;
 }
 
-void sr_req_go_back(struct sr_qp *qp, uint32_t psn) { sr_req_resend(qp, psn, true); }
+void sr_req_go_back(struct sr_qp *qp, uint32_t psn)
+{
+	sr_req_resend(qp, psn, true);
+}
 
 void sr_req_resend(struct sr_qp *qp, uint32_t psn, bool retry)
 {
@@ -137,12 +140,16 @@ static uint8_t send_opcode(enum ibv_qp_type t, enum ibv_wr_opcode op, bool first
 	uint8_t o;
 	switch (op) {
 	case IBV_WR_SEND:
-		o = first && last ? IBV_OPCODE_SEND_ONLY : first ? IBV_OPCODE_SEND_FIRST
-				    : last ? IBV_OPCODE_SEND_LAST : IBV_OPCODE_SEND_MIDDLE;
+		o = first && last ? IBV_OPCODE_SEND_ONLY :
+		    first	  ? IBV_OPCODE_SEND_FIRST :
+		    last	  ? IBV_OPCODE_SEND_LAST :
+				    IBV_OPCODE_SEND_MIDDLE;
 		break;
 	case IBV_WR_SEND_WITH_IMM:
-		o = first && last ? IBV_OPCODE_SEND_ONLY_WITH_IMMEDIATE : first ? IBV_OPCODE_SEND_FIRST
-				    : last ? IBV_OPCODE_SEND_LAST_WITH_IMMEDIATE : IBV_OPCODE_SEND_MIDDLE;
+		o = first && last ? IBV_OPCODE_SEND_ONLY_WITH_IMMEDIATE :
+		    first	  ? IBV_OPCODE_SEND_FIRST :
+		    last	  ? IBV_OPCODE_SEND_LAST_WITH_IMMEDIATE :
+				    IBV_OPCODE_SEND_MIDDLE;
 		break;
 	case IBV_WR_SEND_WITH_INV: /* RC only */
 		if (first && last)
@@ -152,14 +159,16 @@ static uint8_t send_opcode(enum ibv_qp_type t, enum ibv_wr_opcode op, bool first
 		o = first ? IBV_OPCODE_SEND_FIRST : IBV_OPCODE_SEND_MIDDLE;
 		break;
 	case IBV_WR_RDMA_WRITE:
-		o = first && last ? IBV_OPCODE_RDMA_WRITE_ONLY : first ? IBV_OPCODE_RDMA_WRITE_FIRST
-				    : last ? IBV_OPCODE_RDMA_WRITE_LAST : IBV_OPCODE_RDMA_WRITE_MIDDLE;
+		o = first && last ? IBV_OPCODE_RDMA_WRITE_ONLY :
+		    first	  ? IBV_OPCODE_RDMA_WRITE_FIRST :
+		    last	  ? IBV_OPCODE_RDMA_WRITE_LAST :
+				    IBV_OPCODE_RDMA_WRITE_MIDDLE;
 		break;
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		o = first && last ? IBV_OPCODE_RDMA_WRITE_ONLY_WITH_IMMEDIATE
-		    : first	  ? IBV_OPCODE_RDMA_WRITE_FIRST
-		    : last	  ? IBV_OPCODE_RDMA_WRITE_LAST_WITH_IMMEDIATE
-				  : IBV_OPCODE_RDMA_WRITE_MIDDLE;
+		o = first && last ? IBV_OPCODE_RDMA_WRITE_ONLY_WITH_IMMEDIATE :
+		    first	  ? IBV_OPCODE_RDMA_WRITE_FIRST :
+		    last	  ? IBV_OPCODE_RDMA_WRITE_LAST_WITH_IMMEDIATE :
+				    IBV_OPCODE_RDMA_WRITE_MIDDLE;
 		break;
 	default:
 		o = 0;
@@ -172,7 +181,7 @@ static void req_local_error(struct sr_qp *qp, struct sr_send_wqe *w, enum ibv_wc
 {
 	w->state = SR_WQE_DONE;
 	w->status = st;
-	sr_qp_to_error(qp, (enum ibv_event_type)-1);
+	sr_qp_to_error(qp, (enum ibv_event_type) - 1);
 }
 
 /* Send the next packet(s) of w. Returns false when the window (or the
@@ -248,8 +257,8 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
 		if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
 			if (r->rd_outstanding >= (qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1))
 				return false;
-			h.opcode = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? IBV_OPCODE_RC_COMPARE_SWAP
-									  : IBV_OPCODE_RC_FETCH_ADD;
+			h.opcode = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? IBV_OPCODE_RC_COMPARE_SWAP :
+									    IBV_OPCODE_RC_FETCH_ADD;
 			h.atm_va = w->remote_addr;
 			h.atm_rkey = w->rkey;
 			h.atm_swap_add = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->swap : w->compare_add;
@@ -322,9 +331,9 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
  * of what is in flight.  An application that spins on memory
  * instead of polling never has its sends parked this way: the ACK it would
  * wait for may itself wait for its next request (resp.c, ack_hold). */
-#define SR_TX_HOLD_INFLIGHT 8   /* packets unacknowledged */
-#define SR_TX_HOLD_WQES 32      /* waiting WQEs that make a batch worth sending */
-#define SR_TX_HOLD_LEN 16384u   /* only messages this small wait */
+#define SR_TX_HOLD_INFLIGHT 8 /* packets unacknowledged */
+#define SR_TX_HOLD_WQES 32    /* waiting WQEs that make a batch worth sending */
+#define SR_TX_HOLD_LEN 16384u /* only messages this small wait */
 
 static bool tx_hold(struct sr_qp *qp, uint64_t now)
 {
@@ -452,4 +461,7 @@ bool sr_req_progress_kick(struct sr_qp *qp, bool kick)
 	return sent;
 }
 
-void sr_req_progress(struct sr_qp *qp) { sr_req_progress_kick(qp, false); }
+void sr_req_progress(struct sr_qp *qp)
+{
+	sr_req_progress_kick(qp, false);
+}

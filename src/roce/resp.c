@@ -60,12 +60,12 @@ static void aeth_hdr(struct sr_qp *qp, struct sr_pkt *h, uint32_t psn, uint8_t s
  * batch (the key table may change meanwhile: a received SEND with
  * Invalidate, a bind on our own send queue). */
 #define SR_RESP_DEFER_BYTES 16384u /* READs this small are deferred... */
-#define SR_RESP_DEFER_PKTS 16u      /* ... if their response is this many packets */
+#define SR_RESP_DEFER_PKTS 16u	   /* ... if their response is this many packets */
 #define SR_RESP_STAGE_BYTES (16u * SR_RESP_DEFER_BYTES)
 struct resp_tx {
 	struct sr_tx_batch b;
-	struct sr_qp *defer;  /* the QP receiving a batch on this thread */
-	uint32_t stage_used;  /* bytes of stage the batch's packets point into */
+	struct sr_qp *defer; /* the QP receiving a batch on this thread */
+	uint32_t stage_used; /* bytes of stage the batch's packets point into */
 	uint8_t stage[SR_RESP_STAGE_BYTES];
 };
 
@@ -223,7 +223,11 @@ void sr_resp_fatal(struct sr_qp *qp, uint32_t psn, uint8_t nak)
  * to know where the destination address sits in the 40-byte GRH area and
  * drops every packet whose address it cannot find there.  rdma-core's
  * ibv_init_ah_from_wc finds the version in the header itself. */
-enum { SR_WC_NOGRH = -1, SR_WC_L3_IPV6 = 1, SR_WC_L3_IPV4 = 2 };
+enum {
+	SR_WC_NOGRH = -1,
+	SR_WC_L3_IPV6 = 1,
+	SR_WC_L3_IPV4 = 2
+};
 
 static void recv_complete(struct sr_qp *qp, enum ibv_wc_status st, enum ibv_wc_opcode op, uint32_t len,
 			  struct sr_pkt *pkt, uint32_t src_qp, int l3)
@@ -267,8 +271,7 @@ static int place_recv(struct sr_qp *qp, const void *data, uint32_t len)
 	 * application tears down (UCX unmaps its receive buffers before it
 	 * destroys the QP): its receives are placed through the kernel */
 	int how = sr_qp_transport(qp) == IBV_QPT_UD ? SR_COPY_TO_SGE_CHECKED : SR_COPY_TO_SGE;
-	int err = sr_sge_copy(qp->rctx, qp->rpd, r->rwqe->sge, r->rwqe->num_sge, r->rwqe_off,
-			      (void *)data, len, how);
+	int err = sr_sge_copy(qp->rctx, qp->rpd, r->rwqe->sge, r->rwqe->num_sge, r->rwqe_off, (void *)data, len, how);
 	pthread_rwlock_unlock(&qp->rctx->mr_lock);
 	if (err)
 		return -2;
@@ -369,8 +372,12 @@ static bool res_add(struct sr_qp *qp, uint32_t psn, uint32_t npkts, uint32_t rke
 
 	if (!r->res && !(r->res = calloc(SR_RESP_RES, sizeof(*r->res))))
 		return false;
-	r->res[r->res_next++ % SR_RESP_RES] =
-		(struct sr_resp_res){ .psn = psn, .npkts = npkts, .rkey = rkey, .valid = true, .atomic = atomic, .orig = orig };
+	r->res[r->res_next++ % SR_RESP_RES] = (struct sr_resp_res){ .psn = psn,
+								    .npkts = npkts,
+								    .rkey = rkey,
+								    .valid = true,
+								    .atomic = atomic,
+								    .orig = orig };
 	return true;
 }
 

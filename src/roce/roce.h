@@ -16,9 +16,9 @@
 struct sr_rx_env {
 	struct sockaddr_in6 src, dst;
 	uint16_t ipv4_id_guess; /* segment index within a GRO batch: what a GSO sender used */
-	uint8_t tclass; /* IPv4 TOS / IPv6 traffic class it arrived with (UD: 0 unless reported) */
-	bool batch_more;        /* more of the receive batch follows this packet (resp.c, resp_read) */
-	bool via_daemon;        /* routed to us by softrdmad, not caught by a flow socket */
+	uint8_t tclass;		/* IPv4 TOS / IPv6 traffic class it arrived with (UD: 0 unless reported) */
+	bool batch_more;	/* more of the receive batch follows this packet (resp.c, resp_read) */
+	bool via_daemon;	/* routed to us by softrdmad, not caught by a flow socket */
 };
 
 /* Packets to one destination, sent with one sendmmsg: the batch is cut
@@ -37,9 +37,9 @@ struct sr_tx_batch {
 	const struct sr_av *av;
 	int npkts;
 	int ngroups;
-	bool closed;          /* a short datagram ended the current run */
-	uint32_t seg_size;    /* the current run's datagram size */
-	uint32_t total;       /* the current run's bytes */
+	bool closed;	   /* a short datagram ended the current run */
+	uint32_t seg_size; /* the current run's datagram size */
+	uint32_t total;	   /* the current run's bytes */
 	int niov;
 	struct iovec iov[SR_TX_MAX_IOV];
 	int first_iov[SR_TX_MAX_PKTS + 1];
@@ -53,11 +53,11 @@ struct sr_tx_batch {
  * resources: a duplicate READ is served again only if it starts within
  * one of them (with its rkey), a duplicate atomic gets the saved result. */
 struct sr_resp_res {
-	uint32_t psn;        /* first PSN */
-	uint32_t npkts;      /* PSNs it took: READ response packets, 1 for an atomic */
+	uint32_t psn;	/* first PSN */
+	uint32_t npkts; /* PSNs it took: READ response packets, 1 for an atomic */
 	uint32_t rkey;
 	bool valid, atomic;
-	uint64_t orig;       /* atomic: the original value */
+	uint64_t orig; /* atomic: the original value */
 };
 
 #define SR_RESP_RES 256 /* >= max_dest_rd_atomic: every unacknowledged READ and atomic can be served again */
@@ -74,81 +74,87 @@ struct sr_ud_flow {
 #define SR_UD_FLOWS_MAX 64
 
 struct sr_roce_qp {
-	int tx4, tx6;            /* unconnected send sockets bound to :sport[0], :sport[1] */
+	int tx4, tx6; /* unconnected send sockets bound to :sport[0], :sport[1] */
 	/* ctx->txs list: QPs holding send sockets, oldest first; what gives
 	 * up its sockets when the process runs out of descriptors */
 	struct sr_qp *txs_next, *txs_prev;
 	bool txs_listed;
-	int rx_fd;               /* RC/UC: connected per-flow socket on :4791, else -1 */
-	bool rx_via_daemon;      /* RC/UC from RTR on without one: counted in ctx->prog.n_ud_qps */
-	bool rx_flow_refused;    /* RC/UC: port 4791 is another user's: never a flow socket */
-	uint16_t peer_sport;     /* RC/UC: the port the peer sends from, learnt from its first
+	int rx_fd;			  /* RC/UC: connected per-flow socket on :4791, else -1 */
+	bool rx_via_daemon;		  /* RC/UC from RTR on without one: counted in ctx->prog.n_ud_qps */
+	bool rx_flow_refused;		  /* RC/UC: port 4791 is another user's: never a flow socket */
+	uint16_t peer_sport;		  /* RC/UC: the port the peer sends from, learnt from its first
 	                          * packet in sequence; 0 until then (sockets.c) */
 	_Atomic uint16_t peer_sport_hint; /* RC/UC: the port a local peer sends from, as
 	                          * softrdmad knows it (modify_prepare); 0 = none */
-	struct sr_ud_flow *ud_flows; /* UD: flow sockets to the peers we sent to */
+	struct sr_ud_flow *ud_flows;	  /* UD: flow sockets to the peers we sent to */
 	int n_ud_flows;
-	bool ud_flows_off;       /* UD: port 4791 is another user's: all through the daemon */
-	uint16_t sport[2];       /* our UDP source port for IPv4, IPv6: random (sockets.c) */
-	uint32_t mtu;            /* path MTU in bytes */
+	bool ud_flows_off; /* UD: port 4791 is another user's: all through the daemon */
+	uint16_t sport[2]; /* our UDP source port for IPv4, IPv6: random (sockets.c) */
+	uint32_t mtu;	   /* path MTU in bytes */
 
 	/* requester / completer */
-	uint32_t next_psn;       /* next PSN to assign to a new WQE */
-	uint32_t una_psn;        /* oldest PSN not yet acknowledged */
-	uint32_t window;         /* max packets outstanding: what the receive buffer holds */
-	uint32_t cwnd;           /* packets we allow outstanding now (cc.h) */
-	uint32_t noack_pkts;     /* packets sent since the last AckReq */
+	uint32_t next_psn;	 /* next PSN to assign to a new WQE */
+	uint32_t una_psn;	 /* oldest PSN not yet acknowledged */
+	uint32_t window;	 /* max packets outstanding: what the receive buffer holds */
+	uint32_t cwnd;		 /* packets we allow outstanding now (cc.h) */
+	uint32_t noack_pkts;	 /* packets sent since the last AckReq */
 	uint32_t rd_outstanding; /* read/atomic requests awaiting responses */
-	uint32_t rd_resp_pkts;   /* Read response packets those requests still await */
+	uint32_t rd_resp_pkts;	 /* Read response packets those requests still await */
 	int retry_left, rnr_retry_left;
 	uint64_t retrans_deadline; /* 0 = no timer */
-	uint64_t rnr_deadline;     /* 0 = not waiting out an RNR NAK */
+	uint64_t rnr_deadline;	   /* 0 = not waiting out an RNR NAK */
 	uint32_t rnr_psn;
-	uint32_t gap_retx_una;     /* una at which a gap-triggered go-back was done */
+	uint32_t gap_retx_una; /* una at which a gap-triggered go-back was done */
 	bool gap_retx_valid;
-	struct sr_roce_rec rec;    /* RTT, retransmission timing (recovery.h) */
-	struct sr_roce_cc cc;      /* how cwnd moves (cc.h) */
+	struct sr_roce_rec rec; /* RTT, retransmission timing (recovery.h) */
+	struct sr_roce_cc cc;	/* how cwnd moves (cc.h) */
 
 	/* responder */
-	uint32_t epsn;           /* expected PSN */
-	uint32_t msn;            /* message sequence number */
-	bool nak_seq_sent;       /* PSN sequence NAK sent, waiting for epsn */
-	bool in_send;            /* in the middle of a multi-packet SEND */
-	bool in_write;           /* in the middle of a multi-packet WRITE */
+	uint32_t epsn;	   /* expected PSN */
+	uint32_t msn;	   /* message sequence number */
+	bool nak_seq_sent; /* PSN sequence NAK sent, waiting for epsn */
+	bool in_send;	   /* in the middle of a multi-packet SEND */
+	bool in_write;	   /* in the middle of a multi-packet WRITE */
 	bool rwqe_valid;
-	uint64_t rwqe_off;       /* bytes placed in the current receive WQE */
-	uint64_t write_va;       /* next address of the current WRITE */
+	uint64_t rwqe_off; /* bytes placed in the current receive WQE */
+	uint64_t write_va; /* next address of the current WRITE */
 	uint32_t write_rkey;
-	uint64_t write_resid;    /* bytes the RETH announced that are still due */
-	uint32_t write_len;      /* RETH length, for WRITE_WITH_IMM byte_len */
+	uint64_t write_resid; /* bytes the RETH announced that are still due */
+	uint32_t write_len;   /* RETH length, for WRITE_WITH_IMM byte_len */
 	bool ack_pending;
 	/* An ACK held back to leave behind this QP's next request (see
 	 * sr_resp_end_batch): when it must go at the latest, 0 = not held */
 	uint64_t ack_deadline;
-	uint64_t last_post_ns;   /* the application last posted a send WR */
-	bool uc_drop;            /* UC: dropping the rest of a damaged message */
+	uint64_t last_post_ns;	 /* the application last posted a send WR */
+	bool uc_drop;		 /* UC: dropping the rest of a damaged message */
 	struct sr_resp_res *res; /* SR_RESP_RES entries, from the first READ or atomic on */
 	uint32_t res_next;
-	uint64_t dup_ack_ns;     /* when a duplicate last had an ACK (resp.c, resp_duplicate) */
-	uint32_t dup_ack_epsn;   /* ... and epsn then */
+	uint64_t dup_ack_ns;	  /* when a duplicate last had an ACK (resp.c, resp_duplicate) */
+	uint32_t dup_ack_epsn;	  /* ... and epsn then */
 	struct sr_recv_wqe *rwqe; /* current receive WQE (the RQ's or SRQ's max_sge entries) */
 	uint64_t stat_drop;
-	uint64_t stat_sport_fallback;  /* tx sockets bound to a kernel-chosen port */
-	uint64_t stat_wrong_port;      /* dropped: from the peer's address, not its port */
+	uint64_t stat_sport_fallback; /* tx sockets bound to a kernel-chosen port */
+	uint64_t stat_wrong_port;     /* dropped: from the peer's address, not its port */
 	bool no_gso;
-	bool tx_hold;            /* small requests may wait for a batch (req.c; SOFTRDMA_TX_HOLD=0: never) */
-	bool ack_hold;           /* ACKs may wait for a request (resp.c; SOFTRDMA_ACK_HOLD=0: never) */
-	int rcvbuf;              /* granted SO_RCVBUF of rx_fd */             /* the kernel refused UDP_SEGMENT: one datagram per sendmsg */
+	bool tx_hold;  /* small requests may wait for a batch (req.c; SOFTRDMA_TX_HOLD=0: never) */
+	bool ack_hold; /* ACKs may wait for a request (resp.c; SOFTRDMA_ACK_HOLD=0: never) */
+	int rcvbuf; /* granted SO_RCVBUF of rx_fd */ /* the kernel refused UDP_SEGMENT: one datagram per sendmsg */
 };
 
-static inline struct sr_roce_qp *rqp(struct sr_qp *qp) { return qp->tp; }
+static inline struct sr_roce_qp *rqp(struct sr_qp *qp)
+{
+	return qp->tp;
+}
 
 static inline int32_t psn_diff(uint32_t a, uint32_t b)
 {
 	return (int32_t)((a - b) << 8) >> 8;
 }
 
-static inline uint32_t psn_add(uint32_t a, uint32_t n) { return (a + n) & SR_PSN_MASK; }
+static inline uint32_t psn_add(uint32_t a, uint32_t n)
+{
+	return (a + n) & SR_PSN_MASK;
+}
 
 /* ops.c */
 uint32_t sr_roce_qpn(struct sr_qp *qp);

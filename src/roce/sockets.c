@@ -109,8 +109,8 @@ static int tx_bind(struct sr_qp *qp, int fd, struct sockaddr *sa, socklen_t len,
 	set_sa_port(sa, 0);
 	if (bind(fd, sa, len) || getsockname(fd, (struct sockaddr *)&ss, &l))
 		return -1;
-	*port = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
-					      : ((struct sockaddr_in6 *)&ss)->sin6_port);
+	*port = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port :
+						((struct sockaddr_in6 *)&ss)->sin6_port);
 	SR_DBG("QP %u: 16 random UDP source ports were taken; sending from %u", sr_roce_qpn(qp), *port);
 	r->stat_sport_fallback++;
 	return 0;
@@ -185,7 +185,8 @@ static bool tx_evict(struct sr_qp *self)
 	}
 	pthread_mutex_unlock(&ctx->txs_lock);
 	SR_DBG("QP %u: out of file descriptors; %s", sr_roce_qpn(self),
-	       freed ? "closed the send sockets of the QP that opened them longest ago" : "no QP's send socket to close");
+	       freed ? "closed the send sockets of the QP that opened them longest ago" :
+		       "no QP's send socket to close");
 	return freed;
 }
 
@@ -231,12 +232,11 @@ int sr_roce_tx_socket(struct sr_qp *qp, bool v4)
 	*fdp = fd;
 	txs_append(qp);
 	return fd;
-err:
-	{
-		int e = errno;
-		close(fd);
-		return -e;
-	}
+err : {
+	int e = errno;
+	close(fd);
+	return -e;
+}
 }
 
 /* Returns the receive buffer the kernel granted (bytes of skb truesize). */
@@ -393,7 +393,8 @@ void sr_roce_ud_flow(struct sr_qp *qp, const struct sr_av *av, uint32_t dqpn)
 	if (r->ud_flows_off || dqpn == SR_MCAST_QPN || dqpn <= 1 || sr_roce_qpn(qp) <= 1)
 		return;
 	for (int i = 0; i < r->n_ud_flows; i++)
-		if (r->ud_flows[i].dqpn == dqpn && IN6_ARE_ADDR_EQUAL(&r->ud_flows[i].peer.sin6_addr, &av->dst.sin6_addr) &&
+		if (r->ud_flows[i].dqpn == dqpn &&
+		    IN6_ARE_ADDR_EQUAL(&r->ud_flows[i].peer.sin6_addr, &av->dst.sin6_addr) &&
 		    IN6_ARE_ADDR_EQUAL(&r->ud_flows[i].local.sin6_addr, &av->src.sin6_addr))
 			return;
 	if (r->n_ud_flows >= SR_UD_FLOWS_MAX || sr_in6_is_mcast(&av->dst.sin6_addr))

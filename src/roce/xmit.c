@@ -154,8 +154,7 @@ bool sr_tx_batch_add(struct sr_tx_batch *b, struct sr_pkt *h, const struct iovec
 		return false;
 	/* a new run: the first packet, or one that cannot be a GSO segment
 	 * of the current run (larger, after a short one, past 64 KiB) */
-	bool new_run = !i || b->closed || dlen > b->seg_size || b->total + dlen > SR_TX_MAX_BYTES ||
-		       rqp(b->qp)->no_gso;
+	bool new_run = !i || b->closed || dlen > b->seg_size || b->total + dlen > SR_TX_MAX_BYTES || rqp(b->qp)->no_gso;
 	if (new_run) {
 		b->group_first[b->ngroups] = i;
 		b->group_seg[b->ngroups++] = dlen;
@@ -248,8 +247,8 @@ int sr_tx_batch_send(struct sr_tx_batch *b, int a, int z)
 		run_a[n] = x;
 		run_z[n] = y;
 		seg[n] = y - x > 1 ? (uint16_t)b->group_seg[g] : 0;
-		fd = tx_msg_build(b->qp, b->av, &b->iov[b->first_iov[x]], b->first_iov[y] - b->first_iov[x], seg[n], &m[n],
-				  &mm[n].msg_hdr);
+		fd = tx_msg_build(b->qp, b->av, &b->iov[b->first_iov[x]], b->first_iov[y] - b->first_iov[x], seg[n],
+				  &m[n], &mm[n].msg_hdr);
 		if (fd < 0)
 			return fd;
 		n++;

@@ -351,8 +351,8 @@ static int rs_post(struct rsocket *rs, struct ibv_send_wr *wr)
 
 /* A message that places data: an RDMA write with the message as its
  * immediate, or on iWARP a write followed by the message as a send. */
-static int rs_post_write_msg(struct rsocket *rs, struct ibv_sge *sgl, int nsge, uint32_t msg, int flags,
-			     uint64_t addr, uint32_t rkey)
+static int rs_post_write_msg(struct rsocket *rs, struct ibv_sge *sgl, int nsge, uint32_t msg, int flags, uint64_t addr,
+			     uint32_t rkey)
 {
 	struct ibv_send_wr wr, s;
 	struct ibv_sge ss;
@@ -410,8 +410,8 @@ static int rs_post_msg(struct rsocket *rs, uint32_t msg)
 }
 
 /* A plain RDMA write (riowrite, keepalive): the peer is not told. */
-static int rs_post_write(struct rsocket *rs, struct ibv_sge *sgl, int nsge, uint32_t wr_data, int flags,
-			 uint64_t addr, uint32_t rkey)
+static int rs_post_write(struct rsocket *rs, struct ibv_sge *sgl, int nsge, uint32_t wr_data, int flags, uint64_t addr,
+			 uint32_t rkey)
 {
 	struct ibv_send_wr wr;
 
@@ -581,8 +581,8 @@ static void rs_send_credits(struct rsocket *rs)
 			ib.lkey = 0;
 			flags = IBV_SEND_INLINE;
 		} else {
-			void *slot = rs->sbuf + rs->sbuf_size +
-				     RS_MAX_CTRL_MSG * (rs->ctrl_seqno & (RS_QP_CTRL_SIZE - 1));
+			void *slot =
+				rs->sbuf + rs->sbuf_size + RS_MAX_CTRL_MSG * (rs->ctrl_seqno & (RS_QP_CTRL_SIZE - 1));
 			memcpy(slot, &sge, sizeof(sge));
 			ib.addr = (uintptr_t)slot;
 			ib.lkey = rs->smr->lkey;
@@ -688,8 +688,7 @@ static void rs_send_done(struct rsocket *rs, const struct ibv_wc *wc)
 		break;
 	case RS_OP_CTRL:
 		rs->ctrl_max_seqno++;
-		if (rs_msg_data(m) == RS_CTRL_DISCONNECT && wc->status == IBV_WC_SUCCESS &&
-		    rs->state == RS_CONNECTED)
+		if (rs_msg_data(m) == RS_CTRL_DISCONNECT && wc->status == IBV_WC_SUCCESS && rs->state == RS_CONNECTED)
 			rs_set_disconnected(rs);
 		break;
 	case RS_OP_IOMAP_SGL:
@@ -704,8 +703,8 @@ static void rs_send_done(struct rsocket *rs, const struct ibv_wc *wc)
 	}
 	if (wc->status != IBV_WC_SUCCESS && wc->status != IBV_WC_WR_FLUSH_ERR && rs_qp_live(rs)) {
 		rs->state = RS_ERROR;
-		rs->err = wc->status == IBV_WC_RETRY_EXC_ERR || wc->status == IBV_WC_RNR_RETRY_EXC_ERR ? ETIMEDOUT
-													: ECONNRESET;
+		rs->err = wc->status == IBV_WC_RETRY_EXC_ERR || wc->status == IBV_WC_RNR_RETRY_EXC_ERR ? ETIMEDOUT :
+													 ECONNRESET;
 	}
 }
 
@@ -925,8 +924,8 @@ int rs_wait(struct rsocket *rs, bool nonblock, bool (*test)(struct rsocket *rs),
 
 bool rs_can_send(struct rsocket *rs)
 {
-	return rs->sqe_avail >= rs_msg_wrs(rs) && rs->sbuf_bytes_avail >= RS_SNDLOWAT &&
-	       rs->sseq_no != rs->sseq_comp && rs_remote_sge_room(rs) != 0;
+	return rs->sqe_avail >= rs_msg_wrs(rs) && rs->sbuf_bytes_avail >= RS_SNDLOWAT && rs->sseq_no != rs->sseq_comp &&
+	       rs_remote_sge_room(rs) != 0;
 }
 
 bool rs_have_rdata(struct rsocket *rs)
@@ -966,8 +965,7 @@ static bool rs_direct_ready(struct rsocket *rs)
 
 bool rs_all_sends_done(struct rsocket *rs)
 {
-	return rs->state != RS_CONNECTED ||
-	       (int)(rs->ctrl_max_seqno - rs->ctrl_seqno) + rs->sqe_avail == rs->sq_size;
+	return rs->state != RS_CONNECTED || (int)(rs->ctrl_max_seqno - rs->ctrl_seqno) + rs->sqe_avail == rs->sq_size;
 }
 
 /* the error a send on a closed direction reports */
@@ -1347,10 +1345,10 @@ short rs_poll_events(struct rsocket *rs, short events)
 
 /* ---- the exported send/receive family ------------------------------------------ */
 
-#define RS_ENTER(fd)                                   \
-	struct rsocket *rs = rs_lookup(fd);            \
-	if (!rs)                                       \
-		return rs_fail(EBADF);                 \
+#define RS_ENTER(fd)                        \
+	struct rsocket *rs = rs_lookup(fd); \
+	if (!rs)                            \
+		return rs_fail(EBADF);      \
 	pthread_mutex_lock(&rs->lock)
 
 static ssize_t rs_sendv_fd(int fd, const struct iovec *iov, int iovcnt, int flags)
@@ -1440,8 +1438,7 @@ SR_EXPORT ssize_t rrecv(int socket, void *buf, size_t len, int flags)
 	return rs_recvv_fd(socket, &v, 1, flags);
 }
 
-SR_EXPORT ssize_t rrecvfrom(int socket, void *buf, size_t len, int flags, struct sockaddr *src_addr,
-			    socklen_t *addrlen)
+SR_EXPORT ssize_t rrecvfrom(int socket, void *buf, size_t len, int flags, struct sockaddr *src_addr, socklen_t *addrlen)
 {
 	struct rsocket *d = ds_enter(socket);
 

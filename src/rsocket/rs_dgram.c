@@ -54,7 +54,7 @@
 
 /* ---- state ------------------------------------------------------------------ */
 
-#define DS_UDP_CHECK_US 1000 /* the UDP socket is read at least this often by a busy caller */
+#define DS_UDP_CHECK_US 1000  /* the UDP socket is read at least this often by a busy caller */
 #define DS_CLOSE_WAIT_MS 2000 /* rclose waits this long for posted sends */
 /* Peers learnt from datagrams the application has not sent to are kept
  * (their address handle, so that an answer goes as a UD send at once) up
@@ -72,12 +72,12 @@ struct ds_qp {
 	struct ibv_cq *cq;
 	struct ibv_mr *smr; /* the socket's send slots, registered with this PD */
 	struct ibv_mr *rmr;
-	uint8_t *rbuf;      /* rq_size slots, then the GRH landing area */
+	uint8_t *rbuf; /* rq_size slots, then the GRH landing area */
 	bool armed;
 	bool in_epoll;
 	struct sockaddr_storage src; /* bound address: the source we send from */
-	struct ds_header hdr;        /* what goes in front of every UD datagram */
-	uint32_t max_data;           /* largest payload (slot and MTU) */
+	struct ds_header hdr;	     /* what goes in front of every UD datagram */
+	uint32_t max_data;	     /* largest payload (slot and MTU) */
 };
 
 /* tsearch key: an address made comparable (no padding, no sin_zero) */
@@ -89,10 +89,10 @@ struct ds_key {
 };
 
 struct ds_dest {
-	struct ds_key key; /* first: the tree compares dests as keys */
-	struct ds_dest *next;   /* in dg->dests, or the unsolicited FIFO */
-	struct ds_dest *prev;   /* in the unsolicited FIFO only */
-	bool unsolicited;       /* learnt from a datagram, not yet sent to */
+	struct ds_key key;    /* first: the tree compares dests as keys */
+	struct ds_dest *next; /* in dg->dests, or the unsolicited FIFO */
+	struct ds_dest *prev; /* in the unsolicited FIFO only */
+	bool unsolicited;     /* learnt from a datagram, not yet sent to */
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
 	struct ds_qp *qp;  /* ours that talks to it */
@@ -120,22 +120,22 @@ struct ds_udp_msg {
 
 struct rs_dgram {
 	int udp_fd;
-	bool ep_ready;     /* buffers sized and made (bind, connect or first send) */
+	bool ep_ready; /* buffers sized and made (bind, connect or first send) */
 	bool bound;
 	bool shut_rd, shut_wr;
-	int err;           /* an ICMP error the UDP socket reported, for the next send */
+	int err; /* an ICMP error the UDP socket reported, for the next send */
 	uint64_t last_udp_us;
 
 	struct ds_qp *qps;
 	void *dest_tree;
-	struct ds_dest *dests;     /* peers the application sent or connected to */
+	struct ds_dest *dests;		 /* peers the application sent or connected to */
 	struct ds_dest *u_head, *u_tail; /* the others, oldest first */
 	uint32_t u_count;
 	struct ds_dest *conn_dest; /* rconnect's */
 	struct ds_ah_old *old_ahs; /* replaced AHs: posted sends may still use them */
 
-	uint8_t *sbuf;     /* sq_size slots */
-	uint32_t *sfree;   /* free slot indexes, a stack */
+	uint8_t *sbuf;	 /* sq_size slots */
+	uint32_t *sfree; /* free slot indexes, a stack */
 	int sfree_n;
 
 	struct ds_msg *ring;
@@ -321,7 +321,8 @@ static void ds_free_qp(struct rsocket *rs, struct ds_qp *qp)
 static int ds_post_recv(struct rsocket *rs, struct ds_qp *qp, uint32_t offset)
 {
 	struct ibv_sge sge[2] = {
-		{ .addr = (uintptr_t)(qp->rbuf + (size_t)rs->rq_size * DS_SLOT), .length = DS_GRH_LEN,
+		{ .addr = (uintptr_t)(qp->rbuf + (size_t)rs->rq_size * DS_SLOT),
+		  .length = DS_GRH_LEN,
 		  .lkey = qp->rmr->lkey },
 		{ .addr = (uintptr_t)(qp->rbuf + offset), .length = DS_SLOT, .lkey = qp->rmr->lkey },
 	};
@@ -715,7 +716,8 @@ static void ds_poll_qp(struct rsocket *rs, struct ds_qp *qp)
 			struct sockaddr_storage src;
 			if (wc[i].status == IBV_WC_SUCCESS && wc[i].byte_len >= DS_GRH_LEN &&
 			    ds_hdr_parse(qp->rbuf + off, wc[i].byte_len - DS_GRH_LEN, &src) > 0 && !ds_ring_full(dg)) {
-				ds_ring_push(dg, (struct ds_msg){ .qp = qp, .offset = off,
+				ds_ring_push(dg, (struct ds_msg){ .qp = qp,
+								  .offset = off,
 								  .length = wc[i].byte_len - DS_GRH_LEN });
 			} else if (wc[i].status == IBV_WC_SUCCESS) {
 				ds_post_recv(rs, qp, off); /* not rsocket's: dropped */

@@ -32,7 +32,7 @@
 #include "common/thread.h"
 #include "rsocket/rsocket.h"
 
-#define RS_CONN_RETRIES 6      /* address/route resolution timeouts retried */
+#define RS_CONN_RETRIES 6 /* address/route resolution timeouts retried */
 #define RS_SHUTDOWN_WAIT_MS 10000
 
 uint64_t rs_now_us(void)
@@ -307,7 +307,7 @@ static struct rsocket *rs_alloc(int domain, const struct rsocket *parent)
 	if (rs->kick_fd < 0 || rs_epoll_add(rs, rs->kick_fd))
 		goto err;
 	return rs;
-err: {
+err : {
 	int e = errno;
 	if (rs->kick_fd >= 0)
 		close(rs->kick_fd);
@@ -475,8 +475,8 @@ static void rs_handle_cm_event(struct rsocket *rs, struct rdma_cm_event *ev)
 	case RDMA_CM_EVENT_REJECTED:
 	case RDMA_CM_EVENT_UNREACHABLE:
 	case RDMA_CM_EVENT_CONNECT_ERROR:
-		if (rs->state == RS_CONNECTING || rs->state == RS_ACCEPTING ||
-		    rs->state == RS_RESOLVING_ADDR || rs->state == RS_RESOLVING_ROUTE)
+		if (rs->state == RS_CONNECTING || rs->state == RS_ACCEPTING || rs->state == RS_RESOLVING_ADDR ||
+		    rs->state == RS_RESOLVING_ROUTE)
 			rs_connect_failed(rs, rs_event_errno(ev));
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
@@ -647,8 +647,7 @@ SR_EXPORT int rsocket(int domain, int type, int protocol)
 		}
 		return rs->index;
 	}
-	if (rs_open_cm_channel(rs) || rdma_create_id(rs->cm_ch, &rs->cm_id, rs, RDMA_PS_TCP) ||
-	    rs_tab_insert(rs)) {
+	if (rs_open_cm_channel(rs) || rdma_create_id(rs->cm_ch, &rs->cm_id, rs, RDMA_PS_TCP) || rs_tab_insert(rs)) {
 		int e = errno;
 		rs_free(rs);
 		return rs_fail(e);
@@ -657,25 +656,25 @@ SR_EXPORT int rsocket(int domain, int type, int protocol)
 	return rs->index;
 }
 
-#define RS_ENTER(fd)                           \
-	struct rsocket *rs = rs_lookup(fd);    \
-	if (!rs)                               \
-		return rs_fail(EBADF);         \
+#define RS_ENTER(fd)                        \
+	struct rsocket *rs = rs_lookup(fd); \
+	if (!rs)                            \
+		return rs_fail(EBADF);      \
 	pthread_mutex_lock(&rs->lock)
 
-#define RS_RETURN(v)                           \
-	do {                                   \
-		int rs_ret_ = (v);             \
+#define RS_RETURN(v)                             \
+	do {                                     \
+		int rs_ret_ = (v);               \
 		pthread_mutex_unlock(&rs->lock); \
-		return rs_ret_;                \
+		return rs_ret_;                  \
 	} while (0)
 
 /* a datagram rsocket's call goes to rs_dgram.c */
-#define DS_DISPATCH(fd, call)                               \
-	do {                                                \
-		struct rsocket *ds_ = ds_enter(fd);         \
-		if (ds_)                                    \
-			return (int)ds_leave(ds_, call);    \
+#define DS_DISPATCH(fd, call)                            \
+	do {                                             \
+		struct rsocket *ds_ = ds_enter(fd);      \
+		if (ds_)                                 \
+			return (int)ds_leave(ds_, call); \
 	} while (0)
 
 SR_EXPORT int rbind(int socket, const struct sockaddr *addr, socklen_t addrlen)
@@ -683,8 +682,8 @@ SR_EXPORT int rbind(int socket, const struct sockaddr *addr, socklen_t addrlen)
 	DS_DISPATCH(socket, ds_bind(ds_, addr, addrlen));
 	RS_ENTER(socket);
 	if (!rs_addr_ok(addr, addrlen))
-		RS_RETURN(rs_fail(addr && addr->sa_family != AF_INET && addr->sa_family != AF_INET6 ? EAFNOSUPPORT
-													: EINVAL));
+		RS_RETURN(rs_fail(addr && addr->sa_family != AF_INET && addr->sa_family != AF_INET6 ? EAFNOSUPPORT :
+												      EINVAL));
 	if (rs->state != RS_INIT)
 		RS_RETURN(rs_fail(EINVAL));
 	if (rdma_bind_addr(rs->cm_id, (struct sockaddr *)addr))
@@ -790,8 +789,8 @@ SR_EXPORT int rconnect(int socket, const struct sockaddr *addr, socklen_t addrle
 		RS_RETURN(rs_fail(ENOTCONN)); /* as rdma-core: a failed rsocket stays failed */
 	}
 	if (!rs_addr_ok(addr, addrlen))
-		RS_RETURN(rs_fail(addr && addr->sa_family != AF_INET && addr->sa_family != AF_INET6 ? EAFNOSUPPORT
-													   : EINVAL));
+		RS_RETURN(rs_fail(addr && addr->sa_family != AF_INET && addr->sa_family != AF_INET6 ? EAFNOSUPPORT :
+												      EINVAL));
 	memset(&rs->dst, 0, sizeof(rs->dst));
 	memcpy(&rs->dst, addr, addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
 	rs->retries = 0;
@@ -869,7 +868,8 @@ wait:
 
 SR_EXPORT int rshutdown(int socket, int how)
 {
-	DS_DISPATCH(socket, how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR ? rs_fail(EINVAL) : ds_shutdown(ds_, how));
+	DS_DISPATCH(socket,
+		    how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR ? rs_fail(EINVAL) : ds_shutdown(ds_, how));
 	RS_ENTER(socket);
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
 		RS_RETURN(rs_fail(EINVAL));

@@ -74,11 +74,11 @@ struct rs_iomap {
 struct rs_conn_data {
 	uint8_t version;
 	uint8_t flags;
-	__be16 credits;            /* receive credits: the sender's rq size */
+	__be16 credits; /* receive credits: the sender's rq size */
 	uint8_t reserved[3];
 	uint8_t target_iomap_size; /* rs_value_to_scale(entries, 8) */
 	struct rs_sge target_sgl;  /* address, key and entry count of the target SGL */
-	struct rs_sge data_buf;    /* the first receive buffer (half of rbuf) */
+	struct rs_sge data_buf;	   /* the first receive buffer (half of rbuf) */
 };
 
 _Static_assert(sizeof(struct rs_sge) == 16, "rs_sge is 16 bytes on the wire");
@@ -115,15 +115,15 @@ static inline uint32_t rs_msg_data(uint32_t msg)
 	return msg & 0x1fffffff;
 }
 
-#define RS_SGL_SIZE 2          /* entries in the target SGL */
-#define RS_QP_CTRL_SIZE 4      /* control messages in flight at most */
-#define RS_MAX_CTRL_MSG 16     /* largest control payload: one rs_sge */
-#define RS_SNDLOWAT 2048       /* room needed in sbuf to start a send */
+#define RS_SGL_SIZE 2	   /* entries in the target SGL */
+#define RS_QP_CTRL_SIZE 4  /* control messages in flight at most */
+#define RS_MAX_CTRL_MSG 16 /* largest control payload: one rs_sge */
+#define RS_SNDLOWAT 2048   /* room needed in sbuf to start a send */
 #define RS_OLAP_START_SIZE 2048
-#define RS_MAX_TRANSFER 65536  /* largest single RDMA write */
+#define RS_MAX_TRANSFER 65536 /* largest single RDMA write */
 #define RS_QP_MIN_SIZE 16
 #define RS_QP_MAX_SIZE 0xfffe
-#define RS_MSG_SIZE 4          /* an iWARP message send */
+#define RS_MSG_SIZE 4 /* an iWARP message send */
 
 /* rdma-core's defaults (rsocket(7): /etc/rdma/rsocket/..., rs_config.c) */
 #define RS_DEF_SQSIZE 384
@@ -144,12 +144,12 @@ enum rs_state {
 	RS_LISTENING,
 	RS_RESOLVING_ADDR,
 	RS_RESOLVING_ROUTE,
-	RS_CONNECTING,     /* REQ sent */
-	RS_ACCEPTING,      /* REP sent, waiting for the RTU */
-	RS_CONNECTED,      /* data may flow (see readable/writable) */
-	RS_DISCONNECTED,   /* orderly end: queued data still readable, then EOF */
-	RS_CONNECT_ERROR,  /* connection setup failed: err says why */
-	RS_ERROR,          /* the connection broke: err says why */
+	RS_CONNECTING,	  /* REQ sent */
+	RS_ACCEPTING,	  /* REP sent, waiting for the RTU */
+	RS_CONNECTED,	  /* data may flow (see readable/writable) */
+	RS_DISCONNECTED,  /* orderly end: queued data still readable, then EOF */
+	RS_CONNECT_ERROR, /* connection setup failed: err says why */
+	RS_ERROR,	  /* the connection broke: err says why */
 };
 
 struct rs_rmsg {
@@ -168,28 +168,28 @@ struct rs_iomap_mr {
 struct rs_dgram;
 
 struct rsocket {
-	int index;               /* the descriptor the application holds: our epoll fd */
-	int domain;              /* AF_INET or AF_INET6 */
-	int type;                /* SOCK_STREAM or SOCK_DGRAM, fixed at creation */
-	struct rs_dgram *dg;     /* SOCK_DGRAM: everything else of it (rs_dgram.c) */
-	int users;               /* SOCK_DGRAM: calls under way (atomic; rs_dgram.c) */
-	bool closing;            /* rclose has begun: calls under way return EBADF */
-	int kick_fd;             /* eventfd in the epoll set: wakes a sleeping thread */
+	int index;	     /* the descriptor the application holds: our epoll fd */
+	int domain;	     /* AF_INET or AF_INET6 */
+	int type;	     /* SOCK_STREAM or SOCK_DGRAM, fixed at creation */
+	struct rs_dgram *dg; /* SOCK_DGRAM: everything else of it (rs_dgram.c) */
+	int users;	     /* SOCK_DGRAM: calls under way (atomic; rs_dgram.c) */
+	bool closing;	     /* rclose has begun: calls under way return EBADF */
+	int kick_fd;	     /* eventfd in the epoll set: wakes a sleeping thread */
 
 	/* lock guards everything below.  One thread at a time sleeps in
 	 * poll() on index (sleeping); others wait on cond for it. */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool sleeping;
-	int pollers;             /* threads asleep in rpoll on index */
+	int pollers; /* threads asleep in rpoll on index */
 
 	enum rs_state state;
 	bool readable, writable; /* directions still open (CONNECTED) */
-	bool local_wr_shut;      /* we shut our sending side (EPIPE, not ECONNRESET) */
-	int err;                 /* SO_ERROR */
-	int fs_flags;            /* F_GETFL: O_NONBLOCK */
-	int fd_flags;            /* F_GETFD */
-	uint64_t last_cm_check;  /* us; the CM channel is polled at most every ms while spinning */
+	bool local_wr_shut;	 /* we shut our sending side (EPIPE, not ECONNRESET) */
+	int err;		 /* SO_ERROR */
+	int fs_flags;		 /* F_GETFL: O_NONBLOCK */
+	int fd_flags;		 /* F_GETFD */
+	uint64_t last_cm_check;	 /* us; the CM channel is polled at most every ms while spinning */
 
 	/* options, fixed once the connection's resources exist */
 	uint32_t sbuf_size, rbuf_size;
@@ -213,56 +213,56 @@ struct rsocket {
 	struct ibv_comp_channel *cq_ch;
 	struct ibv_cq *cq;
 	bool cq_armed;
-	bool msg_send;   /* iWARP: messages as sends */
-	bool swap_sgl;   /* the peer's byte order differs */
+	bool msg_send; /* iWARP: messages as sends */
+	bool swap_sgl; /* the peer's byte order differs */
 
 	/* sending */
-	uint8_t *sbuf;   /* sbuf_size bytes of staging ring, then control buffers */
+	uint8_t *sbuf; /* sbuf_size bytes of staging ring, then control buffers */
 	struct ibv_mr *smr;
-	uint32_t sbuf_head;      /* where the next staged bytes go */
+	uint32_t sbuf_head; /* where the next staged bytes go */
 	uint32_t sbuf_bytes_avail;
-	int sqe_avail;           /* send WRs for data (control ones are counted apart) */
+	int sqe_avail; /* send WRs for data (control ones are counted apart) */
 	unsigned ctrl_seqno, ctrl_max_seqno;
 	uint16_t sseq_no, sseq_comp; /* data messages sent / allowed */
 	struct rs_sge remote_sgl;    /* the peer's target SGL */
-	int remote_sge;              /* its entry our next buffer update goes to */
+	int remote_sge;		     /* its entry our next buffer update goes to */
 	struct rs_sge remote_iomap;  /* the peer's target iomap (length = entries) */
 
 	/* the target area the peer writes into */
 	void *target_buf;
 	struct ibv_mr *target_mr;
-	struct rs_sge *target_sgl;   /* written by the peer: access with atomics */
+	struct rs_sge *target_sgl; /* written by the peer: access with atomics */
 	struct rs_iomap *target_iomap;
-	int target_sge;              /* entry our next data goes to */
+	int target_sge; /* entry our next data goes to */
 
 	/* receiving */
-	uint8_t *rbuf;   /* rbuf_size bytes, then rq_size message slots (iWARP) */
+	uint8_t *rbuf; /* rbuf_size bytes, then rq_size message slots (iWARP) */
 	struct ibv_mr *rmr;
-	uint32_t rbuf_offset;        /* next byte to read */
+	uint32_t rbuf_offset;	     /* next byte to read */
 	uint32_t rbuf_free_offset;   /* next half to advertise */
 	uint32_t rbuf_bytes_avail;   /* read, not yet advertised */
 	uint16_t rseq_no, rseq_comp; /* data messages consumed / credit point */
-	struct rs_rmsg *rmsg;        /* rq_size + 1 slots */
+	struct rs_rmsg *rmsg;	     /* rq_size + 1 slots */
 	int rmsg_head, rmsg_tail;
-	int rbuf_msg_index;          /* iWARP: next message slot to post */
+	int rbuf_msg_index; /* iWARP: next message slot to post */
 
 	/* riomap */
 	struct rs_iomap_mr *iomaps;
-	uint8_t *iomap_used;         /* remote_iomap.length flags */
+	uint8_t *iomap_used; /* remote_iomap.length flags */
 	bool iomap_pending;
 
 	/* keepalive service: ka_next under rs_ka_lock, ka_deadline under
 	 * both rs_ka_lock and lock */
 	struct rsocket *ka_next;
-	uint64_t ka_deadline;        /* us */
+	uint64_t ka_deadline; /* us */
 };
 
 /* ---- shared between the files --------------------------------------------- */
 
 /* rs_config.c: the per-host defaults of rdma-core's files (rsocket(7)) */
 struct rs_config {
-	uint32_t polling_time_us;   /* spin this long before sleeping */
-	int wake_up_interval_ms;    /* longest single sleep (a safety net) */
+	uint32_t polling_time_us; /* spin this long before sleeping */
+	int wake_up_interval_ms;  /* longest single sleep (a safety net) */
 	uint16_t inline_default, sqsize_default, rqsize_default, iomap_size;
 	uint32_t mem_default, wmem_default;
 };

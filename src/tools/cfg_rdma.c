@@ -38,10 +38,14 @@ static int parse_dev_port(const char *arg, char *name, size_t len)
 static const char *qp_type_name(int t)
 {
 	switch (t) {
-	case 2: return "RC"; /* IBV_QPT_RC */
-	case 3: return "UC";
-	case 4: return "UD";
-	default: return "?";
+	case 2:
+		return "RC"; /* IBV_QPT_RC */
+	case 3:
+		return "UC";
+	case 4:
+		return "UD";
+	default:
+		return "?";
 	}
 }
 

@@ -27,8 +27,8 @@
 static int own_libdir(char *out, size_t len)
 {
 	static const char *const rel[] = {
-		"/../lib/softrdma",           /* build tree: build/bin -> build/lib/softrdma */
-		"/" SR_REL_BIN_TO_PKGLIB,     /* installed: bindir -> <libdir>/softrdma */
+		"/../lib/softrdma",	  /* build tree: build/bin -> build/lib/softrdma */
+		"/" SR_REL_BIN_TO_PKGLIB, /* installed: bindir -> <libdir>/softrdma */
 	};
 	char exe[PATH_MAX], try[PATH_MAX + 64], *slash;
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -144,8 +144,9 @@ static int system_enable(bool force)
 	f = fopen(tmp, "we");
 	if (!f)
 		return fail("cannot write %s: %s", tmp, strerror(errno));
-	fprintf(f, "%s\n# every program loads softrdma's libibverbs.so.1 and librdmacm.so.1 from here;\n"
-		   "# 'softrdma-cfg system disable' removes this file\n%s\n",
+	fprintf(f,
+		"%s\n# every program loads softrdma's libibverbs.so.1 and librdmacm.so.1 from here;\n"
+		"# 'softrdma-cfg system disable' removes this file\n%s\n",
 		SR_LDSO_MARK, libdir);
 	if (fclose(f) || rename(tmp, SR_LDSO_CONF)) {
 		unlink(tmp);

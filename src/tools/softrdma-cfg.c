@@ -176,15 +176,15 @@ static void print_daemon(void)
 			printf("Daemon: not running\n");
 		else if (err == -EPERM && sr_daemon_probe(&cr) == -EPERM)
 			printf("Daemon: running (pid %ld) as uid %ld, not trusted: softrdma uses a daemon run by root "
-			       "or by the user itself\n", (long)cr.pid, (long)cr.uid);
+			       "or by the user itself\n",
+			       (long)cr.pid, (long)cr.uid);
 		else
 			printf("Daemon: cannot connect (%s)\n", strerror(-err));
 		return;
 	}
 	val = sr_daemon_call_ex(c, SR_IPC_STATUS, NULL, 0, text, sizeof(text) - 1, &tlen);
 	if (val < 0) {
-		printf("Daemon: running (pid %ld), status failed: %s\n", (long)sr_daemon_pid(c),
-		       strerror((int)-val));
+		printf("Daemon: running (pid %ld), status failed: %s\n", (long)sr_daemon_pid(c), strerror((int)-val));
 	} else {
 		char *line, *save = NULL;
 
@@ -291,8 +291,8 @@ int cmd_add(int argc, char **argv)
 		return fail("a device named '%s' already exists", name);
 	for (int i = 0; i < conf.ndev; i++)
 		if (conf.dev[i].type == type && !strcmp(conf.dev[i].netdev, netdev))
-			return fail("%s (%s) is already configured on %s", conf.dev[i].name,
-				    sr_dev_type_name(type), netdev);
+			return fail("%s (%s) is already configured on %s", conf.dev[i].name, sr_dev_type_name(type),
+				    netdev);
 	if (conf.ndev >= SR_MAX_DEVICES)
 		return fail("too many devices (at most %d)", SR_MAX_DEVICES);
 	if (!name) {
@@ -571,11 +571,12 @@ int main(int argc, char **argv)
 		const char *name;
 		int (*fn)(int, char **);
 	} cmds[] = {
-		{ "status", cmd_status }, { "add", cmd_add }, { "remove", cmd_remove },
-		{ "mtu", cmd_mtu }, { "crc", cmd_crc }, { "faults", cmd_faults }, { "start", cmd_start },
-		{ "stop", cmd_stop },
-		{ "link", cmd_link }, { "statistic", cmd_statistic }, { "stat", cmd_statistic },
-		{ "system", cmd_system },
+		{ "status", cmd_status },  { "add", cmd_add },
+		{ "remove", cmd_remove },  { "mtu", cmd_mtu },
+		{ "crc", cmd_crc },	   { "faults", cmd_faults },
+		{ "start", cmd_start },	   { "stop", cmd_stop },
+		{ "link", cmd_link },	   { "statistic", cmd_statistic },
+		{ "stat", cmd_statistic }, { "system", cmd_system },
 	};
 
 	/* rdma's global option for JSON output */

@@ -54,8 +54,11 @@ VT_STATIC struct rdma_cm_id *cmt_connect_to(const struct sockaddr *dst)
 {
 	struct rdma_cm_id *id;
 	struct rdma_cm_event *ev;
-	struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_RC, .sq_sig_all = 1,
-				       .cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct ibv_qp_init_attr qa = {
+		.qp_type = IBV_QPT_RC,
+		.sq_sig_all = 1,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 }
+	};
 
 	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
 		return NULL;
@@ -134,7 +137,9 @@ VT_STATIC void cmt_test_afonly(void)
 	CHECK(r == 0, "listen on [::]:%u, AFONLY, beside it\t(%s)", port, strerror(e));
 	struct sockaddr_in a4 = vt_lo_addr(port);
 	cmt_expect_listener((struct sockaddr *)&a4, l4, "127.0.0.1");
-	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6, .sin6_port = htons(port), .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6,
+				   .sin6_port = htons(port),
+				   .sin6_addr = IN6ADDR_LOOPBACK_INIT };
 	struct rdma_cm_id *probe;
 	if (!rdma_create_id(ch, &probe, NULL, RDMA_PS_TCP)) {
 		a6.sin6_port = 0;
@@ -162,8 +167,8 @@ VT_STATIC void cmt_test_afonly(void)
 	if (!r)
 		r = cmt_listen_any(&l4, AF_INET, port, -1);
 	e = errno;
-	CHECK(r == 0, "[::]:%u, AFONLY, then 0.0.0.0:%u without the option (IPv4 ids are IPv4-only)\t(%s)", port,
-	      port, strerror(e));
+	CHECK(r == 0, "[::]:%u, AFONLY, then 0.0.0.0:%u without the option (IPv4 ids are IPv4-only)\t(%s)", port, port,
+	      strerror(e));
 	rdma_destroy_id(l4);
 	rdma_destroy_id(l6);
 }

@@ -173,8 +173,12 @@ static void test_connect(void)
 	CHECK(c->send_cq && c->recv_cq && c->qp, "  id has QP and CQs");
 	for (int i = 0; i < 56; i++)
 		req_pd[i] = (char)(0xa0 + i);
-	struct rdma_conn_param cp = { .private_data = req_pd, .private_data_len = 56, .responder_resources = 2,
-				      .initiator_depth = 3, .retry_count = 7, .rnr_retry_count = 7 };
+	struct rdma_conn_param cp = { .private_data = req_pd,
+				      .private_data_len = 56,
+				      .responder_resources = 2,
+				      .initiator_depth = 3,
+				      .retry_count = 7,
+				      .rnr_retry_count = 7 };
 	CHECK_RC(rdma_connect(c, &cp), 0, "connect");
 	ev = next_event(RDMA_CM_EVENT_CONNECT_REQUEST, 3000);
 	if (!ev)
@@ -193,8 +197,11 @@ static void test_connect(void)
 	CHECK_RC(rdma_create_qp(s, NULL, &qa), 0, "server create_qp");
 	for (size_t i = 0; i < sizeof(rep_pd); i++)
 		rep_pd[i] = (char)(0x10 + i);
-	struct rdma_conn_param ap = { .private_data = rep_pd, .private_data_len = sizeof(rep_pd),
-				      .responder_resources = 3, .initiator_depth = 2, .rnr_retry_count = 7 };
+	struct rdma_conn_param ap = { .private_data = rep_pd,
+				      .private_data_len = sizeof(rep_pd),
+				      .responder_resources = 3,
+				      .initiator_depth = 2,
+				      .rnr_retry_count = 7 };
 	CHECK_RC(rdma_accept(s, &ap), 0, "accept");
 	if ((ev = next_event(RDMA_CM_EVENT_ESTABLISHED, 3000))) {
 		CHECK(ev->id == c || ev->id == s, "  ESTABLISHED");
@@ -482,7 +489,9 @@ static void *reader_main(void *arg)
  * as rdma-core's does (issue 15 item 11; ASan and TSan see the rest). */
 static void test_destroy_under_reader(void)
 {
-	enum { ROUNDS = 100 };
+	enum {
+		ROUNDS = 100
+	};
 	struct reader *r[ROUNDS];
 	int events = 0, returned = 0, setup = 0;
 

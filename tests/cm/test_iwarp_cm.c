@@ -66,8 +66,7 @@ static struct rdma_cm_id *resolve_to(const struct sockaddr *src, const struct so
 	CHECK_RC(rdma_resolve_addr(id, NULL, (struct sockaddr *)dst, 2000), 0, "rdma_resolve_addr");
 	if ((ev = next_event(RDMA_CM_EVENT_ADDR_RESOLVED, 2000)))
 		rdma_ack_cm_event(ev);
-	CHECK(id->verbs && id->verbs->device->transport_type == IBV_TRANSPORT_IWARP,
-	      "  resolved to the iWARP device");
+	CHECK(id->verbs && id->verbs->device->transport_type == IBV_TRANSPORT_IWARP, "  resolved to the iWARP device");
 	CHECK_RC(rdma_resolve_route(id, 2000), 0, "rdma_resolve_route");
 	if ((ev = next_event(RDMA_CM_EVENT_ROUTE_RESOLVED, 2000)))
 		rdma_ack_cm_event(ev);
@@ -177,7 +176,9 @@ static void test_connect(void)
 	c = resolved(port, true);
 	for (size_t i = 0; i < sizeof(req_pd); i++)
 		req_pd[i] = (uint8_t)(0xa0 + i);
-	struct rdma_conn_param cp = { .private_data = req_pd, .private_data_len = 255, .responder_resources = 2,
+	struct rdma_conn_param cp = { .private_data = req_pd,
+				      .private_data_len = 255,
+				      .responder_resources = 2,
 				      .initiator_depth = 3 };
 	CHECK_RC(rdma_connect(c, &cp), 0, "connect");
 	if (!(ev = next_event(RDMA_CM_EVENT_CONNECT_REQUEST, 3000)))
@@ -199,7 +200,9 @@ static void test_connect(void)
 	CHECK_RC(rdma_create_qp(s, NULL, &qa), 0, "server create_qp");
 	for (size_t i = 0; i < sizeof(rep_pd); i++)
 		rep_pd[i] = (uint8_t)(0x10 + i);
-	struct rdma_conn_param ap = { .private_data = rep_pd, .private_data_len = 255, .responder_resources = 3,
+	struct rdma_conn_param ap = { .private_data = rep_pd,
+				      .private_data_len = 255,
+				      .responder_resources = 3,
 				      .initiator_depth = 2 };
 	CHECK_RC(rdma_accept(s, &ap), 0, "accept");
 	for (int i = 0; i < 2 && (ev = next_event(RDMA_CM_EVENT_ESTABLISHED, 3000)); i++) {
@@ -234,10 +237,10 @@ static void test_connect(void)
 
 	/* data: SEND c -> s, READ s <- c, WRITE c -> s */
 	char *cb = calloc(1, 65536), *sb = calloc(1, 65536);
-	struct ibv_mr *cmr = ibv_reg_mr(c->pd, cb, 65536,
-					IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
-	struct ibv_mr *smr = ibv_reg_mr(s->pd, sb, 65536,
-					IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+	struct ibv_mr *cmr =
+		ibv_reg_mr(c->pd, cb, 65536, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+	struct ibv_mr *smr =
+		ibv_reg_mr(s->pd, sb, 65536, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
 	struct ibv_wc wc;
 	vt_fill(cb, 65536, 7);
 	CHECK_RC(vt_post_recv(s->qp, 1, sb, 65536, smr->lkey), 0, "server post_recv");
@@ -431,7 +434,9 @@ static void test_raw_server(void)
 	c = resolved(port, true);
 	uint8_t pd[100];
 	vt_fill(pd, sizeof(pd), 3);
-	struct rdma_conn_param cp = { .private_data = pd, .private_data_len = 100, .responder_resources = 4,
+	struct rdma_conn_param cp = { .private_data = pd,
+				      .private_data_len = 100,
+				      .responder_resources = 4,
 				      .initiator_depth = 5 };
 	CHECK_RC(rdma_connect(c, &cp), 0, "connect to a raw peer that never answers");
 	fd = raw_accept(lfd, 3000);
@@ -534,8 +539,10 @@ static void test_raw_server(void)
 	if ((ev = next_event(RDMA_CM_EVENT_ESTABLISHED, 3000)))
 		rdma_ack_cm_event(ev);
 	struct ibv_wc wc;
-	if (EXPECT_WC(c->recv_cq, 5, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "  the QP receives the Send that followed the Reply"))
-		CHECK(wc.byte_len == 17 && !strcmp(rb, "behind the Reply"), "  its data intact (the CM read no byte of it)");
+	if (EXPECT_WC(c->recv_cq, 5, IBV_WC_SUCCESS, IBV_WC_RECV, &wc,
+		      "  the QP receives the Send that followed the Reply"))
+		CHECK(wc.byte_len == 17 && !strcmp(rb, "behind the Reply"),
+		      "  its data intact (the CM read no byte of it)");
 	if (fd >= 0)
 		close(fd);
 	if ((ev = next_event(RDMA_CM_EVENT_DISCONNECTED, 3000)))
@@ -620,7 +627,8 @@ static void test_late_reader(void)
 	/* the peer still takes the socket over: what comes meanwhile is early */
 	usleep(50 * 1000);
 	early = sock_inq(fd);
-	CHECK(early >= (int)sr_mpa_fpdu_len(SR_DDP_UNTAGGED_HDR + 8), "  the Send came while the peer did not read\t(%d bytes)", early);
+	CHECK(early >= (int)sr_mpa_fpdu_len(SR_DDP_UNTAGGED_HDR + 8),
+	      "  the Send came while the peer did not read\t(%d bytes)", early);
 	uint64_t until = vt_now_ms() + 3000;
 	while (sock_inq(fd) <= early && vt_now_ms() < until)
 		usleep(1000);
@@ -628,7 +636,8 @@ static void test_late_reader(void)
 	      sock_inq(fd));
 	size_t got = vt_read_exact(fd, buf, (size_t)sock_inq(fd), 1000);
 	n = parse_fpdus(buf, got, rr.crc, h, 32, &crc_ok);
-	CHECK(n >= 2 && h[0].opcode == SR_RDMAP_SEND && h[0].hdr_len == 8 && !memcmp(buf + 2 + SR_DDP_UNTAGGED_HDR, "request", 8),
+	CHECK(n >= 2 && h[0].opcode == SR_RDMAP_SEND && h[0].hdr_len == 8 &&
+		      !memcmp(buf + 2 + SR_DDP_UNTAGGED_HDR, "request", 8),
 	      "  the Send first\t(%d FPDUs)", n);
 	bool zw = n >= 2;
 	for (int i = 1; i < n; i++)
@@ -699,7 +708,8 @@ static void test_raw_client(void)
 	fd = raw_connect(port);
 	if (fd >= 0) {
 		vt_write_all(fd, "MPA ID Req Frame\x80\x01\x00\x00", 20);
-		CHECK(vt_read_mpa(fd, buf, &rr) && rr.reply && rr.reject, "a Request asking for markers gets a Reject Reply");
+		CHECK(vt_read_mpa(fd, buf, &rr) && rr.reply && rr.reject,
+		      "a Request asking for markers gets a Reject Reply");
 		CHECK(vt_peer_gone(fd, 3000), "  and the connection is closed");
 		close(fd);
 	}
@@ -717,7 +727,8 @@ static void test_raw_client(void)
 	CHECK(fd >= 0 && vt_write_all(fd, buf, (size_t)n), "a raw client sends a good Request");
 	if ((ev = next_event(RDMA_CM_EVENT_CONNECT_REQUEST, 3000))) {
 		s = ev->id;
-		CHECK(ev->param.conn.private_data_len == sizeof(pd) && !memcmp(ev->param.conn.private_data, pd, sizeof(pd)),
+		CHECK(ev->param.conn.private_data_len == sizeof(pd) &&
+			      !memcmp(ev->param.conn.private_data, pd, sizeof(pd)),
 		      "  CONNECT_REQUEST with its private data");
 		CHECK(ev->param.conn.initiator_depth == 6 && ev->param.conn.responder_resources == 7,
 		      "  initiator_depth = its IRD, responder_resources = its ORD\t(%u, %u)",
@@ -746,7 +757,9 @@ static void test_raw_client(void)
 		char rb[64];
 		struct ibv_mr *mr = ibv_reg_mr(s->pd, rb, sizeof(rb), IBV_ACCESS_LOCAL_WRITE);
 		CHECK_RC(vt_post_recv(s->qp, 8, rb, sizeof(rb), mr->lkey), 0, "post a receive");
-		struct rdma_conn_param ap = { .private_data = "yes", .private_data_len = 4, .responder_resources = 2,
+		struct rdma_conn_param ap = { .private_data = "yes",
+					      .private_data_len = 4,
+					      .responder_resources = 2,
 					      .initiator_depth = 9 };
 		CHECK_RC(rdma_accept(s, &ap), 0, "accept (IRD 2, ORD 9)");
 		if (CHECK(vt_read_mpa(fd, buf, &rr), "  the client reads the Reply")) {
@@ -835,7 +848,8 @@ static void test_hushed_responder(void)
 		if ((ev = next_event(RDMA_CM_EVENT_ESTABLISHED, 3000)))
 			rdma_ack_cm_event(ev);
 		if (!silent) {
-			CHECK(vt_peer_next(fd, 50) == -ETIME, "  nothing behind it while the initiator is silent (50 ms)");
+			CHECK(vt_peer_next(fd, 50) == -ETIME,
+			      "  nothing behind it while the initiator is silent (50 ms)");
 			n = (int)send_fpdu(buf, 1, "hi", 3, true);
 			CHECK(vt_write_all(fd, buf, (size_t)n), "  the initiator sends a Send");
 			EXPECT_WC(s->recv_cq, 8, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "  our QP receives it");
@@ -847,7 +861,8 @@ static void test_hushed_responder(void)
 			      crc_ok && !memcmp(buf + 2 + SR_DDP_UNTAGGED_HDR, "hello", 6),
 		      "  %s: then our Send comes, intact", silent ? "the initiator silent" : "after its Send");
 		if (silent)
-			CHECK(waited >= 90 && waited < 3000, "  after the hush (100 ms)\t(%llu ms)", (unsigned long long)waited);
+			CHECK(waited >= 90 && waited < 3000, "  after the hush (100 ms)\t(%llu ms)",
+			      (unsigned long long)waited);
 		EXPECT_WC(s->send_cq, 9, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "  and completes");
 		close(fd);
 		if ((ev = next_event(RDMA_CM_EVENT_DISCONNECTED, 3000)))
@@ -858,7 +873,6 @@ static void test_hushed_responder(void)
 	}
 	rdma_destroy_id(l);
 }
-
 
 static void test_port0_v6(void)
 {

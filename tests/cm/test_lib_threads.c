@@ -95,16 +95,16 @@ static void check_masks(void)
 			continue;
 		}
 #endif
-		CHECK((blk & want) == want, "thread %d (%s) blocks every signal\t(SigBlk %016llx, unblocked %016llx)", tid,
-		      comm, blk, want & ~blk);
+		CHECK((blk & want) == want, "thread %d (%s) blocks every signal\t(SigBlk %016llx, unblocked %016llx)",
+		      tid, comm, blk, want & ~blk);
 		/* a thread only just created has everything blocked until glibc
 		 * sets the mask it was created with, and names itself after
 		 * that: the faults are checked on the named ones */
 		unsigned long long faults = 1ull << (SIGSEGV - 1) | 1ull << (SIGBUS - 1);
 		if (!strncmp(comm, "sr-", 3))
 			CHECK(!(blk & faults),
-			      "thread %d (%s) leaves SIGSEGV and SIGBUS (its own faults) unblocked\t(SigBlk %016llx)", tid,
-			      comm, blk);
+			      "thread %d (%s) leaves SIGSEGV and SIGBUS (its own faults) unblocked\t(SigBlk %016llx)",
+			      tid, comm, blk);
 	}
 	closedir(d);
 	if (sanitizer)

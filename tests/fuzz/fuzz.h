@@ -21,12 +21,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 /* abort(), not assert(): a harness must check in every build mode. */
-#define REQUIRE(c)                                                                          \
-	do {                                                                                \
-		if (!(c)) {                                                                 \
+#define REQUIRE(c)                                                                                \
+	do {                                                                                      \
+		if (!(c)) {                                                                       \
 			fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #c); \
-			abort();                                                            \
-		}                                                                           \
+			abort();                                                                  \
+		}                                                                                 \
 	} while (0)
 
 /* A copy of exactly n bytes on the heap, so that ASan sees any read past

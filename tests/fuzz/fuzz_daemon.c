@@ -38,9 +38,9 @@
 #include "daemon/softrdmad.h"
 
 static struct client *cl[FZ_D_CLIENTS];
-static int far_fd[FZ_D_CLIENTS];       /* the client's end of its socket */
-static uint8_t *msgbuf;                 /* one client message, 8-aligned */
-static const struct client *pkt_from;   /* the client handing a datagram back */
+static int far_fd[FZ_D_CLIENTS];      /* the client's end of its socket */
+static uint8_t *msgbuf;		      /* one client message, 8-aligned */
+static const struct client *pkt_from; /* the client handing a datagram back */
 
 /* QPNs each client was given (to check where datagrams go) */
 #define MAX_QPN 1024

@@ -20,10 +20,10 @@
 #define FZ_D_DROP 0x40
 
 struct fz_d_env {
-	uint8_t v6;        /* received on the IPv6 socket */
-	uint8_t src[16];   /* sender, IPv4 as IPv4-mapped */
-	uint8_t dst[16];   /* local address it was sent to */
-	uint16_t sport;    /* sender's UDP port */
+	uint8_t v6;	 /* received on the IPv6 socket */
+	uint8_t src[16]; /* sender, IPv4 as IPv4-mapped */
+	uint8_t dst[16]; /* local address it was sent to */
+	uint16_t sport;	 /* sender's UDP port */
 } __attribute__((packed));
 
 #define FZ_D_ENV sizeof(struct fz_d_env)

@@ -49,7 +49,7 @@
 #define GUARD 64
 
 struct region {
-	uint8_t *mem;      /* GUARD, len bytes, GUARD */
+	uint8_t *mem; /* GUARD, len bytes, GUARD */
 	uint8_t *snap;
 	size_t len;
 	int access;
@@ -218,9 +218,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
 	struct ibv_qp_init_attr ia = { .qp_type = IBV_QPT_RC,
-				       .cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 2,
-						.max_recv_sge = 2, .max_inline_data = 64 } };
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+				       .cap = { .max_send_wr = 16,
+						.max_recv_wr = 16,
+						.max_send_sge = 2,
+						.max_recv_sge = 2,
+						.max_inline_data = 64 } };
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT,
+				 .port_num = 1,
 				 .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 						    IBV_ACCESS_REMOTE_READ };
 	struct sr_iw_conn_params p = { .ird = 4, .ord = 4, .on_close = on_close };
@@ -255,7 +259,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	REQUIRE(qp && !ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS));
 	/* receives side by side in the local-only region (512 bytes) */
 	for (int i = 0; i < nrecv && (size_t)(i + 1) * rsize <= lens[2]; i++) {
-		struct ibv_sge sge = { (uintptr_t)reg[2].mem + GUARD + (size_t)i * rsize, (uint32_t)rsize, reg[2].mr->lkey };
+		struct ibv_sge sge = { (uintptr_t)reg[2].mem + GUARD + (size_t)i * rsize, (uint32_t)rsize,
+				       reg[2].mr->lkey };
 		struct ibv_recv_wr wr = { .wr_id = (uint64_t)i, .sg_list = &sge, .num_sge = 1 }, *bad;
 
 		REQUIRE(!ibv_post_recv(qp, &wr, &bad));

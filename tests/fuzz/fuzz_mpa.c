@@ -28,7 +28,7 @@
 #define CAP (SR_MPA_RR_HDR_LEN + SR_MPA_MAX_PD) /* iw_cm's frame buffer */
 
 struct verdict {
-	int rc;      /* 1 complete, 0 more needed, -EPROTO, -EMSGSIZE */
+	int rc;	     /* 1 complete, 0 more needed, -EPROTO, -EMSGSIZE */
 	size_t have; /* bytes consumed */
 };
 

@@ -45,29 +45,25 @@ static void envelope(struct sr_icrc_env *env, const uint8_t *d)
 
 static bool same_fields(const struct sr_pkt *a, const struct sr_pkt *b)
 {
-	return a->opcode == b->opcode && a->mask == b->mask && a->se == b->se &&
-	       a->mig == b->mig && a->pad == b->pad && a->tver == b->tver && a->pkey == b->pkey &&
-	       a->dqpn == b->dqpn && a->ackreq == b->ackreq && a->psn == b->psn &&
-	       a->reth_va == b->reth_va && a->reth_rkey == b->reth_rkey &&
-	       a->reth_len == b->reth_len && a->aeth_syndrome == b->aeth_syndrome &&
-	       a->aeth_msn == b->aeth_msn && a->atm_va == b->atm_va &&
-	       a->atm_rkey == b->atm_rkey && a->atm_swap_add == b->atm_swap_add &&
-	       a->atm_compare == b->atm_compare && a->atmack_orig == b->atmack_orig &&
-	       a->imm_data == b->imm_data && a->ieth_rkey == b->ieth_rkey &&
-	       a->deth_qkey == b->deth_qkey && a->deth_sqpn == b->deth_sqpn &&
-	       a->xrc_srqn == b->xrc_srqn &&
-	       a->paylen == b->paylen && a->hdr_len == b->hdr_len;
+	return a->opcode == b->opcode && a->mask == b->mask && a->se == b->se && a->mig == b->mig && a->pad == b->pad &&
+	       a->tver == b->tver && a->pkey == b->pkey && a->dqpn == b->dqpn && a->ackreq == b->ackreq &&
+	       a->psn == b->psn && a->reth_va == b->reth_va && a->reth_rkey == b->reth_rkey &&
+	       a->reth_len == b->reth_len && a->aeth_syndrome == b->aeth_syndrome && a->aeth_msn == b->aeth_msn &&
+	       a->atm_va == b->atm_va && a->atm_rkey == b->atm_rkey && a->atm_swap_add == b->atm_swap_add &&
+	       a->atm_compare == b->atm_compare && a->atmack_orig == b->atmack_orig && a->imm_data == b->imm_data &&
+	       a->ieth_rkey == b->ieth_rkey && a->deth_qkey == b->deth_qkey && a->deth_sqpn == b->deth_sqpn &&
+	       a->xrc_srqn == b->xrc_srqn && a->paylen == b->paylen && a->hdr_len == b->hdr_len;
 }
 
 /* Reserved header bits the builder writes as zero and the parser ignores. */
 static void clear_reserved(uint8_t *hdr, uint32_t mask)
 {
-	hdr[4] = 0;       /* BTH resv8a (FECN/BECN) */
-	hdr[8] &= 0x80;   /* BTH resv7 */
+	hdr[4] = 0;	/* BTH resv8a (FECN/BECN) */
+	hdr[8] &= 0x80; /* BTH resv7 */
 	if (mask & SR_OP_DETH)
 		hdr[SR_BTH_BYTES + 4] = 0;
 	if (mask & SR_OP_XRCETH)
-		hdr[SR_BTH_BYTES] = 0;   /* XRCETH resv8 before the SRQ number */
+		hdr[SR_BTH_BYTES] = 0; /* XRCETH resv8 before the SRQ number */
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -144,7 +140,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size_t a = covered ? sel % (covered + 1) : 0;
 		size_t b = a + (covered - a) / 2;
 		struct iovec iov[3] = {
-			{ re, a }, { re + a, b - a }, { re + b, covered - b },
+			{ re, a },
+			{ re + a, b - a },
+			{ re + b, covered - b },
 		};
 
 		REQUIRE(sr_icrc_compute_iov(&env, iov, 3) == sr_icrc_load(re + len - SR_ICRC_BYTES));

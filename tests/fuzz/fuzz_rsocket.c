@@ -48,9 +48,9 @@
 
 #undef ibv_reg_mr
 
-#define FAKE_FD 4242            /* the descriptor rs_lookup answers for */
-#define MAX_INLINE 64           /* the fake device's inline limit */
-#define RING 1024               /* > any queue depth the harness configures */
+#define FAKE_FD 4242  /* the descriptor rs_lookup answers for */
+#define MAX_INLINE 64 /* the fake device's inline limit */
+#define RING 1024     /* > any queue depth the harness configures */
 #define PEER_RBUF (1u << 16)
 #define PEER_IOMAP_MEM (1u << 16)
 #define PEER_IOMAP_ENTRIES 8
@@ -82,7 +82,7 @@ struct sent_wr { /* a send WR the NIC has not completed */
 	struct ibv_wc wc;
 	struct ibv_sge sge[2];
 	int nsge;
-	uint8_t *snap;              /* the bytes gathered at post time (not inline) */
+	uint8_t *snap; /* the bytes gathered at post time (not inline) */
 };
 
 struct recv_slot {
@@ -102,9 +102,9 @@ static struct {
 	struct rdma_cm_id id;
 	struct fake_mr mrs[64];
 	uint32_t next_key;
-	uint32_t max_inline;        /* what the QP was given */
+	uint32_t max_inline; /* what the QP was given */
 	int sq_depth, rq_depth, cq_depth;
-	bool qp_error;              /* everything completes flushed */
+	bool qp_error; /* everything completes flushed */
 	/* completions waiting to be polled */
 	struct ibv_wc cqe[RING];
 	int cq_head, cq_n;
@@ -118,10 +118,10 @@ static struct {
 
 static struct {
 	bool honest;
-	bool be;                    /* the peer says it is big-endian */
-	uint16_t rq;                /* credits it grants at a time */
+	bool be;     /* the peer says it is big-endian */
+	uint16_t rq; /* credits it grants at a time */
 	/* memory the peer exposes, rkeys of its own */
-	uint8_t *tsgl;              /* its target SGL (2 entries) then its target iomap */
+	uint8_t *tsgl; /* its target SGL (2 entries) then its target iomap */
 	size_t tsgl_len;
 	uint8_t *rbuf;
 	uint8_t *iomap_mem;
@@ -130,23 +130,25 @@ static struct {
 	int nadv;
 	bool adv_full;
 	/* the peer as a receiver of our data */
-	uint64_t recv_off;          /* stream bytes that arrived */
-	uint64_t app_sent;          /* stream bytes rsend took */
-	uint64_t app_offer;         /* ... plus those of the rsend under way */
-	uint16_t rseq_no;           /* our data/iomap messages it received */
-	uint16_t credit_limit;      /* what it allowed */
-	uint32_t last_write_len;    /* iWARP: the write before a DATA send */
+	uint64_t recv_off;	 /* stream bytes that arrived */
+	uint64_t app_sent;	 /* stream bytes rsend took */
+	uint64_t app_offer;	 /* ... plus those of the rsend under way */
+	uint16_t rseq_no;	 /* our data/iomap messages it received */
+	uint16_t credit_limit;	 /* what it allowed */
+	uint32_t last_write_len; /* iWARP: the write before a DATA send */
 	uint32_t grant_off;
 	int grant_idx;
 	/* the peer as a sender */
 	uint16_t sseq_no, sseq_comp;
-	int tidx;                   /* its current entry of its target SGL */
-	uint64_t sent_off;          /* stream bytes it sent */
-	uint64_t app_recv_off;      /* stream bytes our application read */
-	bool can_send;              /* it has not shut its sending side */
+	int tidx;	       /* its current entry of its target SGL */
+	uint64_t sent_off;     /* stream bytes it sent */
+	uint64_t app_recv_off; /* stream bytes our application read */
+	bool can_send;	       /* it has not shut its sending side */
 	/* where the unread bytes of our receive buffer are (ring of segments) */
-	uint8_t *unread;            /* one flag per byte of our rbuf */
-	struct { uint32_t pos, n; } seg[RING];
+	uint8_t *unread; /* one flag per byte of our rbuf */
+	struct {
+		uint32_t pos, n;
+	} seg[RING];
 	int seg_head, seg_n;
 } peer;
 
@@ -676,7 +678,8 @@ static void nic_error(enum ibv_wc_status status)
 		cq_push(&wc);
 	}
 	while (nic.rq_n) {
-		struct ibv_wc wc = { .wr_id = nic.rq[nic.rq_head].wr_id, .status = IBV_WC_WR_FLUSH_ERR,
+		struct ibv_wc wc = { .wr_id = nic.rq[nic.rq_head].wr_id,
+				     .status = IBV_WC_WR_FLUSH_ERR,
 				     .opcode = IBV_WC_RECV };
 
 		nic.rq_head = (nic.rq_head + 1) % RING;

@@ -16,22 +16,22 @@
 #define SR_FUZZ_RSOCKET_H
 
 enum fz_rs_op {
-	FZ_RS_APP_SEND,    /* u16 length */
-	FZ_RS_APP_RECV,    /* u8 flags (1 PEEK, 2 WAITALL), u16 length */
+	FZ_RS_APP_SEND, /* u16 length */
+	FZ_RS_APP_RECV, /* u8 flags (1 PEEK, 2 WAITALL), u16 length */
 	FZ_RS_APP_PROGRESS,
-	FZ_RS_APP_RIOMAP,  /* u8 slot, u16 length, u16 offset */
-	FZ_RS_APP_RIOWRITE,/* u16 length, u16 offset */
-	FZ_RS_APP_CTRL,    /* u8: 1 SHUTDOWN, 0 DISCONNECT */
-	FZ_RS_NIC_COMPLETE,/* u8 count */
-	FZ_RS_NIC_ERROR,   /* u8 status */
-	FZ_RS_PEER_DATA,   /* u16 length */
-	FZ_RS_PEER_GRANT,  /* u32 size */
+	FZ_RS_APP_RIOMAP,   /* u8 slot, u16 length, u16 offset */
+	FZ_RS_APP_RIOWRITE, /* u16 length, u16 offset */
+	FZ_RS_APP_CTRL,	    /* u8: 1 SHUTDOWN, 0 DISCONNECT */
+	FZ_RS_NIC_COMPLETE, /* u8 count */
+	FZ_RS_NIC_ERROR,    /* u8 status */
+	FZ_RS_PEER_DATA,    /* u16 length */
+	FZ_RS_PEER_GRANT,   /* u32 size */
 	FZ_RS_PEER_CREDIT,
-	FZ_RS_PEER_IOMAP,  /* u8 entry, u16 offset, u16 length, u16 map offset */
-	FZ_RS_PEER_CTRL,   /* u8: 1 SHUTDOWN, 0 DISCONNECT */
-	FZ_RS_RAW_MSG,     /* u32 message, u32 byte_len */
-	FZ_RS_RAW_TARGET,  /* u16 offset, u8 length, bytes */
-	FZ_RS_RAW_RBUF,    /* u16 offset, u8 length, bytes */
+	FZ_RS_PEER_IOMAP, /* u8 entry, u16 offset, u16 length, u16 map offset */
+	FZ_RS_PEER_CTRL,  /* u8: 1 SHUTDOWN, 0 DISCONNECT */
+	FZ_RS_RAW_MSG,	  /* u32 message, u32 byte_len */
+	FZ_RS_RAW_TARGET, /* u16 offset, u8 length, bytes */
+	FZ_RS_RAW_RBUF,	  /* u16 offset, u8 length, bytes */
 	FZ_RS_OP_COUNT
 };
 

@@ -303,41 +303,103 @@ static void rsocket_seeds(void)
 {
 	/* honest traffic both ways: send, complete, credits, receive */
 	static const uint8_t talk[] = {
-		FZ_RS_APP_SEND, 0x00, 0x10,      /* 4 KiB */
-		FZ_RS_NIC_COMPLETE, 4,
-		FZ_RS_PEER_GRANT, 0x00, 0x10, 0, 0,
+		FZ_RS_APP_SEND,
+		0x00,
+		0x10, /* 4 KiB */
+		FZ_RS_NIC_COMPLETE,
+		4,
+		FZ_RS_PEER_GRANT,
+		0x00,
+		0x10,
+		0,
+		0,
 		FZ_RS_PEER_CREDIT,
-		FZ_RS_PEER_DATA, 0x00, 0x08,     /* 2 KiB */
-		FZ_RS_PEER_DATA, 0x00, 0x04,
-		FZ_RS_APP_RECV, 0, 0x00, 0x02,
-		FZ_RS_APP_RECV, 1, 0x00, 0x10,   /* peek */
-		FZ_RS_APP_RECV, 2, 0x00, 0x0a,   /* waitall */
+		FZ_RS_PEER_DATA,
+		0x00,
+		0x08, /* 2 KiB */
+		FZ_RS_PEER_DATA,
+		0x00,
+		0x04,
+		FZ_RS_APP_RECV,
+		0,
+		0x00,
+		0x02,
+		FZ_RS_APP_RECV,
+		1,
+		0x00,
+		0x10, /* peek */
+		FZ_RS_APP_RECV,
+		2,
+		0x00,
+		0x0a, /* waitall */
 		FZ_RS_APP_PROGRESS,
-		FZ_RS_NIC_COMPLETE, 8,
-		FZ_RS_APP_SEND, 0x00, 0x40,
-		FZ_RS_NIC_COMPLETE, 16,
+		FZ_RS_NIC_COMPLETE,
+		8,
+		FZ_RS_APP_SEND,
+		0x00,
+		0x40,
+		FZ_RS_NIC_COMPLETE,
+		16,
 		FZ_RS_APP_PROGRESS,
 	};
 	/* riomap on our side, the peer's iomap entry and a riowrite */
 	static const uint8_t iomap[] = {
-		FZ_RS_APP_RIOMAP, 0, 0x00, 0x10, 0x00, 0x00,
-		FZ_RS_NIC_COMPLETE, 4,
-		FZ_RS_PEER_IOMAP, 1, 0x00, 0x01, 0x00, 0x20, 0x00, 0x00,
+		FZ_RS_APP_RIOMAP,
+		0,
+		0x00,
+		0x10,
+		0x00,
+		0x00,
+		FZ_RS_NIC_COMPLETE,
+		4,
+		FZ_RS_PEER_IOMAP,
+		1,
+		0x00,
+		0x01,
+		0x00,
+		0x20,
+		0x00,
+		0x00,
 		FZ_RS_APP_PROGRESS,
-		FZ_RS_APP_RIOWRITE, 0x00, 0x08, 0x10, 0x00,
-		FZ_RS_NIC_COMPLETE, 4,
-		FZ_RS_APP_RIOMAP, 0, 0, 0, 0, 0,   /* unmap */
+		FZ_RS_APP_RIOWRITE,
+		0x00,
+		0x08,
+		0x10,
+		0x00,
+		FZ_RS_NIC_COMPLETE,
+		4,
+		FZ_RS_APP_RIOMAP,
+		0,
+		0,
+		0,
+		0,
+		0, /* unmap */
 	};
 	/* an orderly end and a broken one */
 	static const uint8_t end[] = {
-		FZ_RS_APP_SEND, 0x00, 0x02,
-		FZ_RS_PEER_DATA, 0x00, 0x01,
-		FZ_RS_APP_CTRL, 1,
-		FZ_RS_PEER_CTRL, 0,
-		FZ_RS_APP_RECV, 0, 0x00, 0x04,
-		FZ_RS_NIC_ERROR, 0,
-		FZ_RS_APP_SEND, 0x00, 0x01,
-		FZ_RS_APP_RECV, 0, 0x00, 0x01,
+		FZ_RS_APP_SEND,
+		0x00,
+		0x02,
+		FZ_RS_PEER_DATA,
+		0x00,
+		0x01,
+		FZ_RS_APP_CTRL,
+		1,
+		FZ_RS_PEER_CTRL,
+		0,
+		FZ_RS_APP_RECV,
+		0,
+		0x00,
+		0x04,
+		FZ_RS_NIC_ERROR,
+		0,
+		FZ_RS_APP_SEND,
+		0x00,
+		0x01,
+		FZ_RS_APP_RECV,
+		0,
+		0x00,
+		0x01,
 	};
 
 	rs_seed("roce-talk", 0x18, talk, sizeof(talk));
@@ -358,10 +420,11 @@ static void rs_dgram_seeds(void)
 	/* resolution messages: tag, version, op, length, reserved, QPN, address */
 	static const uint8_t udp4_data[] = { 0x55, 0x55, 0x55, 0x55, 4, 0, 16, 0, 0, 0, 0x00, 0x11, 127, 0, 0, 1 };
 	static const uint8_t udp4_ctrl[] = { 0x55, 0x55, 0x55, 0x55, 4, 7, 16, 0, 0, 0x01, 0x02, 0x03, 10, 0, 0, 2 };
-	static const uint8_t udp6_data[] = { 0x55, 0x55, 0x55, 0x55, 6, 0, 28, 0, 0, 0, 0x00, 0x12,
-					     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1 };
-	static const uint8_t udp6_ctrl[] = { 0x55, 0x55, 0x55, 0x55, 6, 7, 28, 0, 0, 0, 0x00, 0x13,
-					     0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 0x11, 0x22, 0xff, 0xfe, 0x33, 0x44, 0x55 };
+	static const uint8_t udp6_data[] = { 0x55, 0x55, 0x55, 0x55, 6, 0, 28, 0, 0, 0, 0x00, 0x12, 0, 0,
+					     0,	   0,	 0,    0,    0, 0, 0,  0, 0, 0, 0,    0,    0, 1 };
+	static const uint8_t udp6_ctrl[] = { 0x55, 0x55, 0x55, 0x55, 6,	   7,	 28,   0,   0, 0,
+					     0x00, 0x13, 0xfe, 0x80, 0,	   0,	 0,    0,   0, 0,
+					     0x02, 0x11, 0x22, 0xff, 0xfe, 0x33, 0x44, 0x55 };
 	/* UD headers: version, length, port, (flowinfo,) address */
 	static const uint8_t ud4[] = { 4, 8, 0x9c, 0x40, 127, 0, 0, 1 };
 	static const uint8_t ud6[] = { 6, 24, 0x9c, 0x41, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1 };

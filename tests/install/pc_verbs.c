@@ -63,8 +63,8 @@ int main(int argc, char **argv)
 	}
 	dl_iterate_phdr(phdr, NULL);
 	CHECK(found_verbs == 1 && found_cm == 1 && !found_other,
-	      "libibverbs.so.1 and librdmacm.so.1 come from %s\t(verbs %d, cm %d, elsewhere %d)", want_dir,
-	      found_verbs, found_cm, found_other);
+	      "libibverbs.so.1 and librdmacm.so.1 come from %s\t(verbs %d, cm %d, elsewhere %d)", want_dir, found_verbs,
+	      found_cm, found_other);
 
 	if (!vt_open(&d))
 		return vt_end();
@@ -86,7 +86,8 @@ int main(int argc, char **argv)
 			EXPECT_WC(p.scq[0], 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL, "RDMA WRITE completes");
 			CHECK(!memcmp(src, dst, len), "the written data arrived intact");
 			CHECK_RC(vt_post_recv(p.qp[1], 2, rbuf, (uint32_t)len, rmr->lkey), 0, "post receive");
-			CHECK_RC(vt_post_send(p.qp[0], 3, IBV_WR_SEND, src, 4096, smr->lkey, IBV_SEND_SIGNALED, 0, 0, 0),
+			CHECK_RC(vt_post_send(p.qp[0], 3, IBV_WR_SEND, src, 4096, smr->lkey, IBV_SEND_SIGNALED, 0, 0,
+					      0),
 				 0, "post SEND of 4 KiB");
 			EXPECT_WC(p.scq[0], 3, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "SEND completes");
 			EXPECT_WC(p.rcq[1], 2, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "receive completes");

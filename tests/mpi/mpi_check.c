@@ -73,7 +73,8 @@ static void pingpong_checked(void)
 				for (size_t i = 0; i < len && bad == len; i++)
 					if (buf[i] != pat(i, 0, n))
 						bad = i;
-				check(bad == len, "ping-pong: message of %ld bytes wrong at byte %ld", (long)len, (long)bad);
+				check(bad == len, "ping-pong: message of %ld bytes wrong at byte %ld", (long)len,
+				      (long)bad);
 				for (size_t i = 0; i < len; i++)
 					buf[i] = pat(i, 1, n);
 				MPI_Send(buf, (int)len, MPI_BYTE, 0, 8, MPI_COMM_WORLD);
@@ -86,7 +87,9 @@ static void pingpong_checked(void)
 
 static void allreduce_checked(void)
 {
-	enum { N = 100000 };
+	enum {
+		N = 100000
+	};
 	int64_t *in = malloc(N * sizeof(*in)), *out = malloc(N * sizeof(*out));
 	for (int i = 0; i < N; i++)
 		in[i] = (int64_t)i * (rank + 1) + rank;

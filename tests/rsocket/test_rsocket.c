@@ -23,10 +23,10 @@
 /* The messages here show what the call in the condition produced (errno,
  * revents): evaluate the condition first. */
 #undef CHECK
-#define CHECK(cond, ...)                                                         \
-	({                                                                       \
-		bool ok_ = !!(cond);                                             \
-		vt_report(ok_, __FILE__, __LINE__, NULL, __VA_ARGS__);           \
+#define CHECK(cond, ...)                                               \
+	({                                                             \
+		bool ok_ = !!(cond);                                   \
+		vt_report(ok_, __FILE__, __LINE__, NULL, __VA_ARGS__); \
 	})
 
 /* A listening rsocket on a fresh port of 127.0.0.1. */
@@ -72,8 +72,10 @@ static bool pair_opts(int *srv, int *cli, opt_fn copt, opt_fn lopt)
 	/* a connect that failed leaves nothing to accept: say so, rather
 	 * than block in raccept until the watchdog */
 	struct pollfd lp = { .fd = l, .events = POLLIN };
-	if (!CHECK(rpoll(&lp, 1, 10000) == 1, "the connection request reaches the listener within 10 s\t(client "
-		   "SO_ERROR %d)", (rgetsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len), err)))
+	if (!CHECK(rpoll(&lp, 1, 10000) == 1,
+		   "the connection request reaches the listener within 10 s\t(client "
+		   "SO_ERROR %d)",
+		   (rgetsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len), err)))
 		goto fail;
 	s = raccept(l, NULL, NULL);
 	if (!CHECK(s >= 0, "raccept\t(%s)", strerror(errno)))
@@ -82,8 +84,7 @@ static bool pair_opts(int *srv, int *cli, opt_fn copt, opt_fn lopt)
 	len = sizeof(err);
 	struct pollfd p = { .fd = c, .events = POLLOUT };
 	r = rpoll(&p, 1, 5000);
-	CHECK(r == 1 && (p.revents & POLLOUT), "client POLLOUT once connected (rpoll %d, revents 0x%x)", r,
-	      p.revents);
+	CHECK(r == 1 && (p.revents & POLLOUT), "client POLLOUT once connected (rpoll %d, revents 0x%x)", r, p.revents);
 	r = rgetsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len);
 	CHECK(!r && err == 0, "SO_ERROR 0 after connecting (%d)", err);
 	rfcntl(c, F_SETFL, 0);
@@ -295,8 +296,8 @@ static void test_errors(void)
 	int l1 = listener(&port), l2 = rsocket(AF_INET, SOCK_STREAM, 0);
 	a = vt_lo_addr(port);
 	errno = 0;
-	CHECK(rbind(l2, (struct sockaddr *)&a, sizeof(a)) == -1 ? errno == EADDRINUSE
-								: rlisten(l2, 1) == -1 && errno == EADDRINUSE,
+	CHECK(rbind(l2, (struct sockaddr *)&a, sizeof(a)) == -1 ? errno == EADDRINUSE :
+								  rlisten(l2, 1) == -1 && errno == EADDRINUSE,
 	      "a second listener on the port -> EADDRINUSE\t(%s)", strerror(errno));
 	rclose(l2);
 	rclose(l1);
@@ -384,8 +385,9 @@ static void test_dgram(void)
 			break;
 		}
 		len = sizeof(from);
-		if (rrecvfrom(srv, buf, sizeof(buf), 0, (struct sockaddr *)&from, &len) != n || memcmp(buf, big, (size_t)n) ||
-		    len != sizeof(from) || from.sin_family != AF_INET || from.sin_addr.s_addr != htonl(INADDR_LOOPBACK))
+		if (rrecvfrom(srv, buf, sizeof(buf), 0, (struct sockaddr *)&from, &len) != n ||
+		    memcmp(buf, big, (size_t)n) || len != sizeof(from) || from.sin_family != AF_INET ||
+		    from.sin_addr.s_addr != htonl(INADDR_LOOPBACK))
 			ok = 0;
 		/* echo back to the source recvfrom reported */
 		if (ok && (rsendto(srv, buf, (size_t)n, 0, (struct sockaddr *)&from, len) != n ||
@@ -439,7 +441,8 @@ static void test_dgram(void)
 	pthread_create(&t, NULL, dg_recv_thread, &r);
 	usleep(20000);
 	len = sizeof(from);
-	ok = rsend(cli, "ping", 4, 0) == 4 && rrecvfrom(srv, buf, sizeof(buf), 0, (struct sockaddr *)&from, &len) == 4 &&
+	ok = rsend(cli, "ping", 4, 0) == 4 &&
+	     rrecvfrom(srv, buf, sizeof(buf), 0, (struct sockaddr *)&from, &len) == 4 &&
 	     rsendto(srv, "pong", 4, 0, (struct sockaddr *)&from, len) == 4;
 	joined = dg_join_within(t, 5000);
 	CHECK(ok && joined && r.ret == 4 && !memcmp(r.buf, "pong", 4),
@@ -466,8 +469,22 @@ static void test_dgram(void)
 static int dg_fake_peer(const struct sockaddr_in *to, uint32_t qpn, const char *payload)
 {
 	struct sockaddr_in me = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	uint8_t m[64] = { 0x55, 0x55, 0x55, 0x55, 4, 0, 16, 0, (uint8_t)(qpn >> 24), (uint8_t)(qpn >> 16),
-			  (uint8_t)(qpn >> 8), (uint8_t)qpn, 127, 0, 0, 1 };
+	uint8_t m[64] = { 0x55,
+			  0x55,
+			  0x55,
+			  0x55,
+			  4,
+			  0,
+			  16,
+			  0,
+			  (uint8_t)(qpn >> 24),
+			  (uint8_t)(qpn >> 16),
+			  (uint8_t)(qpn >> 8),
+			  (uint8_t)qpn,
+			  127,
+			  0,
+			  0,
+			  1 };
 	size_t n = strlen(payload);
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 
@@ -770,7 +787,8 @@ static void test_nonblocking(void)
 
 	/* mixed with a pipe */
 	if (!pipe(p)) {
-		struct pollfd m[3] = { { .fd = s, .events = POLLIN }, { .fd = -1, .events = POLLIN },
+		struct pollfd m[3] = { { .fd = s, .events = POLLIN },
+				       { .fd = -1, .events = POLLIN },
 				       { .fd = p[0], .events = POLLIN } };
 		CHECK(write(p[1], "z", 1) == 1, "write to a pipe");
 		r = rpoll(m, 3, 2000);
@@ -871,7 +889,10 @@ static void test_tcp_info_in_handler(void)
  * librspreload stalled that way in half their runs. */
 static void rpoll_stream(bool busy_writer)
 {
-	enum { LEN = 64 << 20, CHUNK = 128 << 10 };
+	enum {
+		LEN = 64 << 20,
+		CHUNK = 128 << 10
+	};
 	int s, c;
 
 	if (busy_writer)
@@ -1175,7 +1196,9 @@ static void *client_thread(void *arg)
 
 static void test_many(void)
 {
-	enum { N = 12 };
+	enum {
+		N = 12
+	};
 	struct conn_arg a[N];
 	pthread_t t[N];
 	uint16_t port;
@@ -1280,9 +1303,13 @@ static int wire_write_imm(struct ibv_qp *qp, void *buf, uint32_t len, uint32_t l
 			  uint32_t msg)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = len, .lkey = lkey };
-	struct ibv_send_wr wr = { .wr_id = 2, .sg_list = &sge, .num_sge = len ? 1 : 0,
-				  .opcode = IBV_WR_RDMA_WRITE_WITH_IMM, .send_flags = IBV_SEND_SIGNALED,
-				  .imm_data = htobe32(msg) }, *bad;
+	struct ibv_send_wr wr = { .wr_id = 2,
+				  .sg_list = &sge,
+				  .num_sge = len ? 1 : 0,
+				  .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+				  .send_flags = IBV_SEND_SIGNALED,
+				  .imm_data = htobe32(msg) },
+			   *bad;
 	wr.wr.rdma.remote_addr = addr;
 	wr.wr.rdma.rkey = rkey;
 	return ibv_post_send(qp, &wr, &bad);
@@ -1329,7 +1356,9 @@ static void test_wire(void)
 	uint16_t port;
 	int l, s = -1;
 	char b[64];
-	enum { RBUF = 65536 };
+	enum {
+		RBUF = 65536
+	};
 
 	SECTION("the wire, as rdma-core's rsocket protocol describes it (a raw rdma_cm + verbs peer)");
 	l = listener(&port);
@@ -1346,13 +1375,19 @@ static void test_wire(void)
 		rdma_ack_cm_event(ev);
 	struct ibv_pd *pd = ibv_alloc_pd(id->verbs);
 	struct ibv_cq *cq = ibv_create_cq(id->verbs, 64, NULL, NULL, 0);
-	struct ibv_qp_init_attr qa = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .sq_sig_all = 1,
-				       .cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct ibv_qp_init_attr qa = {
+		.send_cq = cq,
+		.recv_cq = cq,
+		.qp_type = IBV_QPT_RC,
+		.sq_sig_all = 1,
+		.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1 }
+	};
 	if (!CHECK(pd && cq && !rdma_create_qp(id, pd, &qa), "raw peer: PD, CQ, QP"))
 		return;
 	struct wire_sge *target = calloc(2, sizeof(*target));
 	uint8_t *rbuf = calloc(1, RBUF), *sbuf = calloc(1, RBUF);
-	struct ibv_mr *tmr = ibv_reg_mr(pd, target, 2 * sizeof(*target), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	struct ibv_mr *tmr =
+		ibv_reg_mr(pd, target, 2 * sizeof(*target), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	struct ibv_mr *rmr = ibv_reg_mr(pd, rbuf, RBUF, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	struct ibv_mr *smr = ibv_reg_mr(pd, sbuf, RBUF, IBV_ACCESS_LOCAL_WRITE);
 	for (int i = 0; i < 16; i++)
@@ -1368,8 +1403,11 @@ static void test_wire(void)
 	req.data_buf.addr = htobe64((uintptr_t)rbuf);
 	req.data_buf.key = htobe32(rmr->rkey);
 	req.data_buf.length = htobe32(RBUF / 2);
-	struct rdma_conn_param cp = { .private_data = &req, .private_data_len = sizeof(req), .flow_control = 1,
-				      .retry_count = 7, .rnr_retry_count = 7 };
+	struct rdma_conn_param cp = { .private_data = &req,
+				      .private_data_len = sizeof(req),
+				      .flow_control = 1,
+				      .retry_count = 7,
+				      .rnr_retry_count = 7 };
 	CHECK(sizeof(req) == 40 && !rdma_connect(id, &cp), "raw peer connects with a 40-byte rs_conn_data");
 	s = raccept(l, NULL, NULL);
 	CHECK(s >= 0, "the rsocket listener accepts it");
@@ -1455,8 +1493,9 @@ static int child_main(uint16_t port)
 static int conf_child_main(void)
 {
 	int fd = rsocket(AF_INET, SOCK_STREAM, 0), v[6] = { -1, -1, -1, -1, -1, -1 }, s, c;
-	static const int opt[6][2] = { { SOL_RDMA, RDMA_SQSIZE }, { SOL_RDMA, RDMA_RQSIZE }, { SOL_RDMA, RDMA_INLINE },
-				       { SOL_SOCKET, SO_RCVBUF }, { SOL_SOCKET, SO_SNDBUF }, { SOL_RDMA, RDMA_IOMAPSIZE } };
+	static const int opt[6][2] = { { SOL_RDMA, RDMA_SQSIZE }, { SOL_RDMA, RDMA_RQSIZE },
+				       { SOL_RDMA, RDMA_INLINE }, { SOL_SOCKET, SO_RCVBUF },
+				       { SOL_SOCKET, SO_SNDBUF }, { SOL_RDMA, RDMA_IOMAPSIZE } };
 	bool ok = false;
 
 	for (int i = 0; i < 6 && fd >= 0; i++) {
@@ -1486,13 +1525,13 @@ static void test_conf_files(const char *self)
 {
 	char dir[] = "/tmp/sr-rsconf.XXXXXX", cmd[4200], out[256] = "", exe[4096];
 	ssize_t n = readlink(self, exe, sizeof(exe) - 1);
-	static const char *const good[][2] = { { "sqsize_default", "32\n" }, { "rqsize_default", "48" },
+	static const char *const good[][2] = { { "sqsize_default", "32\n" },  { "rqsize_default", "48" },
 					       { "inline_default", "100\n" }, { "mem_default", "65536\n" },
 					       { "wmem_default", "32768\n" }, { "iomap_size", "4\n" },
-					       { "polling_time", "0\n" }, { "wake_up_interval", "20\n" } };
+					       { "polling_time", "0\n" },     { "wake_up_interval", "20\n" } };
 	static const char *const bad[][2] = { { "sqsize_default", "lots\n" }, { "rqsize_default", "70000\n" },
-					      { "inline_default", "-5\n" }, { "mem_default", "100\n" },
-					      { "wmem_default", "\n" }, { "wake_up_interval", "0\n" } };
+					      { "inline_default", "-5\n" },   { "mem_default", "100\n" },
+					      { "wmem_default", "\n" },	      { "wake_up_interval", "0\n" } };
 	FILE *f;
 
 	SECTION("rdma-core's rsocket configuration files (SOFTRDMA_RSOCKET_CONF_DIR)");

@@ -29,7 +29,12 @@
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
 
-enum mode { M_WRITE, M_READ, M_VERIFY, M_WRITE_VERIFY };
+enum mode {
+	M_WRITE,
+	M_READ,
+	M_VERIFY,
+	M_WRITE_VERIFY
+};
 
 struct slot {
 	struct io *io;
@@ -38,7 +43,7 @@ struct slot {
 	uint32_t nblk;
 	bool busy;
 	struct scsi_iovec iov; /* a READ's data goes to buf */
-	bool queueing;         /* inside iscsi_*_task: see done_cb */
+	bool queueing;	       /* inside iscsi_*_task: see done_cb */
 	int queue_status;
 };
 
@@ -46,15 +51,15 @@ struct io {
 	struct iscsi_context *iscsi;
 	int lun;
 	uint32_t bs;
-	uint64_t nblocks;      /* LUN size */
+	uint64_t nblocks; /* LUN size */
 	enum mode mode;
-	bool writing;          /* the current pass writes */
+	bool writing; /* the current pass writes */
 	bool random;
 	uint64_t seed;
-	uint32_t io_blk;       /* blocks per command */
+	uint32_t io_blk; /* blocks per command */
 	int depth;
 	uint64_t first, count; /* region, in blocks */
-	uint64_t next;         /* next offset in the region (sequential) */
+	uint64_t next;	       /* next offset in the region (sequential) */
 	uint64_t issued, done; /* blocks */
 	double deadline;       /* -t: stop issuing then (0: one pass) */
 	uint64_t ios, bytes;
@@ -65,7 +70,7 @@ struct io {
 	uint64_t (*ranges)[2];
 	size_t nranges, range_i;
 	int stall_s;
-	int failed;            /* 1 mismatch, 2 error */
+	int failed; /* 1 mismatch, 2 error */
 	uint64_t bad_blocks;
 	double last_progress;
 	uint64_t rnd;
@@ -227,8 +232,7 @@ static void issue(struct io *io)
 			t = iscsi_write16_task(io->iscsi, io->lun, s->lba, s->buf, len, (int)io->bs, 0, 0, 0, 0, 0,
 					       done_cb, s);
 		} else {
-			t = iscsi_read16_task(io->iscsi, io->lun, s->lba, len, (int)io->bs, 0, 0, 0, 0, 0, done_cb,
-					      s);
+			t = iscsi_read16_task(io->iscsi, io->lun, s->lba, len, (int)io->bs, 0, 0, 0, 0, 0, done_cb, s);
 			/* into the slot's buffer, as iscsi-perf reads: over TCP
 			 * libiscsi reads the Data-In straight into it (without,
 			 * it grows a buffer of its own PDU by PDU); over iSER it
@@ -328,22 +332,21 @@ static int load_ranges(struct io *io, const char *path)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: sr-iscsi-io [OPTIONS] iscsi://HOST[:PORT]/TARGET/LUN | iser://HOST[:PORT]/TARGET/LUN\n"
-		"  -m, --mode MODE        write, read, verify or write-verify (default)\n"
-		"  -b, --io-size BYTES    bytes per command (default 65536; K/M suffixes)\n"
-		"  -q, --depth N          commands in flight (default 16)\n"
-		"  -o, --offset BYTES     start of the region (default 0)\n"
-		"  -n, --length BYTES     length of the region (default: to the end of the LUN)\n"
-		"  -t, --time SECONDS     run for this long, going round the region, instead of one pass\n"
-		"  -r, --random           random command offsets within the region\n"
-		"  -s, --seed N           pattern seed (default 1): verify with the seed that wrote\n"
-		"  -l, --ack-log FILE     append \"LBA BLOCKS\" for every acknowledged WRITE\n"
-		"  -L, --verify-log FILE  verify exactly the ranges in FILE (as -l wrote them)\n"
-		"  -S, --sync             SYNCHRONIZE CACHE after writing\n"
-		"  -i, --initiator NAME   initiator name (default iqn.2026-01.org.softrdma:sr-iscsi-io)\n"
-		"  -T, --stall SECONDS    fail when no command completes for this long (default 20)\n"
-		"Exit status: 0 ok, 1 data mismatch, 2 I/O or connection error, 3 usage.\n");
+	fprintf(f, "Usage: sr-iscsi-io [OPTIONS] iscsi://HOST[:PORT]/TARGET/LUN | iser://HOST[:PORT]/TARGET/LUN\n"
+		   "  -m, --mode MODE        write, read, verify or write-verify (default)\n"
+		   "  -b, --io-size BYTES    bytes per command (default 65536; K/M suffixes)\n"
+		   "  -q, --depth N          commands in flight (default 16)\n"
+		   "  -o, --offset BYTES     start of the region (default 0)\n"
+		   "  -n, --length BYTES     length of the region (default: to the end of the LUN)\n"
+		   "  -t, --time SECONDS     run for this long, going round the region, instead of one pass\n"
+		   "  -r, --random           random command offsets within the region\n"
+		   "  -s, --seed N           pattern seed (default 1): verify with the seed that wrote\n"
+		   "  -l, --ack-log FILE     append \"LBA BLOCKS\" for every acknowledged WRITE\n"
+		   "  -L, --verify-log FILE  verify exactly the ranges in FILE (as -l wrote them)\n"
+		   "  -S, --sync             SYNCHRONIZE CACHE after writing\n"
+		   "  -i, --initiator NAME   initiator name (default iqn.2026-01.org.softrdma:sr-iscsi-io)\n"
+		   "  -T, --stall SECONDS    fail when no command completes for this long (default 20)\n"
+		   "Exit status: 0 ok, 1 data mismatch, 2 I/O or connection error, 3 usage.\n");
 }
 
 static uint64_t parse_size(const char *s)
@@ -351,27 +354,44 @@ static uint64_t parse_size(const char *s)
 	char *e;
 	uint64_t v = strtoull(s, &e, 0);
 	switch (*e) {
-	case 'k': case 'K': v <<= 10; break;
-	case 'm': case 'M': v <<= 20; break;
-	case 'g': case 'G': v <<= 30; break;
-	case 0: break;
-	default: fprintf(stderr, "sr-iscsi-io: bad size '%s'\n", s); exit(3);
+	case 'k':
+	case 'K':
+		v <<= 10;
+		break;
+	case 'm':
+	case 'M':
+		v <<= 20;
+		break;
+	case 'g':
+	case 'G':
+		v <<= 30;
+		break;
+	case 0:
+		break;
+	default:
+		fprintf(stderr, "sr-iscsi-io: bad size '%s'\n", s);
+		exit(3);
 	}
 	return v;
 }
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "mode", required_argument, NULL, 'm' },    { "io-size", required_argument, NULL, 'b' },
-		{ "depth", required_argument, NULL, 'q' },   { "offset", required_argument, NULL, 'o' },
-		{ "length", required_argument, NULL, 'n' },  { "time", required_argument, NULL, 't' },
-		{ "random", no_argument, NULL, 'r' },        { "seed", required_argument, NULL, 's' },
-		{ "ack-log", required_argument, NULL, 'l' }, { "verify-log", required_argument, NULL, 'L' },
-		{ "sync", no_argument, NULL, 'S' },          { "initiator", required_argument, NULL, 'i' },
-		{ "stall", required_argument, NULL, 'T' },   { "help", no_argument, NULL, 'h' },
-		{ 0, 0, 0, 0 }
-	};
+	static const struct option opts[] = { { "mode", required_argument, NULL, 'm' },
+					      { "io-size", required_argument, NULL, 'b' },
+					      { "depth", required_argument, NULL, 'q' },
+					      { "offset", required_argument, NULL, 'o' },
+					      { "length", required_argument, NULL, 'n' },
+					      { "time", required_argument, NULL, 't' },
+					      { "random", no_argument, NULL, 'r' },
+					      { "seed", required_argument, NULL, 's' },
+					      { "ack-log", required_argument, NULL, 'l' },
+					      { "verify-log", required_argument, NULL, 'L' },
+					      { "sync", no_argument, NULL, 'S' },
+					      { "initiator", required_argument, NULL, 'i' },
+					      { "stall", required_argument, NULL, 'T' },
+					      { "help", no_argument, NULL, 'h' },
+					      { 0, 0, 0, 0 } };
 	struct io io = { .mode = M_WRITE_VERIFY, .seed = 1, .depth = 16, .stall_s = 20 };
 	const char *initiator = "iqn.2026-01.org.softrdma:sr-iscsi-io", *ack = NULL, *vlog = NULL;
 	uint64_t io_size = 65536, off = 0, len = 0;
@@ -394,20 +414,48 @@ int main(int argc, char **argv)
 				return 3;
 			}
 			break;
-		case 'b': io_size = parse_size(optarg); break;
-		case 'q': io.depth = atoi(optarg); break;
-		case 'o': off = parse_size(optarg); break;
-		case 'n': len = parse_size(optarg); break;
-		case 't': seconds = atoi(optarg); break;
-		case 'r': io.random = true; break;
-		case 's': io.seed = strtoull(optarg, NULL, 0); break;
-		case 'l': ack = optarg; break;
-		case 'L': vlog = optarg; break;
-		case 'S': sync = true; break;
-		case 'i': initiator = optarg; break;
-		case 'T': io.stall_s = atoi(optarg); break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 3;
+		case 'b':
+			io_size = parse_size(optarg);
+			break;
+		case 'q':
+			io.depth = atoi(optarg);
+			break;
+		case 'o':
+			off = parse_size(optarg);
+			break;
+		case 'n':
+			len = parse_size(optarg);
+			break;
+		case 't':
+			seconds = atoi(optarg);
+			break;
+		case 'r':
+			io.random = true;
+			break;
+		case 's':
+			io.seed = strtoull(optarg, NULL, 0);
+			break;
+		case 'l':
+			ack = optarg;
+			break;
+		case 'L':
+			vlog = optarg;
+			break;
+		case 'S':
+			sync = true;
+			break;
+		case 'i':
+			initiator = optarg;
+			break;
+		case 'T':
+			io.stall_s = atoi(optarg);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 3;
 		}
 	}
 	if (optind != argc - 1 || io.depth < 1 || io.depth > 1024 || io.stall_s < 1 || seconds < 0) {
@@ -448,8 +496,8 @@ int main(int argc, char **argv)
 	scsi_free_scsi_task(t);
 	if (io.bs < 16 || io.bs % 8 || io_size < io.bs || io_size % io.bs || off % io.bs || len % io.bs ||
 	    off / io.bs >= io.nblocks) {
-		fprintf(stderr, "sr-iscsi-io: sizes must be multiples of the %u-byte block inside the %" PRIu64
-				"-block LUN\n",
+		fprintf(stderr,
+			"sr-iscsi-io: sizes must be multiples of the %u-byte block inside the %" PRIu64 "-block LUN\n",
 			io.bs, io.nblocks);
 		return 3;
 	}
@@ -490,7 +538,8 @@ int main(int argc, char **argv)
 		if (!rc_ && sync) {
 			struct scsi_task *st = iscsi_synchronizecache10_sync(io.iscsi, io.lun, 0, 0, 0, 0);
 			if (!st || st->status != SCSI_STATUS_GOOD) {
-				fprintf(stderr, "sr-iscsi-io: SYNCHRONIZE CACHE failed: %s\n", iscsi_get_error(io.iscsi));
+				fprintf(stderr, "sr-iscsi-io: SYNCHRONIZE CACHE failed: %s\n",
+					iscsi_get_error(io.iscsi));
 				rc_ = 2;
 			}
 			if (st)

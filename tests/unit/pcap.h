@@ -20,7 +20,7 @@
 #include <string.h>
 #include <netinet/in.h>
 
-#define PCAP_LINKTYPE_NULL_RAW 101   /* LINKTYPE_RAW */
+#define PCAP_LINKTYPE_NULL_RAW 101 /* LINKTYPE_RAW */
 #define PCAP_LINKTYPE_ETHERNET 1
 #define PCAP_LINKTYPE_LINUX_SLL 113
 #define PCAP_LINKTYPE_LINUX_SLL2 276
@@ -32,29 +32,29 @@
 struct pcap_file {
 	uint8_t *data;
 	size_t size;
-	size_t off;          /* next record / block */
-	bool ng;             /* pcapng */
-	bool swap;           /* file (section) byte order differs from ours */
-	uint32_t linktype;   /* classic pcap */
-	unsigned nifaces;    /* pcapng: interfaces of the current section */
+	size_t off;	   /* next record / block */
+	bool ng;	   /* pcapng */
+	bool swap;	   /* file (section) byte order differs from ours */
+	uint32_t linktype; /* classic pcap */
+	unsigned nifaces;  /* pcapng: interfaces of the current section */
 	uint16_t if_linktype[PCAP_MAX_IFACES];
 	uint32_t if_snaplen[PCAP_MAX_IFACES];
-	unsigned frame;      /* frames seen so far, all kinds */
-	const char *error;   /* set when the walk stopped on a malformed file */
+	unsigned frame;	   /* frames seen so far, all kinds */
+	const char *error; /* set when the walk stopped on a malformed file */
 };
 
 /* One UDP datagram found in a frame. */
 struct pcap_udp {
-	unsigned frame;                  /* 1-based, as tshark numbers frames */
-	int ipver;                       /* 4 or 6 */
-	struct in6_addr saddr, daddr;    /* IPv4 as IPv4-mapped */
+	unsigned frame;		      /* 1-based, as tshark numbers frames */
+	int ipver;		      /* 4 or 6 */
+	struct in6_addr saddr, daddr; /* IPv4 as IPv4-mapped */
 	uint16_t sport, dport;
 	uint16_t ipv4_id;
 	bool ipv4_df;
 	uint8_t tos_tclass;
 	uint8_t ttl_hlim;
-	const uint8_t *payload;          /* into the file buffer */
-	size_t paylen;                   /* from the UDP length field */
+	const uint8_t *payload; /* into the file buffer */
+	size_t paylen;		/* from the UDP length field */
 };
 
 static inline uint16_t pcap_be16(const uint8_t *p)
@@ -133,8 +133,8 @@ static inline int pcap_open(struct pcap_file *f, const char *path)
 /* Walk Ethernet/SLL/raw framing down to the network header: its
  * ethertype and offset.  Returns false for link types and frames it can't
  * walk. */
-static inline bool pcap_link_walk(uint32_t linktype, const uint8_t *p, size_t caplen,
-				  uint16_t *ethertype_out, size_t *off_out)
+static inline bool pcap_link_walk(uint32_t linktype, const uint8_t *p, size_t caplen, uint16_t *ethertype_out,
+				  size_t *off_out)
 {
 	size_t off;
 	uint16_t ethertype;
@@ -183,8 +183,7 @@ static inline bool pcap_link_walk(uint32_t linktype, const uint8_t *p, size_t ca
 /* Walk Ethernet/SLL/raw framing down to the IP header; then IP to UDP.
  * Returns true and fills u if the frame is an unfragmented UDP datagram
  * whose UDP length fits inside the captured bytes. */
-static inline bool pcap_frame_udp(uint32_t linktype, const uint8_t *p, size_t caplen,
-			   struct pcap_udp *u)
+static inline bool pcap_frame_udp(uint32_t linktype, const uint8_t *p, size_t caplen, struct pcap_udp *u)
 {
 	size_t off;
 	uint16_t ethertype;
@@ -210,7 +209,7 @@ static inline bool pcap_frame_udp(uint32_t linktype, const uint8_t *p, size_t ca
 			return false;
 		frag = pcap_be16(ip + 6);
 		if ((frag & 0x3fff) || ip[9] != IPPROTO_UDP)
-			return false;  /* fragments and non-UDP */
+			return false; /* fragments and non-UDP */
 		u->ipver = 4;
 		u->tos_tclass = ip[1];
 		u->ipv4_id = pcap_be16(ip + 4);
@@ -221,7 +220,7 @@ static inline bool pcap_frame_udp(uint32_t linktype, const uint8_t *p, size_t ca
 		memcpy(&u->saddr.s6_addr[12], ip + 12, 4);
 		memcpy(&u->daddr.s6_addr[12], ip + 16, 4);
 		udp = ip + ihl;
-		iplen = tot - ihl;  /* drops Ethernet padding */
+		iplen = tot - ihl; /* drops Ethernet padding */
 	} else if (ethertype == 0x86dd) {
 		size_t plen, hoff = 40;
 
@@ -331,13 +330,12 @@ static inline int pcap_next_frame(struct pcap_file *f, const uint8_t **pkt_out, 
 			}
 			type = pcap_u32(f, blk);
 			blen = pcap_u32(f, blk + 4);
-			if (blen < 12 || (blen & 3) || blen > avail ||
-			    pcap_u32(f, blk + blen - 4) != blen) {
+			if (blen < 12 || (blen & 3) || blen > avail || pcap_u32(f, blk + blen - 4) != blen) {
 				f->error = "bad block length";
 				return -1;
 			}
 			switch (type) {
-			case 1:  /* interface description */
+			case 1: /* interface description */
 				if (blen < 20) {
 					f->error = "short interface block";
 					return -1;
@@ -348,7 +346,7 @@ static inline int pcap_next_frame(struct pcap_file *f, const uint8_t **pkt_out, 
 				}
 				f->nifaces++;
 				break;
-			case 6: {  /* enhanced packet */
+			case 6: { /* enhanced packet */
 				uint32_t ifid, cl;
 
 				if (blen < 32) {
@@ -369,7 +367,7 @@ static inline int pcap_next_frame(struct pcap_file *f, const uint8_t **pkt_out, 
 				}
 				break;
 			}
-			case 3: {  /* simple packet: interface 0, length implied */
+			case 3: { /* simple packet: interface 0, length implied */
 				uint32_t olen;
 
 				if (blen < 16) {
@@ -389,7 +387,7 @@ static inline int pcap_next_frame(struct pcap_file *f, const uint8_t **pkt_out, 
 				}
 				break;
 			}
-			case 2: {  /* obsolete packet block */
+			case 2: { /* obsolete packet block */
 				uint16_t ifid;
 				uint32_t cl;
 
@@ -411,7 +409,7 @@ static inline int pcap_next_frame(struct pcap_file *f, const uint8_t **pkt_out, 
 				}
 				break;
 			}
-			default:  /* statistics, name resolution, custom... */
+			default: /* statistics, name resolution, custom... */
 				break;
 			}
 			f->off += blen;
@@ -449,14 +447,14 @@ static inline int pcap_next_udp(struct pcap_file *f, struct pcap_udp *u)
 /* One TCP segment found in a frame (IPv4 or IPv6 without extension
  * headers other than hop-by-hop, routing and destination options). */
 struct pcap_tcp {
-	unsigned frame;                  /* 1-based, as tshark numbers frames */
+	unsigned frame; /* 1-based, as tshark numbers frames */
 	int ipver;
-	struct in6_addr saddr, daddr;    /* IPv4 as IPv4-mapped */
+	struct in6_addr saddr, daddr; /* IPv4 as IPv4-mapped */
 	uint16_t sport, dport;
 	uint32_t seq, ack;
-	uint8_t flags;                   /* FIN 0x01, SYN 0x02, RST 0x04, PSH 0x08, ACK 0x10 */
-	const uint8_t *payload;          /* into the file buffer */
-	size_t paylen;                   /* from the IP length, not the capture */
+	uint8_t flags;		/* FIN 0x01, SYN 0x02, RST 0x04, PSH 0x08, ACK 0x10 */
+	const uint8_t *payload; /* into the file buffer */
+	size_t paylen;		/* from the IP length, not the capture */
 };
 
 #define PCAP_TCP_FIN 0x01

@@ -17,11 +17,10 @@
 
 /* Field comparison of two structs g (got) and e (expected), named in the
  * failure message. */
-#define EQ(field)                                                              \
-	CHECK(g->field == e->field, "%s: " #field " = 0x%llx, want 0x%llx", ctx, \
-	      (unsigned long long)g->field, (unsigned long long)e->field)
-#define MEMEQ(field)                                                            \
-	CHECK(!memcmp(&g->field, &e->field, sizeof(g->field)), "%s: " #field " differs", ctx)
+#define EQ(field)                                                                                              \
+	CHECK(g->field == e->field, "%s: " #field " = 0x%llx, want 0x%llx", ctx, (unsigned long long)g->field, \
+	      (unsigned long long)e->field)
+#define MEMEQ(field) CHECK(!memcmp(&g->field, &e->field, sizeof(g->field)), "%s: " #field " differs", ctx)
 
 static void hexdump_diff(const char *ctx, const uint8_t *got, const uint8_t *want, size_t n)
 {
@@ -156,8 +155,7 @@ static void cmp_drep(const char *ctx, const struct sr_cm_drep *g, const struct s
 	MEMEQ(private_data);
 }
 
-static void cmp_sidr_req(const char *ctx, const struct sr_cm_sidr_req *g,
-			 const struct sr_cm_sidr_req *e)
+static void cmp_sidr_req(const char *ctx, const struct sr_cm_sidr_req *g, const struct sr_cm_sidr_req *e)
 {
 	EQ(request_id);
 	EQ(pkey);
@@ -165,8 +163,7 @@ static void cmp_sidr_req(const char *ctx, const struct sr_cm_sidr_req *g,
 	MEMEQ(private_data);
 }
 
-static void cmp_sidr_rep(const char *ctx, const struct sr_cm_sidr_rep *g,
-			 const struct sr_cm_sidr_rep *e)
+static void cmp_sidr_rep(const char *ctx, const struct sr_cm_sidr_rep *g, const struct sr_cm_sidr_rep *e)
 {
 	EQ(request_id);
 	EQ(status);
@@ -178,8 +175,7 @@ static void cmp_sidr_rep(const char *ctx, const struct sr_cm_sidr_rep *g,
 	MEMEQ(private_data);
 }
 
-static void cmp_cpi(const char *ctx, const struct sr_class_port_info *g,
-		    const struct sr_class_port_info *e)
+static void cmp_cpi(const char *ctx, const struct sr_class_port_info *g, const struct sr_class_port_info *e)
 {
 	EQ(base_version);
 	EQ(class_version);
@@ -209,17 +205,38 @@ static void cmp_msg(const char *ctx, const struct sr_cm_msg *g, const struct sr_
 {
 	cmp_hdr(ctx, &g->hdr, &e->hdr);
 	switch (e->hdr.attr_id) {
-	case SR_CM_ATTR_CLASS_PORT_INFO: cmp_cpi(ctx, &g->cpi, &e->cpi); break;
-	case SR_CM_ATTR_REQ: cmp_req(ctx, &g->req, &e->req); break;
-	case SR_CM_ATTR_MRA: cmp_mra(ctx, &g->mra, &e->mra); break;
-	case SR_CM_ATTR_REJ: cmp_rej(ctx, &g->rej, &e->rej); break;
-	case SR_CM_ATTR_REP: cmp_rep(ctx, &g->rep, &e->rep); break;
-	case SR_CM_ATTR_RTU: cmp_rtu(ctx, &g->rtu, &e->rtu); break;
-	case SR_CM_ATTR_DREQ: cmp_dreq(ctx, &g->dreq, &e->dreq); break;
-	case SR_CM_ATTR_DREP: cmp_drep(ctx, &g->drep, &e->drep); break;
-	case SR_CM_ATTR_SIDR_REQ: cmp_sidr_req(ctx, &g->sidr_req, &e->sidr_req); break;
-	case SR_CM_ATTR_SIDR_REP: cmp_sidr_rep(ctx, &g->sidr_rep, &e->sidr_rep); break;
-	default: CHECK(0, "%s: no comparison for attribute 0x%04x", ctx, e->hdr.attr_id);
+	case SR_CM_ATTR_CLASS_PORT_INFO:
+		cmp_cpi(ctx, &g->cpi, &e->cpi);
+		break;
+	case SR_CM_ATTR_REQ:
+		cmp_req(ctx, &g->req, &e->req);
+		break;
+	case SR_CM_ATTR_MRA:
+		cmp_mra(ctx, &g->mra, &e->mra);
+		break;
+	case SR_CM_ATTR_REJ:
+		cmp_rej(ctx, &g->rej, &e->rej);
+		break;
+	case SR_CM_ATTR_REP:
+		cmp_rep(ctx, &g->rep, &e->rep);
+		break;
+	case SR_CM_ATTR_RTU:
+		cmp_rtu(ctx, &g->rtu, &e->rtu);
+		break;
+	case SR_CM_ATTR_DREQ:
+		cmp_dreq(ctx, &g->dreq, &e->dreq);
+		break;
+	case SR_CM_ATTR_DREP:
+		cmp_drep(ctx, &g->drep, &e->drep);
+		break;
+	case SR_CM_ATTR_SIDR_REQ:
+		cmp_sidr_req(ctx, &g->sidr_req, &e->sidr_req);
+		break;
+	case SR_CM_ATTR_SIDR_REP:
+		cmp_sidr_rep(ctx, &g->sidr_rep, &e->sidr_rep);
+		break;
+	default:
+		CHECK(0, "%s: no comparison for attribute 0x%04x", ctx, e->hdr.attr_id);
 	}
 }
 
@@ -237,16 +254,21 @@ static void cmp_msg(const char *ctx, const struct sr_cm_msg *g, const struct sr_
  *  - SIDR_REQ/SIDR_REP: tshark 4.0 has no dissector for them
  *    ("Dissector Not Implemented"); values from the bytes. */
 
-#define V4GID(a, b, c, d) { .raw = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a, b, c, d } }
-#define CM_HDR(tid_, attr) {                                              \
-		.base_version = 1, .mgmt_class = 0x07, .class_version = 2,  \
-		.method = 0x03, .status = 0, .class_specific = 0,           \
-		.tid = (tid_), .attr_id = (attr), .attr_mod = 0 }
+#define V4GID(a, b, c, d)                                                       \
+	{                                                                       \
+		.raw = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a, b, c, d } \
+	}
+#define CM_HDR(tid_, attr)                                                                              \
+	{                                                                                               \
+		.base_version = 1, .mgmt_class = 0x07, .class_version = 2, .method = 0x03, .status = 0, \
+		.class_specific = 0, .tid = (tid_), .attr_id = (attr), .attr_mod = 0                    \
+	}
 /* The 36-byte rdma_cm header: IPv4 198.18.1.3 -> 198.18.1.2, source port p. */
-#define CMA_PD_V4(p) {                                                    \
-		[0] = 0x00, [1] = 0x40, [2] = (p) >> 8, [3] = (p) & 0xff,   \
-		[16] = 198, [17] = 18, [18] = 1, [19] = 3,                  \
-		[32] = 198, [33] = 18, [34] = 1, [35] = 2 }
+#define CMA_PD_V4(p)                                                                                               \
+	{                                                                                                          \
+		[0] = 0x00, [1] = 0x40, [2] = (p) >> 8, [3] = (p)&0xff, [16] = 198, [17] = 18, [18] = 1, [19] = 3, \
+		[32] = 198, [33] = 18, [34] = 1, [35] = 2                                                          \
+	}
 
 struct expect {
 	const char *file;
@@ -445,8 +467,8 @@ static void test_bits(void)
 	memset(buf, 0, sizeof(buf));
 	sr_bits_put(buf, 0, 20, 0x01a53);
 	sr_bits_put(buf, 26, 6, 0x2a);
-	CHECK(buf[0] == 0x01 && buf[1] == 0xa5 && buf[2] == 0x30 && buf[3] == 0x2a,
-	      "%02x %02x %02x %02x", buf[0], buf[1], buf[2], buf[3]);
+	CHECK(buf[0] == 0x01 && buf[1] == 0xa5 && buf[2] == 0x30 && buf[3] == 0x2a, "%02x %02x %02x %02x", buf[0],
+	      buf[1], buf[2], buf[3]);
 
 	/* Against a bit-at-a-time reference, every offset and width. */
 	for (int it = 0; it < 20000; it++) {
@@ -484,13 +506,12 @@ struct flowcheck {
 	struct sr_cm_req req;
 	struct sr_cm_rep rep;
 	struct sr_cm_sidr_rep sidr_rep;
-	struct in6_addr active;          /* the side that sent REQ / SIDR_REQ */
+	struct in6_addr active; /* the side that sent REQ / SIDR_REQ */
 	bool seen_active_rc, seen_passive_rc, seen_active_ud;
 };
 
-static void check_cma_hdr(const char *ctx, const uint8_t *pd, size_t pdlen,
-			  const struct pcap_udp *u, uint64_t service_id, uint16_t want_ps,
-			  const struct sr_cm_path *primary)
+static void check_cma_hdr(const char *ctx, const uint8_t *pd, size_t pdlen, const struct pcap_udp *u,
+			  uint64_t service_id, uint16_t want_ps, const struct sr_cm_path *primary)
 {
 	struct sr_cma_hdr h;
 	uint8_t re[SR_CMA_HDR_BYTES];
@@ -503,8 +524,7 @@ static void check_cma_hdr(const char *ctx, const uint8_t *pd, size_t pdlen,
 	if (rc)
 		return;
 	CHECK(pd[0] == SR_CMA_VERSION, "%s: cma version byte 0x%02x", ctx, pd[0]);
-	CHECK(h.ip_version == 4 && pd[1] == 0x40, "%s: ip version %u (byte 0x%02x)", ctx,
-	      h.ip_version, pd[1]);
+	CHECK(h.ip_version == 4 && pd[1] == 0x40, "%s: ip version %u (byte 0x%02x)", ctx, h.ip_version, pd[1]);
 	/* An IPv4 address sits in the last 4 of 16 bytes after 12 zeros: not
 	 * IPv4-mapped on the wire. */
 	for (int i = 0; i < 12; i++)
@@ -517,8 +537,8 @@ static void check_cma_hdr(const char *ctx, const uint8_t *pd, size_t pdlen,
 	CHECK(IN6_ARE_ADDR_EQUAL(&h.dst_addr, &u->daddr), "%s: cma dst %s, IP dst %s", ctx, a, b);
 	/* The rdma_cm source port is an ephemeral one of the rdma_cm id, not
 	 * the RoCE UDP port. */
-	CHECK(h.src_port >= 1024 && h.src_port != u->sport && h.src_port != ROCE_PORT,
-	      "%s: cma src port %u", ctx, h.src_port);
+	CHECK(h.src_port >= 1024 && h.src_port != u->sport && h.src_port != ROCE_PORT, "%s: cma src port %u", ctx,
+	      h.src_port);
 
 	CHECK(sr_cma_service_id_split(service_id, &ps, &port), "%s: sid 0x%llx not rdma_cm", ctx,
 	      (unsigned long long)service_id);
@@ -530,14 +550,13 @@ static void check_cma_hdr(const char *ctx, const uint8_t *pd, size_t pdlen,
 		CHECK(!memcmp(primary->local_gid.raw, &u->saddr, 16), "%s: local GID != IP src", ctx);
 		CHECK(!memcmp(primary->remote_gid.raw, &u->daddr, 16), "%s: remote GID != IP dst", ctx);
 		CHECK(primary->flow_label == sr_cma_roce_flow_label(h.src_port, port),
-		      "%s: flow label 0x%05x, hash of ports %u/%u = 0x%05x", ctx,
-		      primary->flow_label, h.src_port, port, sr_cma_roce_flow_label(h.src_port, port));
+		      "%s: flow label 0x%05x, hash of ports %u/%u = 0x%05x", ctx, primary->flow_label, h.src_port, port,
+		      sr_cma_roce_flow_label(h.src_port, port));
 	}
 
 	memset(re, 0xee, sizeof(re));
 	rc = sr_cma_hdr_encode(&h, re, sizeof(re));
-	CHECK(rc == SR_CMA_HDR_BYTES && !memcmp(re, pd, SR_CMA_HDR_BYTES),
-	      "%s: cma_hdr re-encode %d", ctx, rc);
+	CHECK(rc == SR_CMA_HDR_BYTES && !memcmp(re, pd, SR_CMA_HDR_BYTES), "%s: cma_hdr re-encode %d", ctx, rc);
 }
 
 /* Rebuild the whole RoCE datagram around our MAD encoding and hold it
@@ -608,37 +627,34 @@ static void test_capture_file(const char *name)
 			/* What the CM set up, as the data path then used it. */
 			bool from_active = IN6_ARE_ADDR_EQUAL(&u.saddr, &fc.active);
 
-			if ((pkt.mask & SR_OP_RC) && (pkt.mask & SR_OP_REQ) && fc.have_req &&
-			    fc.have_rep) {
+			if ((pkt.mask & SR_OP_RC) && (pkt.mask & SR_OP_REQ) && fc.have_req && fc.have_rep) {
 				uint16_t sport = sr_roce_udp_sport_from_flow_label(fc.req.primary.flow_label);
 
-				snprintf(ctx, sizeof(ctx), "%s frame %u (first RC request from the %s side)",
-					 name, u.frame, from_active ? "active" : "passive");
+				snprintf(ctx, sizeof(ctx), "%s frame %u (first RC request from the %s side)", name,
+					 u.frame, from_active ? "active" : "passive");
 				if (from_active && !fc.seen_active_rc) {
 					fc.seen_active_rc = true;
 					CHECK(pkt.dqpn == fc.rep.local_qpn, "%s: dqpn 0x%x", ctx, pkt.dqpn);
 					/* The active side sends with the REP's starting PSN. */
-					CHECK(pkt.psn == fc.rep.starting_psn, "%s: psn 0x%06x, REP 0x%06x",
-					      ctx, pkt.psn, fc.rep.starting_psn);
-					CHECK(u.sport == sport, "%s: UDP sport %u, from flow label %u", ctx,
-					      u.sport, sport);
+					CHECK(pkt.psn == fc.rep.starting_psn, "%s: psn 0x%06x, REP 0x%06x", ctx,
+					      pkt.psn, fc.rep.starting_psn);
+					CHECK(u.sport == sport, "%s: UDP sport %u, from flow label %u", ctx, u.sport,
+					      sport);
 				} else if (!from_active && !fc.seen_passive_rc) {
 					fc.seen_passive_rc = true;
 					CHECK(pkt.dqpn == fc.req.local_qpn, "%s: dqpn 0x%x", ctx, pkt.dqpn);
 					/* ... and the passive side with the REQ's. */
-					CHECK(pkt.psn == fc.req.starting_psn, "%s: psn 0x%06x, REQ 0x%06x",
-					      ctx, pkt.psn, fc.req.starting_psn);
-					CHECK(u.sport == sport, "%s: UDP sport %u, from flow label %u", ctx,
-					      u.sport, sport);
+					CHECK(pkt.psn == fc.req.starting_psn, "%s: psn 0x%06x, REQ 0x%06x", ctx,
+					      pkt.psn, fc.req.starting_psn);
+					CHECK(u.sport == sport, "%s: UDP sport %u, from flow label %u", ctx, u.sport,
+					      sport);
 				}
 			}
-			if ((pkt.mask & SR_OP_UD) && fc.have_sidr_rep && from_active &&
-			    !fc.seen_active_ud) {
+			if ((pkt.mask & SR_OP_UD) && fc.have_sidr_rep && from_active && !fc.seen_active_ud) {
 				fc.seen_active_ud = true;
 				snprintf(ctx, sizeof(ctx), "%s frame %u (first UD send)", name, u.frame);
 				CHECK(pkt.dqpn == fc.sidr_rep.qpn, "%s: dqpn 0x%x", ctx, pkt.dqpn);
-				CHECK(pkt.deth_qkey == fc.sidr_rep.qkey, "%s: qkey 0x%x", ctx,
-				      pkt.deth_qkey);
+				CHECK(pkt.deth_qkey == fc.sidr_rep.qkey, "%s: qkey 0x%x", ctx, pkt.deth_qkey);
 			}
 			continue;
 		}
@@ -650,8 +666,10 @@ static void test_capture_file(const char *name)
 		CHECK(pkt.deth_qkey == SR_GSI_QKEY && pkt.deth_sqpn == 1 && pkt.pkey == 0xffff,
 		      "%s: qkey 0x%x sqpn %u pkey 0x%x", ctx, pkt.deth_qkey, pkt.deth_sqpn, pkt.pkey);
 		CHECK(pkt.paylen == SR_MAD_BYTES && pkt.pad == 0, "%s: MAD length %u", ctx, pkt.paylen);
-		CHECK(sr_icrc_verify(&(struct sr_icrc_env){ .saddr = u.saddr, .daddr = u.daddr,
-							    .sport = u.sport, .dport = u.dport },
+		CHECK(sr_icrc_verify(&(struct sr_icrc_env){ .saddr = u.saddr,
+							    .daddr = u.daddr,
+							    .sport = u.sport,
+							    .dport = u.dport },
 				     u.payload, u.paylen),
 		      "%s: ICRC", ctx);
 		if (pkt.paylen != SR_MAD_BYTES)
@@ -681,8 +699,8 @@ static void test_capture_file(const char *name)
 			hexdump_diff(ctx, re, mad, SR_MAD_BYTES);
 		memset(re, 0xee, sizeof(re));
 		rc = sr_cm_msg_encode(&e->msg, re, sizeof(re));
-		CHECK(rc == SR_MAD_BYTES && !memcmp(re, mad, SR_MAD_BYTES),
-		      "%s: encode of the expected values %d", ctx, rc);
+		CHECK(rc == SR_MAD_BYTES && !memcmp(re, mad, SR_MAD_BYTES), "%s: encode of the expected values %d", ctx,
+		      rc);
 		if (memcmp(re, mad, SR_MAD_BYTES))
 			hexdump_diff(ctx, re, mad, SR_MAD_BYTES);
 		check_datagram(ctx, &u, &pkt, &msg);
@@ -695,25 +713,25 @@ static void test_capture_file(const char *name)
 			fc.active = u.saddr;
 			/* TID low 32 bits = the local Communication ID byte-swapped. */
 			CHECK((uint32_t)msg.hdr.tid == __builtin_bswap32(msg.req.local_comm_id),
-			      "%s: TID 0x%llx vs comm ID 0x%08x", ctx,
-			      (unsigned long long)msg.hdr.tid, msg.req.local_comm_id);
+			      "%s: TID 0x%llx vs comm ID 0x%08x", ctx, (unsigned long long)msg.hdr.tid,
+			      msg.req.local_comm_id);
 			CHECK(sr_cm_timeout_ns(msg.req.remote_cm_response_timeout) == 4294967296ull,
 			      "%s: CM response timeout", ctx);
-			check_cma_hdr(ctx, msg.req.private_data, sizeof(msg.req.private_data), &u,
-				      msg.req.service_id, SR_RDMA_PS_TCP, &msg.req.primary);
+			check_cma_hdr(ctx, msg.req.private_data, sizeof(msg.req.private_data), &u, msg.req.service_id,
+				      SR_RDMA_PS_TCP, &msg.req.primary);
 			break;
 		case SR_CM_ATTR_REP:
 			fc.have_rep = true;
 			fc.rep = msg.rep;
-			CHECK(fc.have_req && msg.rep.remote_comm_id == fc.req.local_comm_id,
-			      "%s: REP answers the REQ", ctx);
+			CHECK(fc.have_req && msg.rep.remote_comm_id == fc.req.local_comm_id, "%s: REP answers the REQ",
+			      ctx);
 			break;
 		case SR_CM_ATTR_SIDR_REQ:
 			fc.active = u.saddr;
 			CHECK((uint32_t)msg.hdr.tid == __builtin_bswap32(msg.sidr_req.request_id),
 			      "%s: TID 0x%llx vs request ID", ctx, (unsigned long long)msg.hdr.tid);
-			check_cma_hdr(ctx, msg.sidr_req.private_data, sizeof(msg.sidr_req.private_data),
-				      &u, msg.sidr_req.service_id, SR_RDMA_PS_UDP, NULL);
+			check_cma_hdr(ctx, msg.sidr_req.private_data, sizeof(msg.sidr_req.private_data), &u,
+				      msg.sidr_req.service_id, SR_RDMA_PS_UDP, NULL);
 			break;
 		case SR_CM_ATTR_SIDR_REP:
 			fc.have_sidr_rep = true;
@@ -722,9 +740,9 @@ static void test_capture_file(const char *name)
 		case SR_CM_ATTR_DREQ:
 			/* The DREQ names the peer's QP. */
 			if (fc.have_req && fc.have_rep)
-				CHECK(msg.dreq.remote_qpn_eecn ==
-				      (IN6_ARE_ADDR_EQUAL(&u.saddr, &fc.active) ? fc.rep.local_qpn
-										: fc.req.local_qpn),
+				CHECK(msg.dreq.remote_qpn_eecn == (IN6_ARE_ADDR_EQUAL(&u.saddr, &fc.active) ?
+									   fc.rep.local_qpn :
+									   fc.req.local_qpn),
 				      "%s: DREQ QPN", ctx);
 			break;
 		}
@@ -733,8 +751,7 @@ static void test_capture_file(const char *name)
 	CHECK(rc == 0, "%s: pcap walk: %s", name, f.error ? f.error : "?");
 	CHECK(mads > 0, "%s: no CM MADs found", name);
 	if (fc.have_req) {
-		CHECK(fc.seen_active_rc && fc.seen_passive_rc, "%s: RC traffic after the CM exchange",
-		      name);
+		CHECK(fc.seen_active_rc && fc.seen_passive_rc, "%s: RC traffic after the CM exchange", name);
 	}
 	if (fc.have_sidr_rep)
 		CHECK(fc.seen_active_ud, "%s: UD traffic after SIDR", name);
@@ -747,8 +764,8 @@ static void test_captures(void)
 	test_capture_file("ucmatose_cm");
 	test_capture_file("udaddy_sidr");
 	for (size_t i = 0; i < N_EXPECTS; i++)
-		CHECK(expects[i].seen == 1, "%s frame %u (%s) seen %u times", expects[i].file,
-		      expects[i].frame, expects[i].what, expects[i].seen);
+		CHECK(expects[i].seen == 1, "%s frame %u (%s) seen %u times", expects[i].file, expects[i].frame,
+		      expects[i].what, expects[i].seen);
 }
 
 /* ------------------------------------------------------------------ */
@@ -761,19 +778,23 @@ struct rsv {
 
 struct layout_spec {
 	uint16_t attr_id;
-	unsigned bytes;              /* defined attribute bytes */
-	struct rsv rsv[8];           /* reserved ranges; width 0 ends */
-	struct rsv len;              /* a length field clamped to 72, if width */
+	unsigned bytes;	   /* defined attribute bytes */
+	struct rsv rsv[8]; /* reserved ranges; width 0 ends */
+	struct rsv len;	   /* a length field clamped to 72, if width */
 };
 
-#define R(byte, bit, w) { (byte) * 8 + (bit), (w) }
+#define R(byte, bit, w)                 \
+	{                               \
+		(byte) * 8 + (bit), (w) \
+	}
 
 static const struct layout_spec layout_specs[] = {
-	{ SR_CM_ATTR_REQ, 232, {
-		R(4, 0, 32), R(24, 0, 32),
-		R(90, 4, 6), R(94, 5, 3), R(95, 5, 3),      /* primary path */
-		R(134, 4, 6), R(138, 5, 3), R(139, 6, 2),   /* alternate; 139.5 = SAP */
-	} },
+	{ SR_CM_ATTR_REQ,
+	  232,
+	  {
+		  R(4, 0, 32), R(24, 0, 32), R(90, 4, 6), R(94, 5, 3), R(95, 5, 3), /* primary path */
+		  R(134, 4, 6), R(138, 5, 3), R(139, 6, 2),			    /* alternate; 139.5 = SAP */
+	  } },
 	{ SR_CM_ATTR_MRA, 232, { R(8, 2, 6), R(9, 5, 3) } },
 	{ SR_CM_ATTR_REJ, 232, { R(8, 2, 6), R(9, 7, 1) }, R(9, 0, 7) },
 	{ SR_CM_ATTR_REP, 232, { R(15, 0, 8), R(19, 0, 8), R(23, 0, 8), R(27, 4, 4) } },
@@ -805,7 +826,7 @@ static void test_layouts(void)
 		CHECK(rc == SR_MAD_BYTES, "%s: encode %d", name, rc);
 
 		memcpy(want, in, SR_MAD_HDR_BYTES);
-		want[18] = want[19] = 0;                   /* MAD header reserved */
+		want[18] = want[19] = 0; /* MAD header reserved */
 		memset(want + SR_MAD_HDR_BYTES, 0, SR_MAD_DATA_BYTES);
 		memset(want + SR_MAD_HDR_BYTES, 0xff, ls->bytes);
 		for (int r = 0; r < 8 && ls->rsv[r].width; r++)
@@ -868,9 +889,16 @@ static void rnd_cpi(struct sr_class_port_info *c)
 }
 
 static const uint16_t all_attrs[] = {
-	SR_CM_ATTR_CLASS_PORT_INFO, SR_CM_ATTR_REQ, SR_CM_ATTR_MRA, SR_CM_ATTR_REJ,
-	SR_CM_ATTR_REP, SR_CM_ATTR_RTU, SR_CM_ATTR_DREQ, SR_CM_ATTR_DREP,
-	SR_CM_ATTR_SIDR_REQ, SR_CM_ATTR_SIDR_REP,
+	SR_CM_ATTR_CLASS_PORT_INFO,
+	SR_CM_ATTR_REQ,
+	SR_CM_ATTR_MRA,
+	SR_CM_ATTR_REJ,
+	SR_CM_ATTR_REP,
+	SR_CM_ATTR_RTU,
+	SR_CM_ATTR_DREQ,
+	SR_CM_ATTR_DREP,
+	SR_CM_ATTR_SIDR_REQ,
+	SR_CM_ATTR_SIDR_REP,
 };
 #define N_ATTRS (sizeof(all_attrs) / sizeof(all_attrs[0]))
 
@@ -1004,8 +1032,7 @@ static void test_random_roundtrip(void)
 			rc1 = sr_cm_msg_encode(&m, buf, sizeof(buf));
 			rc2 = sr_cm_msg_decode(&d, buf, sizeof(buf));
 			rc3 = sr_cm_msg_encode(&d, buf2, sizeof(buf2));
-			if (rc1 != SR_MAD_BYTES || rc2 != 0 || rc3 != SR_MAD_BYTES ||
-			    memcmp(buf, buf2, sizeof(buf))) {
+			if (rc1 != SR_MAD_BYTES || rc2 != 0 || rc3 != SR_MAD_BYTES || memcmp(buf, buf2, sizeof(buf))) {
 				CHECK(0, "%s: encode %d decode %d encode %d", ctx, rc1, rc2, rc3);
 				bad++;
 				break;
@@ -1053,8 +1080,7 @@ static void test_random_roundtrip(void)
 			if (rc == 0)
 				rc = sr_cm_msg_encode(&d2, out2, sizeof(out2)) == SR_MAD_BYTES ? 0 : -1;
 			if (rc || memcmp(out, out2, sizeof(out))) {
-				CHECK(0, "random bytes as %s: not stable (%d)", sr_cm_attr_name(all_attrs[a]),
-				      rc);
+				CHECK(0, "random bytes as %s: not stable (%d)", sr_cm_attr_name(all_attrs[a]), rc);
 				break;
 			}
 			/* No bit set in out that was clear in in, except the clamped lengths. */
@@ -1130,8 +1156,7 @@ static void test_rejects(void)
 		CHECK(sr_cm_msg_encode(&req->msg, p, SR_MAD_BYTES - 1) == -EMSGSIZE);
 		CHECK(!memcmp(p, q, SR_MAD_BYTES - 1), "short encode wrote");
 		CHECK(sr_mad_hdr_encode(&req->msg.hdr, p, SR_MAD_HDR_BYTES - 1) == -EMSGSIZE);
-		CHECK(sr_cma_hdr_encode(&(struct sr_cma_hdr){ .ip_version = 6 }, p,
-					SR_CMA_HDR_BYTES - 1) == -EMSGSIZE);
+		CHECK(sr_cma_hdr_encode(&(struct sr_cma_hdr){ .ip_version = 6 }, p, SR_CMA_HDR_BYTES - 1) == -EMSGSIZE);
 		CHECK(sr_class_port_info_encode(&m.cpi, p, SR_CLASS_PORT_INFO_BYTES - 1) == -EMSGSIZE);
 		CHECK(!memcmp(p, q, SR_MAD_BYTES - 1), "short encodes wrote");
 		free(p);
@@ -1140,7 +1165,10 @@ static void test_rejects(void)
 
 	/* Not a CM MAD: the header is still there for an answer. */
 	{
-		static const struct { int off; uint8_t val; } bad[] = {
+		static const struct {
+			int off;
+			uint8_t val;
+		} bad[] = {
 			{ 0, 2 }, { 0, 0x80 }, { 1, 0x03 }, { 1, 0x81 }, { 2, 1 }, { 2, 3 },
 		};
 
@@ -1150,15 +1178,15 @@ static void test_rejects(void)
 			memcpy(b, good, sizeof(b));
 			b[bad[i].off] = bad[i].val;
 			rc = sr_cm_msg_decode(&m, b, sizeof(b));
-			CHECK(rc == -EPROTONOSUPPORT && m.hdr.tid == req->msg.hdr.tid,
-			      "byte %d = 0x%02x: %d", bad[i].off, bad[i].val, rc);
+			CHECK(rc == -EPROTONOSUPPORT && m.hdr.tid == req->msg.hdr.tid, "byte %d = 0x%02x: %d",
+			      bad[i].off, bad[i].val, rc);
 		}
 	}
 
 	/* LAP, APR and unknown attributes. */
 	{
 		static const uint16_t ids[] = { SR_CM_ATTR_LAP, SR_CM_ATTR_APR, 0x0000, 0x0002,
-						0x000f, 0x001b, 0x0100, 0xffff };
+						0x000f,		0x001b,		0x0100, 0xffff };
 
 		for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
 			uint8_t b[SR_MAD_BYTES];
@@ -1178,18 +1206,18 @@ static void test_rejects(void)
 		struct sr_cm_msg t;
 		uint8_t b[SR_MAD_BYTES], before[SR_MAD_BYTES];
 
-#define RANGE(attr, stmt)                                                          \
-		do {                                                                \
-			t = req->msg;                                               \
-			sr_cm_msg_init(&t, attr, 1);                                \
-			if (attr == SR_CM_ATTR_REQ)                                 \
-				t.req = req->msg.req;                               \
-			stmt;                                                       \
-			memset(b, 0x77, sizeof(b));                                 \
-			memcpy(before, b, sizeof(b));                               \
-			rc = sr_cm_msg_encode(&t, b, sizeof(b));                    \
-			CHECK(rc == -ERANGE && !memcmp(b, before, sizeof(b)), #stmt ": %d", rc); \
-		} while (0)
+#define RANGE(attr, stmt)                                                                \
+	do {                                                                             \
+		t = req->msg;                                                            \
+		sr_cm_msg_init(&t, attr, 1);                                             \
+		if (attr == SR_CM_ATTR_REQ)                                              \
+			t.req = req->msg.req;                                            \
+		stmt;                                                                    \
+		memset(b, 0x77, sizeof(b));                                              \
+		memcpy(before, b, sizeof(b));                                            \
+		rc = sr_cm_msg_encode(&t, b, sizeof(b));                                 \
+		CHECK(rc == -ERANGE && !memcmp(b, before, sizeof(b)), #stmt ": %d", rc); \
+	} while (0)
 
 		RANGE(SR_CM_ATTR_REQ, t.req.local_qpn = 1u << 24);
 		RANGE(SR_CM_ATTR_REQ, t.req.starting_psn = 0x1000000);
@@ -1224,8 +1252,8 @@ static void test_rejects(void)
 		t.rej.reason = SR_CM_REJ_CONSUMER_DEFINED;
 		CHECK(sr_cm_msg_encode(&t, b, sizeof(b)) == SR_MAD_BYTES);
 		sr_bits_put(b + SR_MAD_HDR_BYTES, 9 * 8, 7, 127);
-		CHECK(sr_cm_msg_decode(&m, b, sizeof(b)) == 0 && m.rej.ari_length == 72 &&
-		      m.rej.reason == 28, "REJ ARI length 127 -> %u", m.rej.ari_length);
+		CHECK(sr_cm_msg_decode(&m, b, sizeof(b)) == 0 && m.rej.ari_length == 72 && m.rej.reason == 28,
+		      "REJ ARI length 127 -> %u", m.rej.ari_length);
 		sr_cm_msg_init(&t, SR_CM_ATTR_SIDR_REP, 7);
 		CHECK(sr_cm_msg_encode(&t, b, sizeof(b)) == SR_MAD_BYTES);
 		b[SR_MAD_HDR_BYTES + 5] = 0xff;
@@ -1278,20 +1306,22 @@ static void test_cma(void)
 	CHECK(!memcmp(buf + 4, &h.src_addr, 16) && !memcmp(buf + 20, &h.dst_addr, 16));
 	CHECK(buf[36] == 0xcc && buf[39] == 0xcc, "encode wrote past 36 bytes");
 	rc = sr_cma_hdr_decode(&d, buf, SR_CMA_HDR_BYTES);
-	CHECK(rc == 0 && d.ip_version == 6 && d.src_port == 0xbeef &&
-	      IN6_ARE_ADDR_EQUAL(&d.src_addr, &h.src_addr) &&
-	      IN6_ARE_ADDR_EQUAL(&d.dst_addr, &h.dst_addr), "IPv6 round trip %d", rc);
+	CHECK(rc == 0 && d.ip_version == 6 && d.src_port == 0xbeef && IN6_ARE_ADDR_EQUAL(&d.src_addr, &h.src_addr) &&
+		      IN6_ARE_ADDR_EQUAL(&d.dst_addr, &h.dst_addr),
+	      "IPv6 round trip %d", rc);
 
 	/* IPv4: mapped in the struct, zero-padded on the wire. */
 	h.ip_version = 4;
 	inet_pton(AF_INET6, "::ffff:10.0.0.1", &h.src_addr);
 	inet_pton(AF_INET6, "::ffff:10.0.0.2", &h.dst_addr);
 	rc = sr_cma_hdr_encode(&h, buf, sizeof(buf));
-	CHECK(rc == SR_CMA_HDR_BYTES && buf[1] == 0x40 && buf[14] == 0 && buf[15] == 0 &&
-	      buf[16] == 10 && buf[19] == 1 && buf[30] == 0 && buf[35] == 2, "IPv4 encode");
+	CHECK(rc == SR_CMA_HDR_BYTES && buf[1] == 0x40 && buf[14] == 0 && buf[15] == 0 && buf[16] == 10 &&
+		      buf[19] == 1 && buf[30] == 0 && buf[35] == 2,
+	      "IPv4 encode");
 	rc = sr_cma_hdr_decode(&d, buf, SR_CMA_HDR_BYTES);
 	CHECK(rc == 0 && d.ip_version == 4 && IN6_ARE_ADDR_EQUAL(&d.src_addr, &h.src_addr) &&
-	      IN6_ARE_ADDR_EQUAL(&d.dst_addr, &h.dst_addr), "IPv4 round trip %d", rc);
+		      IN6_ARE_ADDR_EQUAL(&d.dst_addr, &h.dst_addr),
+	      "IPv4 round trip %d", rc);
 	/* The kernel reads only the last 4 bytes of an IPv4 address. */
 	buf[4] = 0x11;
 	rc = sr_cma_hdr_decode(&d, buf, SR_CMA_HDR_BYTES);
@@ -1311,7 +1341,7 @@ static void test_cma(void)
 	CHECK(sr_cma_hdr_decode(&d, buf, SR_CMA_HDR_BYTES) == -EAFNOSUPPORT, "IP version 5");
 	buf[1] = 0x00;
 	CHECK(sr_cma_hdr_decode(&d, buf, SR_CMA_HDR_BYTES) == -EAFNOSUPPORT, "IP version 0");
-	buf[1] = 0x4f;  /* the low nibble is reserved */
+	buf[1] = 0x4f; /* the low nibble is reserved */
 	CHECK(sr_cma_hdr_decode(&d, buf, SR_CMA_HDR_BYTES) == 0 && d.ip_version == 4);
 
 	/* Service IDs */
@@ -1319,10 +1349,8 @@ static void test_cma(void)
 	CHECK(sr_cma_service_id(SR_RDMA_PS_UDP, 7174) == 0x0000000001111c06ull);
 	CHECK(sr_cma_service_id(SR_RDMA_PS_IB, 1) == 0x00000000013f0001ull);
 	CHECK(sr_cma_service_id(SR_RDMA_PS_IPOIB, 0x1234) == 0x0000000000021234ull);
-	CHECK(sr_cma_service_id_split(0x0000000001061d2full, &ps, &port) &&
-	      ps == SR_RDMA_PS_TCP && port == 7471);
-	CHECK(sr_cma_service_id_split(0x00000000013fffffull, &ps, &port) &&
-	      ps == SR_RDMA_PS_IB && port == 0xffff);
+	CHECK(sr_cma_service_id_split(0x0000000001061d2full, &ps, &port) && ps == SR_RDMA_PS_TCP && port == 7471);
+	CHECK(sr_cma_service_id_split(0x00000000013fffffull, &ps, &port) && ps == SR_RDMA_PS_IB && port == 0xffff);
 	CHECK(!sr_cma_service_id_split(0x0000000001071c06ull, NULL, NULL), "unknown port space");
 	CHECK(!sr_cma_service_id_split(0x1000000001061c06ull, NULL, NULL), "high bits");
 	CHECK(!sr_cma_service_id_split(0, NULL, NULL));
@@ -1341,8 +1369,8 @@ static void test_timeouts_and_names(void)
 {
 	CHECK(sr_cm_timeout_ns(0) == 4096);
 	CHECK(sr_cm_timeout_ns(1) == 8192);
-	CHECK(sr_cm_timeout_ns(19) == 2147483648ull);     /* local ACK timeout: 2.1 s */
-	CHECK(sr_cm_timeout_ns(20) == 4294967296ull);     /* CM response: 4.3 s */
+	CHECK(sr_cm_timeout_ns(19) == 2147483648ull); /* local ACK timeout: 2.1 s */
+	CHECK(sr_cm_timeout_ns(20) == 4294967296ull); /* CM response: 4.3 s */
 	CHECK(sr_cm_timeout_ns(31) == 4096ull << 31);
 	CHECK(sr_cm_timeout_ns(32 + 3) == sr_cm_timeout_ns(3), "high bits ignored");
 	CHECK(sr_cm_timeout_code(0) == 0);
@@ -1361,11 +1389,10 @@ static void test_timeouts_and_names(void)
 	CHECK(!strcmp(sr_cm_rej_reason_name(0), "unknown"));
 	CHECK(!strcmp(sr_cm_rej_reason_name(34), "unknown"));
 	CHECK(!strcmp(sr_cm_rej_reason_name(0xffff), "unknown"));
-	CHECK(SR_CM_REJ_CONSUMER_DEFINED == 28 && SR_CM_REJ_INVALID_SERVICE_ID == 8 &&
-	      SR_CM_REJ_TIMEOUT == 4 && SR_CM_REJ_STALE_CONN == 10);
+	CHECK(SR_CM_REJ_CONSUMER_DEFINED == 28 && SR_CM_REJ_INVALID_SERVICE_ID == 8 && SR_CM_REJ_TIMEOUT == 4 &&
+	      SR_CM_REJ_STALE_CONN == 10);
 	CHECK(!strcmp(sr_cm_attr_name(0x0010), "REQ") && !strcmp(sr_cm_attr_name(0x0018), "SIDR_REP"));
-	CHECK(sr_cm_attr_name(0x0000) == NULL && sr_cm_attr_name(0x001b) == NULL &&
-	      sr_cm_attr_name(0xffff) == NULL);
+	CHECK(sr_cm_attr_name(0x0000) == NULL && sr_cm_attr_name(0x001b) == NULL && sr_cm_attr_name(0xffff) == NULL);
 
 	/* A message built from scratch: a consumer REJ as rdma_reject sends. */
 	{

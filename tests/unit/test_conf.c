@@ -65,16 +65,16 @@ static void test_mtu(void)
 	CHECK(sr_mtu_enum_to_bytes(0) == 0);
 	CHECK(sr_mtu_enum_to_bytes(6) == 0);
 
-	CHECK(sr_mtu_active(65536, 0) == 4096);  /* lo */
+	CHECK(sr_mtu_active(65536, 0) == 4096); /* lo */
 	CHECK(sr_mtu_active(1500, 0) == 1024);
 	CHECK(sr_mtu_active(9000, 0) == 4096);
-	CHECK(sr_mtu_active(4180, 0) == 4096);   /* 4096 + 84 exactly fits */
+	CHECK(sr_mtu_active(4180, 0) == 4096); /* 4096 + 84 exactly fits */
 	CHECK(sr_mtu_active(4179, 0) == 2048);
 	CHECK(sr_mtu_active(2132, 0) == 2048);
 	CHECK(sr_mtu_active(2131, 0) == 1024);
 	CHECK(sr_mtu_active(596, 0) == 512);
 	CHECK(sr_mtu_active(576, 0) == 256);
-	CHECK(sr_mtu_active(68, 0) == 256);      /* never below 256 */
+	CHECK(sr_mtu_active(68, 0) == 256); /* never below 256 */
 	CHECK(sr_mtu_active(65536, 1024) == 1024);
 	CHECK(sr_mtu_active(1500, 2048) == 1024); /* a cap never raises it */
 }
@@ -159,19 +159,18 @@ static void test_parse(void)
 	struct sr_conf conf;
 	char err[4096];
 
-	write_file(path,
-		   "# softrdma configuration (written by softrdma-cfg)\n"
-		   "crc = off   # no ICRC\n"
-		   "\n"
-		   "[rxe0]\n"
-		   "type = roce\n"
-		   "netdev = lo\n"
-		   "mtu = 4096     # optional cap\n"
-		   "  [ siw_lo ]  \n"
-		   "\tnetdev=lo\n"
-		   "type=iwarp\r\n"
-		   "[rxe1]\n"
-		   "netdev = eth9\n");
+	write_file(path, "# softrdma configuration (written by softrdma-cfg)\n"
+			 "crc = off   # no ICRC\n"
+			 "\n"
+			 "[rxe0]\n"
+			 "type = roce\n"
+			 "netdev = lo\n"
+			 "mtu = 4096     # optional cap\n"
+			 "  [ siw_lo ]  \n"
+			 "\tnetdev=lo\n"
+			 "type=iwarp\r\n"
+			 "[rxe1]\n"
+			 "netdev = eth9\n");
 	CHECK(load_capture(&conf, err, sizeof(err)) == 0);
 	CHECK(err[0] == 0);
 	CHECK(!conf.is_default);
@@ -204,7 +203,7 @@ static void test_roundtrip(void)
 	struct sr_conf a, b;
 
 	memset(&a, 0, sizeof(a));
-	snprintf(a.path, sizeof(a.path), "%s/sub/dir/saved.conf", dir);  /* parents created */
+	snprintf(a.path, sizeof(a.path), "%s/sub/dir/saved.conf", dir); /* parents created */
 	a.crc = false;
 	a.ndev = 3;
 	snprintf(a.dev[0].name, sizeof(a.dev[0].name), "rxe0");
@@ -279,7 +278,7 @@ static void test_roundtrip(void)
 struct bad_case {
 	const char *text;
 	int line;
-	const char *msg;  /* substring of the message */
+	const char *msg; /* substring of the message */
 };
 
 static void test_errors(void)

@@ -9,7 +9,6 @@
 
 #include "ut.h"
 
-
 static void good(const char *text, const char *canon)
 {
 	struct sr_fault_spec s;

@@ -109,7 +109,8 @@ static void test_crc(void)
 		if (hl > 0) {
 			CHECK((uint32_t)hl + good_crc[i].paylen == f.ulpdu_len, "vector %zu: hdr %d", i, hl);
 			CHECK(build_fpdu(out, &h, f.ulpdu + hl, f.ulpdu_len - (size_t)hl, true) == len &&
-			      !memcmp(out, x, len), "vector %zu does not re-encode byte-exact", i);
+				      !memcmp(out, x, len),
+			      "vector %zu does not re-encode byte-exact", i);
 		}
 		/* any single flipped bit is caught by the CRC */
 		{
@@ -185,8 +186,8 @@ static void test_mpa_rr(void)
 	CHECK(buf[18] == 0 && buf[19] == 60 && buf[20] == 0x80 && buf[21] == 16 && buf[22] == 0x40 && buf[23] == 7);
 	CHECK(sr_mpa_rr_frame_len(buf, 20) == 80 && sr_mpa_rr_frame_len(buf, 19) == 0);
 	CHECK(sr_mpa_rr_parse(&back, buf, (size_t)n) == n);
-	CHECK(back.reply && back.enhanced && sr_mpa_ird(&back) == 16 && sr_mpa_ord(&back) == 7 &&
-	      back.pd_len == 56 && back.pd == buf + 24 && !memcmp(back.pd, pd, 56));
+	CHECK(back.reply && back.enhanced && sr_mpa_ird(&back) == 16 && sr_mpa_ord(&back) == 7 && back.pd_len == 56 &&
+	      back.pd == buf + 24 && !memcmp(back.pd, pd, 56));
 	CHECK(sr_mpa_rr_rtr(&back) == SR_MPA_RTR_READ);
 	for (int k = 0; k < n; k++) {
 		uint8_t *x = dup_exact(buf, (size_t)k);
@@ -224,8 +225,8 @@ static void test_mpa_rr(void)
 	CHECK(sr_mpa_rr_parse(&back, (const uint8_t *)"MPA I", 5) == -EAGAIN);
 	/* a reject keeps its flags and reserved bits */
 	memcpy(buf, "MPA ID Rep Frame\xe7\x02\x00\x04\x00\x00\x00\x00", 24);
-	CHECK(sr_mpa_rr_parse(&back, buf, 24) == 24 && back.reject && back.markers && back.crc &&
-	      back.res == 0x07 && !back.enhanced);
+	CHECK(sr_mpa_rr_parse(&back, buf, 24) == 24 && back.reject && back.markers && back.crc && back.res == 0x07 &&
+	      !back.enhanced);
 	{
 		uint8_t again[64];
 
@@ -243,9 +244,9 @@ static void test_opcode_table(void)
 
 		CHECK(oi->name != NULL, "opcode %u", op);
 		CHECK(oi->hdr_len == (oi->tagged ? 14 : 18) + (op == SR_RDMAP_READ_REQ ? 28 : 0) +
-					     (op == SR_RDMAP_TERMINATE ? 4 : 0) +
-					     (op == SR_RDMAP_ATOMIC_REQ ? 52 : 0) +
-					     (op == SR_RDMAP_ATOMIC_RESP ? 12 : 0), "opcode %u hdr_len", op);
+					     (op == SR_RDMAP_TERMINATE ? 4 : 0) + (op == SR_RDMAP_ATOMIC_REQ ? 52 : 0) +
+					     (op == SR_RDMAP_ATOMIC_RESP ? 12 : 0),
+		      "opcode %u hdr_len", op);
 		CHECK(oi->tagged == (op == SR_RDMAP_WRITE || op == SR_RDMAP_READ_RESP), "opcode %u", op);
 	}
 	CHECK(sr_rdmap_op[SR_RDMAP_READ_REQ].qn == 1 && sr_rdmap_op[SR_RDMAP_TERMINATE].qn == 2 &&
@@ -340,7 +341,8 @@ static void test_roundtrip(void)
 			bad++;
 		if (op == SR_RDMAP_ATOMIC_REQ && memcmp(&back.areq, &h.areq, sizeof(h.areq)))
 			bad++;
-		if (op == SR_RDMAP_ATOMIC_RESP && (back.aresp.req_id != h.aresp.req_id || back.aresp.orig != h.aresp.orig))
+		if (op == SR_RDMAP_ATOMIC_RESP &&
+		    (back.aresp.req_id != h.aresp.req_id || back.aresp.orig != h.aresp.orig))
 			bad++;
 		if (op == SR_RDMAP_TERMINATE &&
 		    (back.term.layer != h.term.layer || back.term.etype != h.term.etype ||
@@ -457,8 +459,8 @@ static void test_term_fill(void)
 	CHECK(sr_iw_hdr_build(out, &t) == 22 && t.term.hdrct == 0 && out[18] == 0x20 && out[19] == 0x02);
 	sr_iw_term_fill(&t, SR_TERM_LAYER_RDMAP, SR_TERM_RDMAP_OPERATION, SR_TERM_RDMAP_OPCODE, bad, blen, 46);
 	CHECK(sr_iw_hdr_build(out, &t) == 22 && t.term.hdrct == 0);
-	sr_iw_term_fill(&t, SR_TERM_LAYER_RDMAP, SR_TERM_RDMAP_OPERATION, SR_TERM_RDMAP_CATASTROPHIC_STREAM, bad,
-			blen, 46);
+	sr_iw_term_fill(&t, SR_TERM_LAYER_RDMAP, SR_TERM_RDMAP_OPERATION, SR_TERM_RDMAP_CATASTROPHIC_STREAM, bad, blen,
+			46);
 	CHECK(sr_iw_hdr_build(out, &t) == 18 + 4 + 2 + 18 + 28);
 
 	sr_iw_hdr_init(&b, SR_RDMAP_WRITE, false);
@@ -497,7 +499,7 @@ struct dstream {
 
 struct fpdu_rec {
 	unsigned frame;
-	const uint8_t *raw;    /* whole FPDU */
+	const uint8_t *raw; /* whole FPDU */
 	size_t len;
 	struct sr_mpa_fpdu f;
 	struct sr_iw_hdr h;
@@ -712,8 +714,8 @@ static void check_direction(const char *file, const struct parsed *p, const stru
 		/* DDP and RDMAP control */
 		CHECK(h->ddp_version == 1 && h->rdmap_version == 1 && h->ddp_rsvd == 0 && h->rdmap_rsvd == 0,
 		      "%s frame %u: control", file, r->frame);
-		CHECK(oi->payload || r->paylen == 0, "%s frame %u: %s with %zu payload bytes", file, r->frame,
-		      oi->name, r->paylen);
+		CHECK(oi->payload || r->paylen == 0, "%s frame %u: %s with %zu payload bytes", file, r->frame, oi->name,
+		      r->paylen);
 		if (h->tagged) {
 			CHECK(h->opcode == SR_RDMAP_WRITE || h->opcode == SR_RDMAP_READ_RESP);
 		} else {
@@ -758,8 +760,7 @@ static void check_direction(const char *file, const struct parsed *p, const stru
 				r_to = cur ? cur->sink_to : 0;
 				r_done = 0;
 			}
-			CHECK(h->stag == r_stag && h->to == r_to, "%s frame %u: Read Response STag/TO", file,
-			      r->frame);
+			CHECK(h->stag == r_stag && h->to == r_to, "%s frame %u: Read Response STag/TO", file, r->frame);
 			r_to += r->paylen;
 			r_done += r->paylen;
 			in_rresp = !h->last;
@@ -799,7 +800,10 @@ static void check_direction(const char *file, const struct parsed *p, const stru
 	CHECK(!in_write && !in_rresp, "%s: a message is left unfinished", file);
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
 static void test_captures(void)
 {
@@ -888,7 +892,8 @@ static void test_captures(void)
 				      !rep->rr.reject);
 				/* no peer-to-peer mode, so no RTR bits; perftest's first
 				 * connection negotiates IRD = ORD = 0, its data connection 128 */
-				CHECK(req->rr.ird_word <= SR_MPA_IRD_ORD_MAX && req->rr.ord_word <= SR_MPA_IRD_ORD_MAX &&
+				CHECK(req->rr.ird_word <= SR_MPA_IRD_ORD_MAX &&
+				      req->rr.ord_word <= SR_MPA_IRD_ORD_MAX &&
 				      rep->rr.ird_word <= SR_MPA_IRD_ORD_MAX && rep->rr.ord_word <= SR_MPA_IRD_ORD_MAX);
 				if (!strcmp(names[fi], "read_bw.pcap") && req->rr_frame == 21)
 					CHECK(sr_mpa_ird(&req->rr) == 128 && sr_mpa_ord(&req->rr) == 128);
@@ -897,8 +902,7 @@ static void test_captures(void)
 				CHECK(sr_mpa_rr_rtr(&req->rr) == SR_MPA_RTR_NONE);
 				if (!strcmp(names[fi], "rping.pcap"))
 					CHECK(req->rr_frame == 4 && rep->rr_frame == 6 && sr_mpa_ird(&req->rr) == 1 &&
-					      sr_mpa_ord(&req->rr) == 1 && req->rr.pd_len == 0 &&
-					      req->rr.res == 0x10);
+					      sr_mpa_ord(&req->rr) == 1 && req->rr.pd_len == 0 && req->rr.res == 0x10);
 				/* byte-exact MPA frames */
 				{
 					const struct parsed *pp[2] = { &pa, &pb };

@@ -58,8 +58,8 @@ static void test_crc(void)
 	for (size_t i = 0; i < sizeof(impl) / sizeof(impl[0]); i++) {
 		unsigned bad = 0;
 
-		CHECK(~impl[i].fn(~0u, check, 9) == impl[i].check_value, "%s check value %08x",
-		      impl[i].name, ~impl[i].fn(~0u, check, 9));
+		CHECK(~impl[i].fn(~0u, check, 9) == impl[i].check_value, "%s check value %08x", impl[i].name,
+		      ~impl[i].fn(~0u, check, 9));
 		CHECK(impl[i].fn(0x12345678u, NULL, 0) == 0x12345678u, "%s empty update", impl[i].name);
 
 		/* Every length and alignment up to a few slices, against the
@@ -71,16 +71,15 @@ static void test_crc(void)
 				uint32_t want = ref_crc_update(impl[i].poly, seed, buf + off, len);
 				size_t cut = len ? rnd() % (len + 1) : 0;
 				uint32_t one = impl[i].fn(seed, buf + off, len);
-				uint32_t two = impl[i].fn(impl[i].fn(seed, buf + off, cut), buf + off + cut,
-							  len - cut);
+				uint32_t two = impl[i].fn(impl[i].fn(seed, buf + off, cut), buf + off + cut, len - cut);
 
 				bad += one != want || two != want;
 			}
 		}
 		CHECK(bad == 0, "%s: %u mismatches against the bitwise reference", impl[i].name, bad);
 		CHECK(impl[i].fn(~0u, buf + 3, sizeof(buf) - 3) ==
-		      ref_crc_update(impl[i].poly, ~0u, buf + 3, sizeof(buf) - 3), "%s long buffer",
-		      impl[i].name);
+			      ref_crc_update(impl[i].poly, ~0u, buf + 3, sizeof(buf) - 3),
+		      "%s long buffer", impl[i].name);
 	}
 }
 
@@ -142,7 +141,7 @@ static void test_crc_fold(void)
 
 struct op_expect {
 	uint8_t opcode;
-	uint8_t hdr_len;  /* IBTA vol. 1 9.2 layouts, written out by hand */
+	uint8_t hdr_len; /* IBTA vol. 1 9.2 layouts, written out by hand */
 	uint32_t mask;
 };
 
@@ -246,8 +245,7 @@ static void test_opcode_table(void)
 		unsigned ext;
 
 		if (!e) {
-			CHECK(info->name == NULL, "opcode 0x%02x should be unsupported, is %s", op,
-			      info->name);
+			CHECK(info->name == NULL, "opcode 0x%02x should be unsupported, is %s", op, info->name);
 			continue;
 		}
 		known++;
@@ -256,15 +254,14 @@ static void test_opcode_table(void)
 			continue;
 		m = info->mask;
 		CHECK(strncmp(info->name, tname, strlen(tname)) == 0, "0x%02x name %s", op, info->name);
-		CHECK(info->hdr_len == e->hdr_len, "0x%02x %s hdr_len %u want %u", op, info->name,
-		      info->hdr_len, e->hdr_len);
+		CHECK(info->hdr_len == e->hdr_len, "0x%02x %s hdr_len %u want %u", op, info->name, info->hdr_len,
+		      e->hdr_len);
 		CHECK(m == (e->mask | transport), "0x%02x %s mask %#x want %#x", op, info->name, m,
 		      e->mask | transport);
-		ext = SR_BTH_BYTES + (m & SR_OP_DETH ? SR_DETH_BYTES : 0) +
-		      (m & SR_OP_RETH ? SR_RETH_BYTES : 0) + (m & SR_OP_ATMETH ? SR_ATMETH_BYTES : 0) +
-		      (m & SR_OP_AETH ? SR_AETH_BYTES : 0) + (m & SR_OP_ATMACK ? SR_ATMACK_BYTES : 0) +
-		      (m & SR_OP_IMMDT ? SR_IMMDT_BYTES : 0) + (m & SR_OP_IETH ? SR_IETH_BYTES : 0) +
-		      (m & SR_OP_XRCETH ? SR_XRCETH_BYTES : 0);
+		ext = SR_BTH_BYTES + (m & SR_OP_DETH ? SR_DETH_BYTES : 0) + (m & SR_OP_RETH ? SR_RETH_BYTES : 0) +
+		      (m & SR_OP_ATMETH ? SR_ATMETH_BYTES : 0) + (m & SR_OP_AETH ? SR_AETH_BYTES : 0) +
+		      (m & SR_OP_ATMACK ? SR_ATMACK_BYTES : 0) + (m & SR_OP_IMMDT ? SR_IMMDT_BYTES : 0) +
+		      (m & SR_OP_IETH ? SR_IETH_BYTES : 0) + (m & SR_OP_XRCETH ? SR_XRCETH_BYTES : 0);
 		CHECK(info->hdr_len == ext, "0x%02x %s hdr_len disagrees with mask", op, info->name);
 		CHECK(info->hdr_len <= SR_MAX_HDR_BYTES, "0x%02x", op);
 		/* Structural rules any consumer of the table relies on. */
@@ -305,8 +302,8 @@ static void test_xrceth_layout(void)
 	CHECK(h[16] == 0x11 && h[23] == 0x88 && h[24] == 0x99 && h[31] == 64, "the RETH after the XRCETH");
 	uint8_t wire[32 + 64 + 4] = { 0 };
 	memcpy(wire, h, 32);
-	CHECK(!sr_pkt_parse(&back, wire, sizeof(wire)) && back.xrc_srqn == 0xab1234 &&
-		      back.reth_va == pkt.reth_va && back.paylen == 64,
+	CHECK(!sr_pkt_parse(&back, wire, sizeof(wire)) && back.xrc_srqn == 0xab1234 && back.reth_va == pkt.reth_va &&
+		      back.paylen == 64,
 	      "and parse reads them back");
 	memset(&pkt, 0, sizeof(pkt));
 	pkt.opcode = 0xb1; /* XRC ACKNOWLEDGE */
@@ -317,9 +314,8 @@ static void test_xrceth_layout(void)
 static void test_rnr_timer(void)
 {
 	static const uint32_t ms_x100[32] = {
-		65536, 1,    2,    3,    4,     6,     8,     12,    16,    24,    32,
-		48,    64,   96,   128,  192,   256,   384,   512,   768,   1024,  1536,
-		2048,  3072, 4096, 6144, 8192,  12288, 16384, 24576, 32768, 49152,
+		65536, 1,   2,	 3,   4,    6,	  8,	12,   16,   24,	  32,	48,    64,    96,    128,   192,
+		256,   384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
 	};
 
 	for (unsigned c = 0; c < 32; c++) {
@@ -408,17 +404,14 @@ static void random_pkt(struct sr_pkt *pkt, uint8_t opcode, uint32_t paylen)
 /* Field-by-field: struct padding makes memcmp meaningless. */
 static bool same_fields(const struct sr_pkt *a, const struct sr_pkt *b)
 {
-	return a->opcode == b->opcode && a->mask == b->mask && a->se == b->se &&
-	       a->mig == b->mig && a->pad == b->pad && a->tver == b->tver && a->pkey == b->pkey &&
-	       a->dqpn == b->dqpn && a->ackreq == b->ackreq && a->psn == b->psn &&
-	       a->reth_va == b->reth_va && a->reth_rkey == b->reth_rkey &&
-	       a->reth_len == b->reth_len && a->aeth_syndrome == b->aeth_syndrome &&
-	       a->aeth_msn == b->aeth_msn && a->atm_va == b->atm_va &&
-	       a->atm_rkey == b->atm_rkey && a->atm_swap_add == b->atm_swap_add &&
-	       a->atm_compare == b->atm_compare && a->atmack_orig == b->atmack_orig &&
-	       a->imm_data == b->imm_data && a->ieth_rkey == b->ieth_rkey &&
-	       a->deth_qkey == b->deth_qkey && a->deth_sqpn == b->deth_sqpn && a->xrc_srqn == b->xrc_srqn &&
-	       a->paylen == b->paylen && a->hdr_len == b->hdr_len;
+	return a->opcode == b->opcode && a->mask == b->mask && a->se == b->se && a->mig == b->mig && a->pad == b->pad &&
+	       a->tver == b->tver && a->pkey == b->pkey && a->dqpn == b->dqpn && a->ackreq == b->ackreq &&
+	       a->psn == b->psn && a->reth_va == b->reth_va && a->reth_rkey == b->reth_rkey &&
+	       a->reth_len == b->reth_len && a->aeth_syndrome == b->aeth_syndrome && a->aeth_msn == b->aeth_msn &&
+	       a->atm_va == b->atm_va && a->atm_rkey == b->atm_rkey && a->atm_swap_add == b->atm_swap_add &&
+	       a->atm_compare == b->atm_compare && a->atmack_orig == b->atmack_orig && a->imm_data == b->imm_data &&
+	       a->ieth_rkey == b->ieth_rkey && a->deth_qkey == b->deth_qkey && a->deth_sqpn == b->deth_sqpn &&
+	       a->xrc_srqn == b->xrc_srqn && a->paylen == b->paylen && a->hdr_len == b->hdr_len;
 }
 
 /* hdr + payload + pad + ICRC into out; returns the UDP payload length. */
@@ -522,33 +515,33 @@ static uint32_t ref_icrc(const struct sr_icrc_env *env, const uint8_t *pkt, size
 	size_t ulen = 8 + len;
 	uint32_t crc;
 
-	memset(m, 0xff, 8);  /* LRH */
+	memset(m, 0xff, 8); /* LRH */
 	n = 8;
 	if (!env->ipv6) {
 		m[n++] = 0x45;
-		m[n++] = 0xff;                      /* TOS */
+		m[n++] = 0xff; /* TOS */
 		m[n++] = (uint8_t)((20 + ulen) >> 8);
 		m[n++] = (uint8_t)(20 + ulen);
 		m[n++] = (uint8_t)(env->ipv4_id >> 8);
 		m[n++] = (uint8_t)env->ipv4_id;
-		m[n++] = env->ipv4_df ? 0x40 : 0;   /* flags, fragment offset */
+		m[n++] = env->ipv4_df ? 0x40 : 0; /* flags, fragment offset */
 		m[n++] = 0;
-		m[n++] = 0xff;                      /* TTL */
+		m[n++] = 0xff; /* TTL */
 		m[n++] = 17;
-		m[n++] = 0xff;                      /* header checksum */
+		m[n++] = 0xff; /* header checksum */
 		m[n++] = 0xff;
 		memcpy(m + n, &env->saddr.s6_addr[12], 4);
 		memcpy(m + n + 4, &env->daddr.s6_addr[12], 4);
 		n += 8;
 	} else {
-		m[n++] = 0x60 | 0xf;                /* version, traffic class hi */
-		m[n++] = 0xff;                      /* traffic class lo, flow label */
+		m[n++] = 0x60 | 0xf; /* version, traffic class hi */
+		m[n++] = 0xff;	     /* traffic class lo, flow label */
 		m[n++] = 0xff;
 		m[n++] = 0xff;
-		m[n++] = (uint8_t)(ulen >> 8);      /* payload length */
+		m[n++] = (uint8_t)(ulen >> 8); /* payload length */
 		m[n++] = (uint8_t)ulen;
 		m[n++] = 17;
-		m[n++] = 0xff;                      /* hop limit */
+		m[n++] = 0xff; /* hop limit */
 		memcpy(m + n, &env->saddr, 16);
 		memcpy(m + n + 16, &env->daddr, 16);
 		n += 32;
@@ -559,10 +552,10 @@ static uint32_t ref_icrc(const struct sr_icrc_env *env, const uint8_t *pkt, size
 	m[n++] = (uint8_t)env->dport;
 	m[n++] = (uint8_t)(ulen >> 8);
 	m[n++] = (uint8_t)ulen;
-	m[n++] = 0xff;                              /* UDP checksum */
+	m[n++] = 0xff; /* UDP checksum */
 	m[n++] = 0xff;
 	memcpy(m + n, pkt, 12);
-	m[n + 4] = 0xff;                            /* BTH resv8a: FECN, BECN */
+	m[n + 4] = 0xff; /* BTH resv8a: FECN, BECN */
 	n += 12;
 	crc = ref_crc_update(0xedb88320u, ~0u, m, n);
 	crc = ref_crc_update(0xedb88320u, crc, pkt + 12, len - 12 - 4);
@@ -614,12 +607,11 @@ static void test_ipv4_id_solver(void)
 			len = build_packet(wire, &pkt, payload, &env);
 			guess.ipv4_id = 0;
 			guess.ipv4_df = true;
-			if (!sr_icrc_verify_ipv4_id(&guess, wire, len, &got_id, &got_df) ||
-			    got_id != id || got_df != df)
+			if (!sr_icrc_verify_ipv4_id(&guess, wire, len, &got_id, &got_df) || got_id != id ||
+			    got_df != df)
 				bad++;
 			/* A right guess takes the direct path and reports the guess. */
-			if (!sr_icrc_verify_ipv4_id(&env, wire, len, &got_id, &got_df) ||
-			    got_id != id || got_df != df)
+			if (!sr_icrc_verify_ipv4_id(&env, wire, len, &got_id, &got_df) || got_id != id || got_df != df)
 				bad_fast++;
 		}
 	}
@@ -690,9 +682,9 @@ static void test_parse_rejects(void)
 
 		rnd_fill(buf, len);
 		if (iter & 1)
-			buf[0] = (uint8_t)(rnd() % 0x66);  /* mostly known opcodes */
+			buf[0] = (uint8_t)(rnd() % 0x66); /* mostly known opcodes */
 		if (len > 1 && (iter & 2))
-			buf[1] &= 0xf0;  /* TVer 0 */
+			buf[1] &= 0xf0; /* TVer 0 */
 		g = dup_exact(buf, len);
 		if (sr_pkt_parse(&pkt, g, len) == 0) {
 			const struct sr_opcode_info *info = &sr_opcode[g[0]];
@@ -717,82 +709,277 @@ struct cap_expect {
 	uint16_t ipv4_id;
 	uint16_t sport;
 	uint32_t icrc_wire_be;
-	struct sr_pkt pkt;  /* mask, payload pointer and pad are not compared */
+	struct sr_pkt pkt; /* mask, payload pointer and pad are not compared */
 };
 
 static const struct cap_expect cap_expect[] = {
-	{ "rc_write.pcap", 1, 0x2fbe, 49593, 0x68a8915d,
-	  { .opcode = 6, .pkey = 0xffff, .dqpn = 0x15, .psn = 14115890,
-	    .reth_va = 0x0000559042461000ull, .reth_rkey = 0x6c2, .reth_len = 2500,
-	    .paylen = 1024, .hdr_len = 28 } },
-	{ "rc_write.pcap", 16, 0xa21e, 49593, 0xc1ed85e7,
-	  { .opcode = 17, .pkey = 0xffff, .dqpn = 0x15, .psn = 14115892, .aeth_syndrome = 31,
-	    .aeth_msn = 1, .paylen = 0, .hdr_len = 16 } },
-	{ "rc_read.pcap", 1, 0x8f59, 49636, 0x5d33861e,
-	  { .opcode = 12, .pkey = 0xffff, .dqpn = 0x16, .ackreq = true, .psn = 3860937,
-	    .reth_va = 0x000055bfbdd57000ull, .reth_rkey = 0x74e, .reth_len = 2500,
-	    .paylen = 0, .hdr_len = 28 } },
-	{ "rc_read.pcap", 6, 0x066c, 49636, 0x5f7ecbf6,
-	  { .opcode = 13, .pkey = 0xffff, .dqpn = 0x16, .psn = 3860937, .aeth_syndrome = 31,
-	    .aeth_msn = 1, .paylen = 1024, .hdr_len = 16 } },
-	{ "rc_read.pcap", 7, 0x066d, 49636, 0x4ee9768d,
-	  { .opcode = 14, .pkey = 0xffff, .dqpn = 0x16, .psn = 3860938, .paylen = 1024,
-	    .hdr_len = 12 } },
-	{ "rc_read.pcap", 8, 0x066e, 49636, 0x19036d65,
-	  { .opcode = 15, .pkey = 0xffff, .dqpn = 0x16, .psn = 3860939, .aeth_syndrome = 31,
-	    .aeth_msn = 1, .paylen = 452, .hdr_len = 16 } },
-	{ "rc_atomic_cs.pcap", 1, 0xdbf8, 49728, 0x30be2362,
-	  { .opcode = 19, .pkey = 0xffff, .dqpn = 0x18, .ackreq = true, .psn = 12815232,
-	    .atm_va = 0x0000561b80b7e000ull, .atm_rkey = 0x93b, .atm_swap_add = 0,
-	    .atm_compare = 0, .paylen = 0, .hdr_len = 40 } },
-	{ "rc_atomic_cs.pcap", 6, 0x7154, 49728, 0x984ae415,
-	  { .opcode = 18, .pkey = 0xffff, .dqpn = 0x18, .psn = 12815232, .aeth_syndrome = 31,
-	    .aeth_msn = 1, .atmack_orig = 0x127476cc6565daa8ull, .paylen = 0, .hdr_len = 24 } },
-	{ "rc_atomic_fa.pcap", 2, 0xb23e, 49681, 0x281be17c,
-	  { .opcode = 20, .pkey = 0xffff, .dqpn = 0x17, .ackreq = true, .psn = 16706590,
-	    .atm_va = 0x000055b5dcb1b040ull, .atm_rkey = 0x8d3, .atm_swap_add = 1,
-	    .atm_compare = 0, .paylen = 0, .hdr_len = 40 } },
-	{ "rc_atomic_fa.pcap", 7, 0x3a15, 49681, 0x5fbfcd2d,
-	  { .opcode = 18, .pkey = 0xffff, .dqpn = 0x17, .psn = 16706590, .aeth_syndrome = 31,
-	    .aeth_msn = 2, .atmack_orig = 0x7c126e63f2af28c4ull, .paylen = 0, .hdr_len = 24 } },
-	{ "ud_send.pcap", 1, 0x19d9, 59626, 0x2405aecd,
-	  { .opcode = 100, .pkey = 0xffff, .dqpn = 0x14, .psn = 15896863,
-	    .deth_qkey = 0x11111111, .deth_sqpn = 0x14, .paylen = 512, .hdr_len = 20 } },
-	{ "udaddy_sidr.pcap", 1, 0x418b, 55410, 0x0cf8686d,
-	  { .opcode = 100, .pkey = 0xffff, .dqpn = 1, .ackreq = true, .psn = 3,
-	    .deth_qkey = SR_GSI_QKEY, .deth_sqpn = 1, .paylen = 256, .hdr_len = 20 } },
-	{ "udaddy_sidr.pcap", 3, 0x418e, 64407, 0x72d2a5d8,
-	  { .opcode = 101, .pkey = 0xffff, .dqpn = 0x1a, .psn = 0, .deth_qkey = 0x01234567,
-	    .deth_sqpn = 0x1a, .paylen = 100, .hdr_len = 24 } },
-	{ "rc_send.pcap", 1, 0xd2fd, 49476, 0x207b0a44,
-	  { .opcode = 0, .pkey = 0xffff, .dqpn = 0x12, .psn = 13371030, .paylen = 1024,
-	    .hdr_len = 12 } },
-	{ "rc_send.pcap", 3, 0xd2ff, 49476, 0xaa542279,
-	  { .opcode = 2, .pkey = 0xffff, .dqpn = 0x12, .ackreq = true, .psn = 13371032,
-	    .paylen = 452, .hdr_len = 12 } },
-	{ "rc_send.pcap", 4, 0x507c, 49476, 0x3bed0e58,
-	  { .opcode = 17, .pkey = 0xffff, .dqpn = 0x12, .psn = 13371032, .aeth_syndrome = 31,
-	    .aeth_msn = 1, .paylen = 0, .hdr_len = 16 } },
-	{ "rping_cm.pcap", 4, 0x19ef, 55891, 0x3cbf795f,
-	  { .opcode = 4, .pkey = 0xffff, .dqpn = 0x19, .ackreq = true, .psn = 6673767,
-	    .paylen = 16, .hdr_len = 12 } },
-	{ "rping_cm.pcap", 6, 0x86bd, 55891, 0x99860166,
-	  { .opcode = 12, .pkey = 0xffff, .dqpn = 0x19, .ackreq = true, .psn = 11245207,
-	    .reth_va = 0x000055bb48c10370ull, .reth_rkey = 0xddc, .reth_len = 64, .paylen = 0,
+	{ "rc_write.pcap",
+	  1,
+	  0x2fbe,
+	  49593,
+	  0x68a8915d,
+	  { .opcode = 6,
+	    .pkey = 0xffff,
+	    .dqpn = 0x15,
+	    .psn = 14115890,
+	    .reth_va = 0x0000559042461000ull,
+	    .reth_rkey = 0x6c2,
+	    .reth_len = 2500,
+	    .paylen = 1024,
 	    .hdr_len = 28 } },
-	{ "rping_cm.pcap", 7, 0x19f0, 55891, 0xeed66458,
-	  { .opcode = 16, .pkey = 0xffff, .dqpn = 0x19, .psn = 11245207, .aeth_syndrome = 31,
-	    .aeth_msn = 1, .paylen = 64, .hdr_len = 16 } },
-	{ "rping_cm.pcap", 12, 0x86c0, 55891, 0x6613df2a,
-	  { .opcode = 10, .pkey = 0xffff, .dqpn = 0x19, .ackreq = true, .psn = 11245209,
-	    .reth_va = 0x000055bb48c10550ull, .reth_rkey = 0xcc5, .reth_len = 64, .paylen = 64,
+	{ "rc_write.pcap",
+	  16,
+	  0xa21e,
+	  49593,
+	  0xc1ed85e7,
+	  { .opcode = 17,
+	    .pkey = 0xffff,
+	    .dqpn = 0x15,
+	    .psn = 14115892,
+	    .aeth_syndrome = 31,
+	    .aeth_msn = 1,
+	    .paylen = 0,
+	    .hdr_len = 16 } },
+	{ "rc_read.pcap",
+	  1,
+	  0x8f59,
+	  49636,
+	  0x5d33861e,
+	  { .opcode = 12,
+	    .pkey = 0xffff,
+	    .dqpn = 0x16,
+	    .ackreq = true,
+	    .psn = 3860937,
+	    .reth_va = 0x000055bfbdd57000ull,
+	    .reth_rkey = 0x74e,
+	    .reth_len = 2500,
+	    .paylen = 0,
 	    .hdr_len = 28 } },
-	{ "uc_send.pcap", 3, 0xee5c, 49513, 0x3057b72d,
-	  { .opcode = 34, .pkey = 0xffff, .dqpn = 0x13, .psn = 3212037, .paylen = 452,
-	    .hdr_len = 12 } },
-	{ "ucmatose_cm.pcap", 11, 0x5a76, 51206, 0x064b9ec1,
-	  { .opcode = 17, .pkey = 0xffff, .dqpn = 0x1b, .psn = 6434069, .aeth_syndrome = 31,
-	    .aeth_msn = 1, .paylen = 0, .hdr_len = 16 } },
+	{ "rc_read.pcap",
+	  6,
+	  0x066c,
+	  49636,
+	  0x5f7ecbf6,
+	  { .opcode = 13,
+	    .pkey = 0xffff,
+	    .dqpn = 0x16,
+	    .psn = 3860937,
+	    .aeth_syndrome = 31,
+	    .aeth_msn = 1,
+	    .paylen = 1024,
+	    .hdr_len = 16 } },
+	{ "rc_read.pcap",
+	  7,
+	  0x066d,
+	  49636,
+	  0x4ee9768d,
+	  { .opcode = 14, .pkey = 0xffff, .dqpn = 0x16, .psn = 3860938, .paylen = 1024, .hdr_len = 12 } },
+	{ "rc_read.pcap",
+	  8,
+	  0x066e,
+	  49636,
+	  0x19036d65,
+	  { .opcode = 15,
+	    .pkey = 0xffff,
+	    .dqpn = 0x16,
+	    .psn = 3860939,
+	    .aeth_syndrome = 31,
+	    .aeth_msn = 1,
+	    .paylen = 452,
+	    .hdr_len = 16 } },
+	{ "rc_atomic_cs.pcap",
+	  1,
+	  0xdbf8,
+	  49728,
+	  0x30be2362,
+	  { .opcode = 19,
+	    .pkey = 0xffff,
+	    .dqpn = 0x18,
+	    .ackreq = true,
+	    .psn = 12815232,
+	    .atm_va = 0x0000561b80b7e000ull,
+	    .atm_rkey = 0x93b,
+	    .atm_swap_add = 0,
+	    .atm_compare = 0,
+	    .paylen = 0,
+	    .hdr_len = 40 } },
+	{ "rc_atomic_cs.pcap",
+	  6,
+	  0x7154,
+	  49728,
+	  0x984ae415,
+	  { .opcode = 18,
+	    .pkey = 0xffff,
+	    .dqpn = 0x18,
+	    .psn = 12815232,
+	    .aeth_syndrome = 31,
+	    .aeth_msn = 1,
+	    .atmack_orig = 0x127476cc6565daa8ull,
+	    .paylen = 0,
+	    .hdr_len = 24 } },
+	{ "rc_atomic_fa.pcap",
+	  2,
+	  0xb23e,
+	  49681,
+	  0x281be17c,
+	  { .opcode = 20,
+	    .pkey = 0xffff,
+	    .dqpn = 0x17,
+	    .ackreq = true,
+	    .psn = 16706590,
+	    .atm_va = 0x000055b5dcb1b040ull,
+	    .atm_rkey = 0x8d3,
+	    .atm_swap_add = 1,
+	    .atm_compare = 0,
+	    .paylen = 0,
+	    .hdr_len = 40 } },
+	{ "rc_atomic_fa.pcap",
+	  7,
+	  0x3a15,
+	  49681,
+	  0x5fbfcd2d,
+	  { .opcode = 18,
+	    .pkey = 0xffff,
+	    .dqpn = 0x17,
+	    .psn = 16706590,
+	    .aeth_syndrome = 31,
+	    .aeth_msn = 2,
+	    .atmack_orig = 0x7c126e63f2af28c4ull,
+	    .paylen = 0,
+	    .hdr_len = 24 } },
+	{ "ud_send.pcap",
+	  1,
+	  0x19d9,
+	  59626,
+	  0x2405aecd,
+	  { .opcode = 100,
+	    .pkey = 0xffff,
+	    .dqpn = 0x14,
+	    .psn = 15896863,
+	    .deth_qkey = 0x11111111,
+	    .deth_sqpn = 0x14,
+	    .paylen = 512,
+	    .hdr_len = 20 } },
+	{ "udaddy_sidr.pcap",
+	  1,
+	  0x418b,
+	  55410,
+	  0x0cf8686d,
+	  { .opcode = 100,
+	    .pkey = 0xffff,
+	    .dqpn = 1,
+	    .ackreq = true,
+	    .psn = 3,
+	    .deth_qkey = SR_GSI_QKEY,
+	    .deth_sqpn = 1,
+	    .paylen = 256,
+	    .hdr_len = 20 } },
+	{ "udaddy_sidr.pcap",
+	  3,
+	  0x418e,
+	  64407,
+	  0x72d2a5d8,
+	  { .opcode = 101,
+	    .pkey = 0xffff,
+	    .dqpn = 0x1a,
+	    .psn = 0,
+	    .deth_qkey = 0x01234567,
+	    .deth_sqpn = 0x1a,
+	    .paylen = 100,
+	    .hdr_len = 24 } },
+	{ "rc_send.pcap",
+	  1,
+	  0xd2fd,
+	  49476,
+	  0x207b0a44,
+	  { .opcode = 0, .pkey = 0xffff, .dqpn = 0x12, .psn = 13371030, .paylen = 1024, .hdr_len = 12 } },
+	{ "rc_send.pcap",
+	  3,
+	  0xd2ff,
+	  49476,
+	  0xaa542279,
+	  { .opcode = 2, .pkey = 0xffff, .dqpn = 0x12, .ackreq = true, .psn = 13371032, .paylen = 452, .hdr_len = 12 } },
+	{ "rc_send.pcap",
+	  4,
+	  0x507c,
+	  49476,
+	  0x3bed0e58,
+	  { .opcode = 17,
+	    .pkey = 0xffff,
+	    .dqpn = 0x12,
+	    .psn = 13371032,
+	    .aeth_syndrome = 31,
+	    .aeth_msn = 1,
+	    .paylen = 0,
+	    .hdr_len = 16 } },
+	{ "rping_cm.pcap",
+	  4,
+	  0x19ef,
+	  55891,
+	  0x3cbf795f,
+	  { .opcode = 4, .pkey = 0xffff, .dqpn = 0x19, .ackreq = true, .psn = 6673767, .paylen = 16, .hdr_len = 12 } },
+	{ "rping_cm.pcap",
+	  6,
+	  0x86bd,
+	  55891,
+	  0x99860166,
+	  { .opcode = 12,
+	    .pkey = 0xffff,
+	    .dqpn = 0x19,
+	    .ackreq = true,
+	    .psn = 11245207,
+	    .reth_va = 0x000055bb48c10370ull,
+	    .reth_rkey = 0xddc,
+	    .reth_len = 64,
+	    .paylen = 0,
+	    .hdr_len = 28 } },
+	{ "rping_cm.pcap",
+	  7,
+	  0x19f0,
+	  55891,
+	  0xeed66458,
+	  { .opcode = 16,
+	    .pkey = 0xffff,
+	    .dqpn = 0x19,
+	    .psn = 11245207,
+	    .aeth_syndrome = 31,
+	    .aeth_msn = 1,
+	    .paylen = 64,
+	    .hdr_len = 16 } },
+	{ "rping_cm.pcap",
+	  12,
+	  0x86c0,
+	  55891,
+	  0x6613df2a,
+	  { .opcode = 10,
+	    .pkey = 0xffff,
+	    .dqpn = 0x19,
+	    .ackreq = true,
+	    .psn = 11245209,
+	    .reth_va = 0x000055bb48c10550ull,
+	    .reth_rkey = 0xcc5,
+	    .reth_len = 64,
+	    .paylen = 64,
+	    .hdr_len = 28 } },
+	{ "uc_send.pcap",
+	  3,
+	  0xee5c,
+	  49513,
+	  0x3057b72d,
+	  { .opcode = 34, .pkey = 0xffff, .dqpn = 0x13, .psn = 3212037, .paylen = 452, .hdr_len = 12 } },
+	{ "ucmatose_cm.pcap",
+	  11,
+	  0x5a76,
+	  51206,
+	  0x064b9ec1,
+	  { .opcode = 17,
+	    .pkey = 0xffff,
+	    .dqpn = 0x1b,
+	    .psn = 6434069,
+	    .aeth_syndrome = 31,
+	    .aeth_msn = 1,
+	    .paylen = 0,
+	    .hdr_len = 16 } },
 };
 
 #define N_CAP_EXPECT (sizeof(cap_expect) / sizeof(cap_expect[0]))
@@ -826,13 +1013,12 @@ struct cap_stats {
 
 /* Flip one bit of the packet (or of the ICRC) and ask the verifier; the
  * expected answer is known for every position. */
-static unsigned flip_check(const struct sr_icrc_env *guess, uint8_t *pkt, size_t len,
-			   size_t byte, unsigned bit, uint16_t real_id, bool real_df,
-			   const char *file, unsigned frame)
+static unsigned flip_check(const struct sr_icrc_env *guess, uint8_t *pkt, size_t len, size_t byte, unsigned bit,
+			   uint16_t real_id, bool real_df, const char *file, unsigned frame)
 {
 	uint16_t id;
 	bool df, ok;
-	bool variant = byte == 4;  /* BTH resv8a: FECN/BECN, masked out */
+	bool variant = byte == 4; /* BTH resv8a: FECN/BECN, masked out */
 	bool blind = byte < len - SR_ICRC_BYTES && is_blind_spot(byte, bit);
 	unsigned bad = 0;
 
@@ -849,14 +1035,13 @@ static unsigned flip_check(const struct sr_icrc_env *guess, uint8_t *pkt, size_t
 		bad++;
 	}
 	if (bad)
-		fprintf(stderr, "  %s frame %u: flip byte %zu bit %u: verify %d (id %#x df %d)\n",
-			file, frame, byte, bit, ok, ok ? id : 0, ok ? df : 0);
+		fprintf(stderr, "  %s frame %u: flip byte %zu bit %u: verify %d (id %#x df %d)\n", file, frame, byte,
+			bit, ok, ok ? id : 0, ok ? df : 0);
 	pkt[byte] ^= (uint8_t)(1u << bit);
 	return bad;
 }
 
-static void check_capture_packet(const char *file, const struct pcap_udp *u,
-				 struct cap_stats *st, bool exhaustive)
+static void check_capture_packet(const char *file, const struct pcap_udp *u, struct cap_stats *st, bool exhaustive)
 {
 	struct sr_icrc_env env, guess;
 	struct sr_pkt pkt;
@@ -881,16 +1066,15 @@ static void check_capture_packet(const char *file, const struct pcap_udp *u,
 	CHECK(pkt.tver == 0 && pkt.pkey == SR_DEFAULT_PKEY, "%s frame %u", file, u->frame);
 	CHECK(pkt.mask == sr_opcode[pkt.opcode].mask, "%s frame %u", file, u->frame);
 	CHECK(pkt.hdr_len == sr_opcode[pkt.opcode].hdr_len && pkt.payload == p + pkt.hdr_len &&
-	      pkt.hdr_len + pkt.paylen + pkt.pad + SR_ICRC_BYTES == len,
+		      pkt.hdr_len + pkt.paylen + pkt.pad + SR_ICRC_BYTES == len,
 	      "%s frame %u: lengths", file, u->frame);
-	CHECK(pkt.pad == (uint8_t)(-pkt.paylen & 3), "%s frame %u: pad %u for %u bytes", file,
-	      u->frame, pkt.pad, pkt.paylen);
+	CHECK(pkt.pad == (uint8_t)(-pkt.paylen & 3), "%s frame %u: pad %u for %u bytes", file, u->frame, pkt.pad,
+	      pkt.paylen);
 
 	/* Headers rebuilt from the parsed fields must be the kernel's bytes. */
 	memset(hdr, 0xa5, sizeof(hdr));
 	hl = sr_pkt_build_hdr(hdr, &pkt);
-	CHECK(hl == pkt.hdr_len && memcmp(hdr, p, hl) == 0, "%s frame %u: rebuilt header differs",
-	      file, u->frame);
+	CHECK(hl == pkt.hdr_len && memcmp(hdr, p, hl) == 0, "%s frame %u: rebuilt header differs", file, u->frame);
 
 	/* The spot checks read off tshark. */
 	for (size_t i = 0; i < N_CAP_EXPECT; i++) {
@@ -909,12 +1093,11 @@ static void check_capture_packet(const char *file, const struct pcap_udp *u,
 
 			memcpy(&want.imm_data, imm, 4);
 		}
-		CHECK(same_fields(&pkt, &want), "%s frame %u: fields differ from tshark's", file,
-		      u->frame);
+		CHECK(same_fields(&pkt, &want), "%s frame %u: fields differ from tshark's", file, u->frame);
 		CHECK(u->ipv4_id == e->ipv4_id && u->sport == e->sport && u->dport == ROCE_PORT,
 		      "%s frame %u: envelope", file, u->frame);
-		CHECK(((uint32_t)p[len - 4] << 24 | (uint32_t)p[len - 3] << 16 |
-		       (uint32_t)p[len - 2] << 8 | p[len - 1]) == e->icrc_wire_be,
+		CHECK(((uint32_t)p[len - 4] << 24 | (uint32_t)p[len - 3] << 16 | (uint32_t)p[len - 2] << 8 |
+		       p[len - 1]) == e->icrc_wire_be,
 		      "%s frame %u: ICRC bytes", file, u->frame);
 		CHECK(sr_icrc_load(p + len - 4) == __builtin_bswap32(e->icrc_wire_be),
 		      "%s frame %u: ICRC is stored little-endian", file, u->frame);
@@ -929,12 +1112,13 @@ static void check_capture_packet(const char *file, const struct pcap_udp *u,
 	env.ipv4_id = u->ipv4_id;
 	env.ipv4_df = u->ipv4_df;
 	icrc = sr_icrc_compute(&env, p, len);
-	CHECK(icrc == sr_icrc_load(p + len - 4), "%s frame %u: ICRC %08x, packet has %08x", file,
-	      u->frame, icrc, sr_icrc_load(p + len - 4));
+	CHECK(icrc == sr_icrc_load(p + len - 4), "%s frame %u: ICRC %08x, packet has %08x", file, u->frame, icrc,
+	      sr_icrc_load(p + len - 4));
 	CHECK(sr_icrc_verify(&env, p, len), "%s frame %u: verify with the real ID", file, u->frame);
 	{
 		struct iovec iov[3] = {
-			{ p, 5 }, { p + 5, pkt.hdr_len - 5 },
+			{ p, 5 },
+			{ p + 5, pkt.hdr_len - 5 },
 			{ p + pkt.hdr_len, len - pkt.hdr_len - SR_ICRC_BYTES },
 		};
 
@@ -949,15 +1133,13 @@ static void check_capture_packet(const char *file, const struct pcap_udp *u,
 	id = 0;
 	df = false;
 	CHECK(u->ipv4_id != 0, "%s frame %u: rxe ID is 0, solver not exercised", file, u->frame);
-	CHECK(sr_icrc_verify(&guess, p, len), "%s frame %u: verify with ID guess 0", file,
-	      u->frame);
-	CHECK(sr_icrc_verify_ipv4_id(&guess, p, len, &id, &df) && id == u->ipv4_id &&
-	      df == u->ipv4_df, "%s frame %u: solved ID %#x DF %d, real %#x DF %d", file,
-	      u->frame, id, df, u->ipv4_id, u->ipv4_df);
+	CHECK(sr_icrc_verify(&guess, p, len), "%s frame %u: verify with ID guess 0", file, u->frame);
+	CHECK(sr_icrc_verify_ipv4_id(&guess, p, len, &id, &df) && id == u->ipv4_id && df == u->ipv4_df,
+	      "%s frame %u: solved ID %#x DF %d, real %#x DF %d", file, u->frame, id, df, u->ipv4_id, u->ipv4_df);
 	guess.ipv4_df = false;
 	guess.ipv4_id = (uint16_t)rnd();
-	CHECK(sr_icrc_verify_ipv4_id(&guess, p, len, &id, &df) && id == u->ipv4_id &&
-	      df == u->ipv4_df, "%s frame %u: from a wrong DF guess", file, u->frame);
+	CHECK(sr_icrc_verify_ipv4_id(&guess, p, len, &id, &df) && id == u->ipv4_id && df == u->ipv4_df,
+	      "%s frame %u: from a wrong DF guess", file, u->frame);
 	guess.ipv4_id = 0;
 	guess.ipv4_df = true;
 
@@ -974,13 +1156,11 @@ static void check_capture_packet(const char *file, const struct pcap_udp *u,
 			for (unsigned bit = 0; bit < 8; bit++) {
 				if (!all && (byte * 8 + bit) % 29 != 0 && !is_blind_spot(byte, bit))
 					continue;
-				bad += flip_check(&guess, p, len, byte, bit, u->ipv4_id, u->ipv4_df,
-						  file, u->frame);
+				bad += flip_check(&guess, p, len, byte, bit, u->ipv4_id, u->ipv4_df, file, u->frame);
 				tried++;
 			}
 		}
-		CHECK(bad == 0, "%s frame %u: %u of %u single-bit flips misjudged", file, u->frame,
-		      bad, tried);
+		CHECK(bad == 0, "%s frame %u: %u of %u single-bit flips misjudged", file, u->frame, bad, tried);
 	}
 
 	/* Errors in the envelope: addresses and ports. */
@@ -1055,8 +1235,8 @@ static void test_captures(void)
 	while ((de = readdir(d)) && n < 64) {
 		size_t l = strlen(de->d_name);
 
-		if (l > 5 && (!strcmp(de->d_name + l - 5, ".pcap") ||
-			      (l > 7 && !strcmp(de->d_name + l - 7, ".pcapng"))))
+		if (l > 5 &&
+		    (!strcmp(de->d_name + l - 5, ".pcap") || (l > 7 && !strcmp(de->d_name + l - 7, ".pcapng"))))
 			names[n++] = strdup(de->d_name);
 	}
 	closedir(d);
@@ -1095,8 +1275,7 @@ static void test_captures(void)
 		}
 		CHECK(rc == 0, "%s: %s", names[i], f.error);
 		/* Every frame in these files is RoCE: nothing may be skipped. */
-		CHECK(roce == f.frame && roce > 0, "%s: %u RoCE packets of %u frames", names[i], roce,
-		      f.frame);
+		CHECK(roce == f.frame && roce > 0, "%s: %u RoCE packets of %u frames", names[i], roce, f.frame);
 		pcap_close(&f);
 		free(names[i]);
 	}
@@ -1104,16 +1283,15 @@ static void test_captures(void)
 	CHECK(st.files == 10, "%u capture files", st.files);
 	CHECK(st.packets == 200, "%u RoCE packets in the captures", st.packets);
 	for (size_t i = 0; i < N_CAP_EXPECT; i++)
-		CHECK(st.expect_hit[i] == 1, "expected packet %s frame %u seen %u times",
-		      cap_expect[i].file, cap_expect[i].frame, st.expect_hit[i]);
+		CHECK(st.expect_hit[i] == 1, "expected packet %s frame %u seen %u times", cap_expect[i].file,
+		      cap_expect[i].frame, st.expect_hit[i]);
 	{
 		/* Opcodes the captures are documented to hold. */
-		static const uint8_t want_ops[] = { 0, 1, 2, 4, 6, 7, 8, 10, 12, 13, 14, 15, 16, 17,
-						    18, 19, 20, 32, 33, 34, 100, 101 };
+		static const uint8_t want_ops[] = { 0,	1,  2,	4,  6,	7,  8,	10, 12, 13,  14,
+						    15, 16, 17, 18, 19, 20, 32, 33, 34, 100, 101 };
 
 		for (size_t i = 0; i < sizeof(want_ops); i++)
-			CHECK(st.seen_op[want_ops[i]] > 0, "no %s in the captures",
-			      sr_opcode[want_ops[i]].name);
+			CHECK(st.seen_op[want_ops[i]] > 0, "no %s in the captures", sr_opcode[want_ops[i]].name);
 	}
 }
 
@@ -1146,8 +1324,7 @@ static void test_blind_spots(void)
 			checked++;
 		}
 	}
-	CHECK(bad == 0, "%u of %u single-bit flips in a 2 KB packet disagree with the table", bad,
-	      checked);
+	CHECK(bad == 0, "%u of %u single-bit flips in a 2 KB packet disagree with the table", bad, checked);
 }
 
 int main(void)

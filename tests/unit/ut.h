@@ -30,11 +30,11 @@ static inline void check_fail(const char *file, int line, const char *expr, cons
 
 /* CHECK(cond) or CHECK(cond, "context %d", x): counts one check; prints on
  * failure. */
-#define CHECK(cond, ...)                                                   \
-	do {                                                                \
-		if (cond)                                                   \
-			n_pass++;                                           \
-		else                                                        \
+#define CHECK(cond, ...)                                                       \
+	do {                                                                   \
+		if (cond)                                                      \
+			n_pass++;                                              \
+		else                                                           \
 			check_fail(__FILE__, __LINE__, #cond, "" __VA_ARGS__); \
 	} while (0)
 

@@ -21,17 +21,20 @@
 #define CW_PAIRS_MAX 4
 #define CW_MSG 64
 
-enum cw_mode { CW_GET_EVENT, CW_POLL_FD };
+enum cw_mode {
+	CW_GET_EVENT,
+	CW_POLL_FD
+};
 
 struct cw_run;
 
 /* One QP pair: side 0 pings, side 1 answers. */
 struct cw_pair {
-	struct vt_pair p;         /* first: its CQs' cq_context is &p (vt_make_cq) */
+	struct vt_pair p; /* first: its CQs' cq_context is &p (vt_make_cq) */
 	struct cw_run *run;
-	struct vt_buf buf;        /* [0]: side 0's send, [1]: side 1's send, [2], [3]: receives */
-	atomic_int rounds;        /* replies side 0 has received */
-	atomic_bool armed[4];     /* scq[0], rcq[0], scq[1], rcq[1]: armed by us, no event since */
+	struct vt_buf buf;    /* [0]: side 0's send, [1]: side 1's send, [2], [3]: receives */
+	atomic_int rounds;    /* replies side 0 has received */
+	atomic_bool armed[4]; /* scq[0], rcq[0], scq[1], rcq[1]: armed by us, no event since */
 };
 
 struct cw_run {
@@ -40,9 +43,9 @@ struct cw_run {
 	int npairs, nrounds;
 	struct cw_pair pair[CW_PAIRS_MAX];
 	atomic_bool done;
-	atomic_int events;        /* events taken */
+	atomic_int events; /* events taken */
 	atomic_int acked;
-	char err[256];            /* the first worker's error */
+	char err[256]; /* the first worker's error */
 	pthread_mutex_t err_lock;
 };
 
@@ -440,8 +443,8 @@ static void cw_restart(void)
 	int rc = ibv_get_cq_event(ch, &cq, &ctx), e = errno;
 	pthread_join(t, NULL);
 	sigaction(SIGUSR2, &old, NULL);
-	if (CHECK(rc == 0 && cq == p.rcq[1], "the wait goes on past the signal and returns the SEND's event\t(%d, errno %d)",
-		  rc, e))
+	if (CHECK(rc == 0 && cq == p.rcq[1],
+		  "the wait goes on past the signal and returns the SEND's event\t(%d, errno %d)", rc, e))
 		ibv_ack_cq_events(cq, 1);
 	EXPECT_WC(p.rcq[1], 7, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "  ...its completion");
 	vt_buf_free(&b);

@@ -90,7 +90,8 @@ int main(void)
 	errno = netns_err;
 	if (!netns)
 		NOTE("no network namespace of its own (%s): another softrdmad on UDP 4791 here would take the "
-		     "connection's first packets", strerror(errno));
+		     "connection's first packets",
+		     strerror(errno));
 	snprintf(sock, sizeof(sock), "sr-t-death-%d", (int)getpid());
 	setenv("SOFTRDMA_DAEMON_SOCK", sock, 1);
 	if (!vt_open(&d))
@@ -138,7 +139,9 @@ int main(void)
 	int prc = ibv_query_port(d.ctx, 1, &pa);
 	CHECK(prc == 0 && pa.state == IBV_PORT_DOWN, "the port reads DOWN (%s)", ibv_port_state_str(pa.state));
 	struct ibv_qp_init_attr ia = {
-		.send_cq = p.scq[0], .recv_cq = p.rcq[0], .qp_type = IBV_QPT_RC,
+		.send_cq = p.scq[0],
+		.recv_cq = p.rcq[0],
+		.qp_type = IBV_QPT_RC,
 		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
 	};
 	errno = 0;

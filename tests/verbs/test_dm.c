@@ -119,7 +119,9 @@ static void close_with_dm(void)
 
 static void copies(void)
 {
-	enum { LEN = 4096 };
+	enum {
+		LEN = 4096
+	};
 	struct ibv_dm *dm = alloc_dm(D.ctx, LEN, 3, 0);
 	uint8_t in[LEN], out[LEN], zero[LEN];
 
@@ -164,8 +166,8 @@ static void copies(void)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		CHECK_RC(ibv_memcpy_to_dm(dm, bad[i].off, junk, bad[i].len), bad[i].err, "ibv_memcpy_to_dm with %s",
 			 bad[i].what);
-		CHECK_RC(ibv_memcpy_from_dm(junk, dm, bad[i].off, bad[i].len), bad[i].err,
-			 "ibv_memcpy_from_dm with %s", bad[i].what);
+		CHECK_RC(ibv_memcpy_from_dm(junk, dm, bad[i].off, bad[i].len), bad[i].err, "ibv_memcpy_from_dm with %s",
+			 bad[i].what);
 	}
 	CHECK_RC(ibv_memcpy_from_dm(out, dm, 0, LEN), 0, "read the whole DM");
 	CHECK(!memcmp(out, in, LEN), "the refused copies changed nothing");
@@ -174,7 +176,9 @@ static void copies(void)
 
 static void registration(void)
 {
-	enum { LEN = 1024 };
+	enum {
+		LEN = 1024
+	};
 	unsigned rw = IBV_ACCESS_ZERO_BASED | IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 	struct ibv_dm *dm = alloc_dm(D.ctx, LEN, 0, 0);
 	struct ibv_mr *mr;
@@ -233,7 +237,10 @@ static void registration(void)
 /* A peer's RDMA on a DM MR, and SENDs in and out of device memory. */
 static void traffic(void)
 {
-	enum { LEN = 4096, N = 16 };
+	enum {
+		LEN = 4096,
+		N = 16
+	};
 	unsigned acc = IBV_ACCESS_ZERO_BASED | IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 		       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 	struct vt_qp_cfg c;
@@ -253,11 +260,12 @@ static void traffic(void)
 	vt_fill(b.p, LEN, 21);
 	memcpy(want, b.p, LEN);
 	for (int i = 0; i < N; i++)
-		vt_post_send(p.qp[0], i, IBV_WR_RDMA_WRITE, b.p + i * (LEN / N), LEN / N, b.mr->lkey,
-			     IBV_SEND_SIGNALED, (uint64_t)i * (LEN / N), mr->rkey, 0);
+		vt_post_send(p.qp[0], i, IBV_WR_RDMA_WRITE, b.p + i * (LEN / N), LEN / N, b.mr->lkey, IBV_SEND_SIGNALED,
+			     (uint64_t)i * (LEN / N), mr->rkey, 0);
 	bool ok = true;
 	for (int i = 0; i < N; i++)
-		ok &= EXPECT_WC(p.scq[0], (uint64_t)i, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL, "WRITE %d into the DM", i);
+		ok &= EXPECT_WC(p.scq[0], (uint64_t)i, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL, "WRITE %d into the DM",
+				i);
 	CHECK_RC(ibv_memcpy_from_dm(got, dm, 0, LEN), 0, "ibv_memcpy_from_dm");
 	CHECK(ok && !memcmp(got, want, LEN), "the WRITEs' bytes are in the device memory");
 	/* READ from device memory back into host memory */
@@ -269,13 +277,15 @@ static void traffic(void)
 	/* atomics on a word of device memory */
 	uint64_t v = 5;
 	CHECK_RC(ibv_memcpy_to_dm(dm, 64, &v, 8), 0, "5 into device memory at 64");
-	vt_post_atomic(p.qp[0], 200, IBV_WR_ATOMIC_FETCH_AND_ADD, b.p, b.mr->lkey, IBV_SEND_SIGNALED, 64, mr->rkey, 7, 0);
+	vt_post_atomic(p.qp[0], 200, IBV_WR_ATOMIC_FETCH_AND_ADD, b.p, b.mr->lkey, IBV_SEND_SIGNALED, 64, mr->rkey, 7,
+		       0);
 	EXPECT_WC(p.scq[0], 200, IBV_WC_SUCCESS, IBV_WC_FETCH_ADD, NULL, "FETCH_AND_ADD 7 on it");
 	uint64_t orig;
 	memcpy(&orig, b.p, 8);
 	CHECK_RC(ibv_memcpy_from_dm(&v, dm, 64, 8), 0, "read it back");
 	CHECK(orig == 5 && v == 12, "the atomic saw 5 and left 12\t(saw %" PRIu64 ", left %" PRIu64 ")", orig, v);
-	vt_post_atomic(p.qp[0], 201, IBV_WR_ATOMIC_CMP_AND_SWP, b.p, b.mr->lkey, IBV_SEND_SIGNALED, 64, mr->rkey, 12, 99);
+	vt_post_atomic(p.qp[0], 201, IBV_WR_ATOMIC_CMP_AND_SWP, b.p, b.mr->lkey, IBV_SEND_SIGNALED, 64, mr->rkey, 12,
+		       99);
 	EXPECT_WC(p.scq[0], 201, IBV_WC_SUCCESS, IBV_WC_COMP_SWAP, NULL, "CMP_AND_SWP 12 -> 99");
 	ibv_memcpy_from_dm(&v, dm, 64, 8);
 	CHECK(v == 99, "and it swapped\t(got %" PRIu64 ")", v);
@@ -303,8 +313,12 @@ static void traffic(void)
 	CHECK(!memcmp(got, b.p, 512), "its bytes are in the device memory");
 	{
 		struct ibv_sge sge = { .addr = 1024, .length = 512, .lkey = mr->lkey };
-		struct ibv_send_wr wr = { .wr_id = 4, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
-					  .send_flags = IBV_SEND_SIGNALED }, *bad;
+		struct ibv_send_wr wr = { .wr_id = 4,
+					  .sg_list = &sge,
+					  .num_sge = 1,
+					  .opcode = IBV_WR_SEND,
+					  .send_flags = IBV_SEND_SIGNALED },
+				   *bad;
 		memset(b.p + 2048, 0, 512);
 		vt_post_recv(p.qp[0], 5, b.p + 2048, 512, b.mr->lkey);
 		CHECK_RC(ibv_post_send(p.qp[1], &wr, &bad), 0, "a SEND from device memory");

@@ -15,7 +15,11 @@ static struct vt_dev D;
 /* ---- a recording allocator ---- */
 
 #define MAX_BUFS 64
-enum alloc_mode { GIVE, USE_DEFAULT, REFUSE };
+enum alloc_mode {
+	GIVE,
+	USE_DEFAULT,
+	REFUSE
+};
 struct pool {
 	enum alloc_mode mode;
 	struct {
@@ -154,8 +158,10 @@ static void parent_errors(void)
 	if (c2)
 		ibv_close_device(c2);
 	/* a CQ's parent_domain must be one */
-	struct ibv_cq_init_attr_ex ca = { .cqe = 4, .wc_flags = IBV_WC_STANDARD_FLAGS,
-					  .comp_mask = IBV_CQ_INIT_ATTR_MASK_PD, .parent_domain = D.pd };
+	struct ibv_cq_init_attr_ex ca = { .cqe = 4,
+					  .wc_flags = IBV_WC_STANDARD_FLAGS,
+					  .comp_mask = IBV_CQ_INIT_ATTR_MASK_PD,
+					  .parent_domain = D.pd };
 	errno = 0;
 	struct ibv_cq_ex *cq = ibv_create_cq_ex(D.ctx, &ca);
 	CHECK_PTR_ERR(cq, errno, EINVAL, "ibv_create_cq_ex with IBV_CQ_INIT_ATTR_MASK_PD naming a plain PD");
@@ -195,8 +201,10 @@ static void rings_from_allocator(void)
 	if (!CHECK(pdom, "a parent domain with allocators\t(errno %d)", errno))
 		return;
 
-	struct ibv_cq_init_attr_ex ca = { .cqe = 64, .wc_flags = IBV_WC_STANDARD_FLAGS,
-					  .comp_mask = IBV_CQ_INIT_ATTR_MASK_PD, .parent_domain = pdom };
+	struct ibv_cq_init_attr_ex ca = { .cqe = 64,
+					  .wc_flags = IBV_WC_STANDARD_FLAGS,
+					  .comp_mask = IBV_CQ_INIT_ATTR_MASK_PD,
+					  .parent_domain = pdom };
 	struct ibv_cq_ex *cqx = ibv_create_cq_ex(D.ctx, &ca);
 	if (!CHECK(cqx, "an extended CQ on the parent domain\t(errno %d)", errno))
 		goto out;
@@ -220,9 +228,12 @@ static void rings_from_allocator(void)
 		CHECK(P.n == 4 && !P.b[2].live && P.b[3].live, "a new ring from the allocator, the old one freed");
 	}
 
-	struct ibv_qp_init_attr qa = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-				       .cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1,
-						.max_recv_sge = 1 } };
+	struct ibv_qp_init_attr qa = {
+		.send_cq = cq,
+		.recv_cq = cq,
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1 }
+	};
 	int before = P.n;
 	struct ibv_qp *qp = ibv_create_qp(pdom, &qa);
 	if (CHECK(qp, "an RC QP on the parent domain\t(errno %d)", errno)) {
@@ -240,8 +251,10 @@ static void rings_from_allocator(void)
 	if (srq)
 		CHECK_RC(ibv_destroy_srq(srq), 0, "ibv_destroy_srq");
 	CHECK_RC(ibv_destroy_cq(cq), 0, "ibv_destroy_cq");
-	CHECK(pool_live(&P) == 0 && P.bad_frees == 0, "every ring given back once, with its own type\t(%d live, %d "
-		      "frees of what the allocator did not give)", pool_live(&P), P.bad_frees);
+	CHECK(pool_live(&P) == 0 && P.bad_frees == 0,
+	      "every ring given back once, with its own type\t(%d live, %d "
+	      "frees of what the allocator did not give)",
+	      pool_live(&P), P.bad_frees);
 	for (int i = 0; i < P.n; i++)
 		if (P.b[i].live)
 			free(P.b[i].p);
@@ -261,9 +274,12 @@ static void allocator_answers(void)
 	if (!CHECK(pdom, "a parent domain with allocators"))
 		return;
 	struct ibv_cq *cq = ibv_create_cq(D.ctx, 16, NULL, NULL, 0);
-	struct ibv_qp_init_attr qa = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-				       .cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1,
-						.max_recv_sge = 1 } };
+	struct ibv_qp_init_attr qa = {
+		.send_cq = cq,
+		.recv_cq = cq,
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1 }
+	};
 	struct ibv_qp *qp = ibv_create_qp(pdom, &qa);
 	CHECK(qp && P.allocs == 2, "an allocator answering IBV_ALLOCATOR_USE_DEFAULT: the QP is made\t(allocs %d)",
 	      P.allocs);
@@ -283,7 +299,10 @@ static void allocator_answers(void)
  * UD traffic, the MRs on the parent domains or their PD alike. */
 static void traffic(enum ibv_qp_type type)
 {
-	enum { N = 20, LEN = 256 };
+	enum {
+		N = 20,
+		LEN = 256
+	};
 	struct pool P[2];
 	struct ibv_pd *pdom[2] = { NULL, NULL };
 	struct ibv_cq_ex *cqx[2] = { NULL, NULL };
@@ -300,8 +319,10 @@ static void traffic(enum ibv_qp_type type)
 	memset(P, 0, sizeof(P));
 	for (int i = 0; i < 2; i++) {
 		pdom[i] = parent(D.pd, NULL, &P[i]);
-		struct ibv_cq_init_attr_ex ca = { .cqe = 4 * N, .wc_flags = IBV_WC_STANDARD_FLAGS,
-						  .comp_mask = IBV_CQ_INIT_ATTR_MASK_PD, .parent_domain = pdom[i] };
+		struct ibv_cq_init_attr_ex ca = { .cqe = 4 * N,
+						  .wc_flags = IBV_WC_STANDARD_FLAGS,
+						  .comp_mask = IBV_CQ_INIT_ATTR_MASK_PD,
+						  .parent_domain = pdom[i] };
 		cqx[i] = pdom[i] ? ibv_create_cq_ex(D.ctx, &ca) : NULL;
 		if (rc && cqx[i]) {
 			struct ibv_srq_init_attr sa = { .attr = { .max_wr = 2 * N, .max_sge = 1 } };
@@ -311,24 +332,31 @@ static void traffic(enum ibv_qp_type type)
 			buf[i] = NULL;
 		/* side 0's MR on its parent domain, side 1's on the plain PD */
 		mr[i] = buf[i] ? ibv_reg_mr(i ? D.pd : pdom[i], buf[i], 2 * LEN * N + 4096,
-					    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)
-			       : NULL;
-		struct ibv_qp_init_attr qa = { .send_cq = ibv_cq_ex_to_cq(cqx[i]), .recv_cq = ibv_cq_ex_to_cq(cqx[i]),
-					       .srq = srq[i], .qp_type = type,
-					       .cap = { .max_send_wr = 2 * N, .max_recv_wr = rc ? 0 : 2 * N,
-							.max_send_sge = 1, .max_recv_sge = rc ? 0 : 1 } };
+					    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) :
+				 NULL;
+		struct ibv_qp_init_attr qa = { .send_cq = ibv_cq_ex_to_cq(cqx[i]),
+					       .recv_cq = ibv_cq_ex_to_cq(cqx[i]),
+					       .srq = srq[i],
+					       .qp_type = type,
+					       .cap = { .max_send_wr = 2 * N,
+							.max_recv_wr = rc ? 0 : 2 * N,
+							.max_send_sge = 1,
+							.max_recv_sge = rc ? 0 : 1 } };
 		qp[i] = cqx[i] && mr[i] && (!rc || srq[i]) ? ibv_create_qp(pdom[i], &qa) : NULL;
 		if (!CHECK(qp[i], "side %d: parent domain, CQ%s, MR and QP\t(errno %d)", i, rc ? ", SRQ" : "", errno))
 			goto out;
 	}
 	for (int i = 0; i < 2; i++) {
-		int err = vt_qp_connect(qp[i], &c, IBV_QPS_RTS, qp[!i]->qp_num, c.psn[!i], c.psn[i], &D.gid,
-					D.gid_index);
+		int err =
+			vt_qp_connect(qp[i], &c, IBV_QPS_RTS, qp[!i]->qp_num, c.psn[!i], c.psn[i], &D.gid, D.gid_index);
 		if (!CHECK(!err, "QP %d to RTS", i))
 			goto out;
 		if (!rc) {
-			struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1,
-						  .grh = { .dgid = D.gid, .sgid_index = (uint8_t)D.gid_index, .hop_limit = 64 } };
+			struct ibv_ah_attr aa = {
+				.is_global = 1,
+				.port_num = 1,
+				.grh = { .dgid = D.gid, .sgid_index = (uint8_t)D.gid_index, .hop_limit = 64 }
+			};
 			ah[i] = ibv_create_ah(pdom[i], &aa);
 			if (!CHECK(ah[i], "an AH on the parent domain"))
 				goto out;
@@ -392,8 +420,14 @@ out:
 	}
 }
 
-static void rc_traffic(void) { traffic(IBV_QPT_RC); }
-static void ud_traffic(void) { traffic(IBV_QPT_UD); }
+static void rc_traffic(void)
+{
+	traffic(IBV_QPT_RC);
+}
+static void ud_traffic(void)
+{
+	traffic(IBV_QPT_UD);
+}
 
 int main(int argc, char **argv)
 {

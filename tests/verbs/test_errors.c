@@ -52,14 +52,14 @@ static bool wait_state(struct ibv_qp *qp, enum ibv_qp_state want, int timeout_ms
 	return s == (int)want;
 }
 
-#define CHECK_STATE(qp, want, timeout_ms, ...)                                                     \
-	({                                                                                         \
-		char vt_m_[512];                                                                   \
-		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);                                       \
-		bool vt_ok_ = wait_state((qp), (want), (timeout_ms));                              \
-		int vt_s_ = vt_qp_state(qp);                                                       \
-		vt_report(vt_ok_, __FILE__, __LINE__, NULL, "%s: QP %u is in %s\t(got %s)", vt_m_,  \
-			  (qp)->qp_num, vt_state_str(want), vt_state_str(vt_s_));                   \
+#define CHECK_STATE(qp, want, timeout_ms, ...)                                                                   \
+	({                                                                                                       \
+		char vt_m_[512];                                                                                 \
+		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);                                                     \
+		bool vt_ok_ = wait_state((qp), (want), (timeout_ms));                                            \
+		int vt_s_ = vt_qp_state(qp);                                                                     \
+		vt_report(vt_ok_, __FILE__, __LINE__, NULL, "%s: QP %u is in %s\t(got %s)", vt_m_, (qp)->qp_num, \
+			  vt_state_str(want), vt_state_str(vt_s_));                                              \
 	})
 
 /* Every async event read by wait_qp_event() and drain_async() is logged
@@ -194,21 +194,35 @@ static void check_flushing(struct vt_pair *p, int side, const uint64_t *pre_recv
 /* remote access errors                                                 */
 /* ------------------------------------------------------------------ */
 
-enum op { OP_WRITE, OP_READ, OP_ATOMIC, OP_WRITE_MULTI };
+enum op {
+	OP_WRITE,
+	OP_READ,
+	OP_ATOMIC,
+	OP_WRITE_MULTI
+};
 static const char *op_name(enum op o)
 {
-	return o == OP_WRITE ? "RDMA_WRITE" : o == OP_READ ? "RDMA_READ" : o == OP_ATOMIC ? "FETCH_AND_ADD"
-										  : "RDMA_WRITE (3 packets)";
+	return o == OP_WRITE  ? "RDMA_WRITE" :
+	       o == OP_READ   ? "RDMA_READ" :
+	       o == OP_ATOMIC ? "FETCH_AND_ADD" :
+				"RDMA_WRITE (3 packets)";
 }
 
-enum target { T_BAD_RKEY, T_STALE_RKEY, T_BEYOND_END, T_NO_ACCESS_MR, T_NO_ACCESS_QP };
+enum target {
+	T_BAD_RKEY,
+	T_STALE_RKEY,
+	T_BEYOND_END,
+	T_NO_ACCESS_MR,
+	T_NO_ACCESS_QP
+};
 
 /* One bad remote operation from qp[0] to qp[1], then everything that
  * must follow from it. */
 static void remote_error(enum op o, enum target t)
 {
-	static const char *tn[] = { "an invalid rkey", "the rkey of a deregistered MR", "a range beyond the region's end",
-				    "an MR without the remote right", "a QP without the remote right" };
+	static const char *tn[] = { "an invalid rkey", "the rkey of a deregistered MR",
+				    "a range beyond the region's end", "an MR without the remote right",
+				    "a QP without the remote right" };
 	char what[160];
 	snprintf(what, sizeof(what), "RC %s with %s", op_name(o), tn[t]);
 	SECTION("%s", what);
@@ -223,9 +237,9 @@ static void remote_error(enum op o, enum target t)
 		return;
 	int racc = ACC_ALL;
 	if (t == T_NO_ACCESS_MR)
-		racc = o == OP_READ ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC
-		       : o == OP_ATOMIC ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ
-					: IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+		racc = o == OP_READ   ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC :
+		       o == OP_ATOMIC ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ :
+					IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 	size_t rlen = 16384, llen = 16384;
 	vt_buf_alloc(&loc, D.pd, llen, 4096, IBV_ACCESS_LOCAL_WRITE);
 	vt_buf_alloc(&rem, D.pd, rlen, 8192, racc);
@@ -244,7 +258,8 @@ static void remote_error(enum op o, enum target t)
 	uint64_t raddr = (uintptr_t)rem.p + 64;
 	uint32_t len = o == OP_ATOMIC ? 8 : o == OP_WRITE_MULTI ? 3 * 4096 + 100 : 1000;
 	if (t == T_BEYOND_END)
-		raddr = o == OP_ATOMIC ? (uintptr_t)rem.p + rlen : (uintptr_t)rem.p + rlen - 4096 - 100 + (len > 4096 ? 0 : 3200);
+		raddr = o == OP_ATOMIC ? (uintptr_t)rem.p + rlen :
+					 (uintptr_t)rem.p + rlen - 4096 - 100 + (len > 4096 ? 0 : 3200);
 	if (t == T_BEYOND_END && o != OP_ATOMIC)
 		NOTE("target [region end - %" PRIu64 ", +%u): %" PRIu64 " bytes past the end",
 		     (uint64_t)((uintptr_t)rem.p + rlen - raddr), len, raddr + len - (uintptr_t)rem.p - rlen);
@@ -257,13 +272,13 @@ static void remote_error(enum op o, enum target t)
 	/* the bad WR, then two good ones behind it */
 	int rc;
 	if (o == OP_ATOMIC)
-		rc = vt_post_atomic(p.qp[0], 1, IBV_WR_ATOMIC_FETCH_AND_ADD, loc.p, loc.mr->lkey, IBV_SEND_SIGNALED, raddr,
-				    rkey, 1, 0);
+		rc = vt_post_atomic(p.qp[0], 1, IBV_WR_ATOMIC_FETCH_AND_ADD, loc.p, loc.mr->lkey, IBV_SEND_SIGNALED,
+				    raddr, rkey, 1, 0);
 	else
 		rc = vt_post_send(p.qp[0], 1, o == OP_READ ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE, loc.p, len,
 				  loc.mr->lkey, IBV_SEND_SIGNALED, raddr, rkey, 0);
-	rc |= vt_post_send(p.qp[0], 2, IBV_WR_RDMA_WRITE, loc.p, 100, loc.mr->lkey, IBV_SEND_SIGNALED,
-			   (uintptr_t)rem.p, rem.mr->rkey, 0);
+	rc |= vt_post_send(p.qp[0], 2, IBV_WR_RDMA_WRITE, loc.p, 100, loc.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)rem.p,
+			   rem.mr->rkey, 0);
 	rc |= vt_post_send(p.qp[0], 3, IBV_WR_SEND, loc.p, 10, loc.mr->lkey, 0, 0, 0, 0);
 	CHECK_RC(rc, 0, "%s: post it and two more WRs (one unsignaled) behind it", what);
 
@@ -272,8 +287,8 @@ static void remote_error(enum op o, enum target t)
 	EXPECT_WC(p.scq[0], 1, want, VT_ANY_OPCODE, NULL, "%s: requester", what);
 	NOTE("error completion after %" PRIu64 " ms", vt_now_ms() - t0);
 	EXPECT_WC(p.scq[0], 2, IBV_WC_WR_FLUSH_ERR, VT_ANY_OPCODE, NULL, "%s: the WR behind it flushes", what);
-	EXPECT_WC(p.scq[0], 3, IBV_WC_WR_FLUSH_ERR, VT_ANY_OPCODE, NULL,
-		  "%s: the unsignaled WR behind it flushes too", what);
+	EXPECT_WC(p.scq[0], 3, IBV_WC_WR_FLUSH_ERR, VT_ANY_OPCODE, NULL, "%s: the unsignaled WR behind it flushes too",
+		  what);
 
 	/* nothing moved */
 	CHECK_DATA(rem.p, rlen, 22, "%s: the remote region is unchanged", what);
@@ -316,7 +331,8 @@ static void uc_access_errors(void)
 		     rem.mr->rkey ^ 0x5a5a0000, 0);
 	vt_post_send(p.qp[0], 2, IBV_WR_RDMA_WRITE, loc.p, 3 * 4096, loc.mr->lkey, IBV_SEND_SIGNALED,
 		     (uintptr_t)rem.p + 16384 - 4096, rem.mr->rkey, 0);
-	EXPECT_WC(p.scq[0], 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL, "UC WRITE with a bad rkey: the sender completes");
+	EXPECT_WC(p.scq[0], 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL,
+		  "UC WRITE with a bad rkey: the sender completes");
 	EXPECT_WC(p.scq[0], 2, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL,
 		  "UC WRITE of 12 KiB starting 4 KiB before the region end: the sender completes");
 	vt_post_send(p.qp[0], 3, IBV_WR_RDMA_WRITE, loc.p + 7, 500, loc.mr->lkey, IBV_SEND_SIGNALED,
@@ -386,8 +402,10 @@ static void send_too_long(size_t rbuf, size_t msg)
 			changed = i;
 			break;
 		}
-	CHECK(changed == (size_t)-1, "%s: nothing written outside the posted receive buffer\t(offset %zd from its start "
-	      "changed)", what, (ssize_t)changed - 1000);
+	CHECK(changed == (size_t)-1,
+	      "%s: nothing written outside the posted receive buffer\t(offset %zd from its start "
+	      "changed)",
+	      what, (ssize_t)changed - 1000);
 	CHECK_GUARDS(&r, "%s: receive region", what);
 	/* the error is tied to a receive WQE: its completion reports it (an
 	 * affiliated async event may or may not come) */
@@ -454,14 +472,15 @@ static void bad_lkey_send(void)
 	memset(&wc, 0, sizeof(wc));
 	int n = vt_poll(p.scq[0], 1, &wc, VT_TIMEOUT_MS);
 	if (n == 1 && wc.wr_id == 1 && wc.status == IBV_WC_LOC_PROT_ERR)
-		KNOWN_BUG(false,
-			  "%s: sender completes with IBV_WC_LOC_QP_OP_ERR, as the kernel's rxe reports a bad lkey "
-			  "(copy_data() -> -EINVAL -> LOC_QP_OP_ERR; DESIGN.md names this very case)\t(got LOC_PROT_ERR)",
-			  what);
+		KNOWN_BUG(
+			false,
+			"%s: sender completes with IBV_WC_LOC_QP_OP_ERR, as the kernel's rxe reports a bad lkey "
+			"(copy_data() -> -EINVAL -> LOC_QP_OP_ERR; DESIGN.md names this very case)\t(got LOC_PROT_ERR)",
+			what);
 	else
 		CHECK(n == 1 && wc.wr_id == 1 && wc.status == IBV_WC_LOC_QP_OP_ERR,
-		      "%s: sender completes with IBV_WC_LOC_QP_OP_ERR (as rxe)\t(got %d, wr_id %" PRIu64 ", %s)", what, n,
-		      wc.wr_id, vt_status_str(wc.status));
+		      "%s: sender completes with IBV_WC_LOC_QP_OP_ERR (as rxe)\t(got %d, wr_id %" PRIu64 ", %s)", what,
+		      n, wc.wr_id, vt_status_str(wc.status));
 	EXPECT_WC(p.scq[0], 2, IBV_WC_WR_FLUSH_ERR, VT_ANY_OPCODE, NULL, "%s: the SEND behind it flushes", what);
 	check_flushing(&p, 0, NULL, 0, "sender");
 	CHECK_CQ_EMPTY(p.rcq[1], 100, "%s: nothing reaches the receiver", what);
@@ -549,7 +568,10 @@ static void dereg_during_stream(void)
 	c.max_send_wr = 128;
 	if (!vt_pair_setup(&D, &c, &p))
 		return;
-	enum { SZ = 65536, SLOTS = 32 };
+	enum {
+		SZ = 65536,
+		SLOTS = 32
+	};
 	vt_buf_alloc(&s, D.pd, SZ, 4096, IBV_ACCESS_LOCAL_WRITE);
 	vt_buf_alloc(&t, D.pd, (size_t)SLOTS * SZ, 4096, ACC_ALL);
 	vt_fill(s.p, SZ, 1);
@@ -579,8 +601,8 @@ static void dereg_during_stream(void)
 				other++;
 		}
 		if (!gone && okc >= 50) {
-			CHECK_RC(ibv_dereg_mr(t.mr), 0, "ibv_dereg_mr of the target while %" PRIu64 " WRITEs are outstanding",
-				 posted - done);
+			CHECK_RC(ibv_dereg_mr(t.mr), 0,
+				 "ibv_dereg_mr of the target while %" PRIu64 " WRITEs are outstanding", posted - done);
 			t.mr = NULL;
 			/* from here on nothing may land in it */
 			vt_fill(t.p, (size_t)SLOTS * SZ, 0xdead);
@@ -592,7 +614,8 @@ static void dereg_during_stream(void)
 			sched_yield();
 	}
 	CHECK(gone && acc == 1 && other == 0 && done == posted,
-	      "the stream ends with one REM_ACCESS_ERR, the WRITEs behind it flush\t(%" PRIu64 " ok, %d REM_ACCESS_ERR, "
+	      "the stream ends with one REM_ACCESS_ERR, the WRITEs behind it flush\t(%" PRIu64
+	      " ok, %d REM_ACCESS_ERR, "
 	      "%d flushed, %d other, %" PRIu64 " of %" PRIu64 ")",
 	      okc, acc, flush, other, done, posted);
 	CHECK_DATA(t.p, (size_t)SLOTS * SZ, 0xdead, "no byte was written into the memory after ibv_dereg_mr returned");
@@ -614,7 +637,9 @@ static void dereg_during_stream(void)
 static void keys_unpredictable(void)
 {
 	SECTION("memory keys are not predictable");
-	enum { N = 64 };
+	enum {
+		N = 64
+	};
 	static uint8_t mem[4096];
 	struct ibv_mr *mr[N];
 	int steps = 0, got = 0;
@@ -632,11 +657,14 @@ static void keys_unpredictable(void)
 	}
 	CHECK_INT(got, N, "%d regions registered", N);
 	CHECK(got == N && mr[0]->lkey == mr[0]->rkey, "lkey == rkey");
-	CHECK(steps < 8, "successive keys do not step by 0x101 (%d of %d did)\tfirst keys 0x%x 0x%x 0x%x", steps,
-	      N - 1, got > 2 ? mr[0]->rkey : 0, got > 2 ? mr[1]->rkey : 0, got > 2 ? mr[2]->rkey : 0);
+	CHECK(steps<8, "successive keys do not step by 0x101 (%d of %d did)\tfirst keys 0x%x 0x%x 0x%x", steps, N - 1,
+		      got> 2 ?
+		      mr[0]->rkey :
+		      0,
+	      got > 2 ? mr[1]->rkey : 0, got > 2 ? mr[2]->rkey : 0);
 	/* 64 random keys leave a given bit unchanged once in 2^63 */
-	CHECK(k_or == ~0u && k_and == 0, "each of the 32 key bits varies among %d keys (never set 0x%08x, always set 0x%08x)",
-	      got, ~k_or, k_and);
+	CHECK(k_or == ~0u && k_and == 0,
+	      "each of the 32 key bits varies among %d keys (never set 0x%08x, always set 0x%08x)", got, ~k_or, k_and);
 	if (got) {
 		uint32_t old = mr[0]->rkey;
 		int rc = ibv_rereg_mr(mr[0], IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, IBV_ACCESS_LOCAL_WRITE);
@@ -658,7 +686,10 @@ static void keys_unpredictable(void)
 static void keys_not_reused(void)
 {
 	SECTION("a deregistered memory key is not handed out again soon");
-	enum { CYCLES = 2000, WINDOW = 250 };
+	enum {
+		CYCLES = 2000,
+		WINDOW = 250
+	};
 	static uint8_t mem[4096];
 	static uint32_t tag[CYCLES];
 	int got = 0, repeats = 0, first_repeat = -1;
@@ -697,7 +728,8 @@ static void rereg_access(void)
 	vt_buf_alloc(&s, D.pd, 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
 	vt_buf_alloc(&t, D.pd, 4096, 4096, ACC_ALL);
 	vt_fill(s.p, 4096, 2);
-	vt_post_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, s.p, 100, s.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)t.p, t.mr->rkey, 0);
+	vt_post_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, s.p, 100, s.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)t.p, t.mr->rkey,
+		     0);
 	EXPECT_WC(p.scq[0], 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL, "a WRITE before the re-registration");
 	uint32_t old = t.mr->rkey;
 	int rc = ibv_rereg_mr(t.mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
@@ -706,11 +738,12 @@ static void rereg_access(void)
 	memset(t.p, 0, 4096);
 	if (t.mr->rkey != old) {
 		NOTE("the keys changed (rkey 0x%x -> 0x%x)", old, t.mr->rkey);
-		vt_post_send(p.qp[0], 2, IBV_WR_RDMA_READ, s.p + 1000, 100, s.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)t.p,
-			     t.mr->rkey, 0);
+		vt_post_send(p.qp[0], 2, IBV_WR_RDMA_READ, s.p + 1000, 100, s.mr->lkey, IBV_SEND_SIGNALED,
+			     (uintptr_t)t.p, t.mr->rkey, 0);
 		EXPECT_WC(p.scq[0], 2, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, NULL, "a READ through the new rkey works");
 	}
-	vt_post_send(p.qp[0], 3, IBV_WR_RDMA_WRITE, s.p, 100, s.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)t.p, t.mr->rkey, 0);
+	vt_post_send(p.qp[0], 3, IBV_WR_RDMA_WRITE, s.p, 100, s.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)t.p, t.mr->rkey,
+		     0);
 	EXPECT_WC(p.scq[0], 3, IBV_WC_REM_ACCESS_ERR, VT_ANY_OPCODE, NULL,
 		  "a WRITE through the MR's rkey now fails: REMOTE_WRITE was taken away");
 	bool zero = true;
@@ -777,9 +810,12 @@ static void misaligned_sge(void)
 		g[0] = (struct ibv_sge){ (uintptr_t)s.p, 100, s.mr->lkey };
 		g[1] = (struct ibv_sge){ (uintptr_t)s.p + 100, 100, s.mr->lkey };
 		memcpy(odd, g, sizeof(g));
-		struct ibv_send_wr sw = { .wr_id = 60 + (uint64_t)k, .sg_list = odd, .num_sge = 2,
+		struct ibv_send_wr sw = { .wr_id = 60 + (uint64_t)k,
+					  .sg_list = odd,
+					  .num_sge = 2,
 					  .opcode = IBV_WR_SEND,
-					  .send_flags = IBV_SEND_SIGNALED | (k ? IBV_SEND_INLINE : 0) }, *sbad;
+					  .send_flags = IBV_SEND_SIGNALED | (k ? IBV_SEND_INLINE : 0) },
+				   *sbad;
 		CHECK_RC(ibv_post_send(p.qp[0], &sw, &sbad), 0, "post_send%s with a misaligned SGE list",
 			 k ? " (inline)" : "");
 		EXPECT_WC(p.scq[0], 60 + (uint64_t)k, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "its send completion");
@@ -814,8 +850,8 @@ static void ud_unmapped_receive(void)
 		CHECK_RC(vt_post_recv(p.qp[1], 70, m, 1024, mr->lkey), 0, "a receive posted into it");
 		CHECK_RC(vt_post_recv(p.qp[1], 71, m + 4096, 1024, mr->lkey), 0, "and a second one");
 		CHECK_RC(munmap(m, 8192), 0, "the buffer unmapped, its MR still registered");
-		CHECK_RC(vt_post_ud_send(p.qp[0], 80, s.p, 64, s.mr->lkey, IBV_SEND_SIGNALED, p.ah[0],
-					 p.qp[1]->qp_num, c.qkey),
+		CHECK_RC(vt_post_ud_send(p.qp[0], 80, s.p, 64, s.mr->lkey, IBV_SEND_SIGNALED, p.ah[0], p.qp[1]->qp_num,
+					 c.qkey),
 			 0, "a datagram sent to it");
 		EXPECT_WC(p.scq[0], 80, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "the send completes");
 		if (EXPECT_WC(p.rcq[1], 70, IBV_WC_LOC_QP_OP_ERR, IBV_WC_RECV, &wc,
@@ -913,8 +949,8 @@ static void app_error_in_flight(void)
 	vt_fill(s.p, 1 << 20, 12);
 	int err = 0;
 	for (int i = 0; i < 8; i++)
-		err |= vt_post_send(p.qp[0], (uint64_t)i, IBV_WR_RDMA_WRITE, s.p, 1 << 20, s.mr->lkey, IBV_SEND_SIGNALED,
-				    (uintptr_t)t.p + ((size_t)i << 20), t.mr->rkey, 0);
+		err |= vt_post_send(p.qp[0], (uint64_t)i, IBV_WR_RDMA_WRITE, s.p, 1 << 20, s.mr->lkey,
+				    IBV_SEND_SIGNALED, (uintptr_t)t.p + ((size_t)i << 20), t.mr->rkey, 0);
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
 	CHECK_RC(err | ibv_modify_qp(p.qp[0], &a, IBV_QP_STATE), 0, "post them, then modify the QP to ERR at once");
 	struct ibv_wc wc[8];
@@ -1136,7 +1172,10 @@ static void peer_destroyed(void)
 	c.max_send_wr = 128;
 	if (!vt_pair_setup(&D, &c, &p))
 		return;
-	enum { SZ = 65536, SLOTS = 64 };
+	enum {
+		SZ = 65536,
+		SLOTS = 64
+	};
 	vt_buf_alloc(&s, D.pd, SZ, 4096, IBV_ACCESS_LOCAL_WRITE);
 	vt_buf_alloc(&r, D.pd, (size_t)SLOTS * SZ, 4096, ACC_ALL);
 	vt_fill(s.p, SZ, 5);
@@ -1169,8 +1208,10 @@ static void peer_destroyed(void)
 				other++;
 		}
 		if (!destroyed && okc >= 100) {
-			CHECK_RC(ibv_destroy_qp(p.qp[1]), 0, "destroy the peer QP in the middle of the stream (%" PRIu64
-				 " WRITEs done, %" PRIu64 " outstanding)", okc, posted - done);
+			CHECK_RC(ibv_destroy_qp(p.qp[1]), 0,
+				 "destroy the peer QP in the middle of the stream (%" PRIu64 " WRITEs done, %" PRIu64
+				 " outstanding)",
+				 okc, posted - done);
 			p.qp[1] = NULL;
 			t_kill = vt_now_ms();
 			destroyed = true;
@@ -1181,8 +1222,10 @@ static void peer_destroyed(void)
 			sched_yield();
 	}
 	if (!destroyed && exc)
-		CHECK(0, "the live peer kept up: the QP gave up (RETRY_EXC_ERR) before the peer was destroyed, after %" PRIu64
-		      " WRITEs", okc);
+		CHECK(0,
+		      "the live peer kept up: the QP gave up (RETRY_EXC_ERR) before the peer was destroyed, after %" PRIu64
+		      " WRITEs",
+		      okc);
 	CHECK(destroyed && exc == 1 && other == 0 && order == 0 && done == posted,
 	      "the stream ends with one RETRY_EXC_ERR, then the WRITEs behind it flush, all in order\t(%" PRIu64
 	      " ok, %d RETRY_EXC_ERR, %d flushed, %d other, %d out of order, %" PRIu64 " of %" PRIu64 " completed)",
@@ -1222,7 +1265,9 @@ static void *destroy_thread(void *arg)
 
 static void destroy_cycles(void)
 {
-	enum { CYCLES = 50 };
+	enum {
+		CYCLES = 50
+	};
 	SECTION("RC: %d cycles of create/connect/blast/destroy, the destroy in another thread", CYCLES);
 	struct vt_buf a, b;
 	vt_buf_alloc(&a, D.pd, 1 << 20, 4096, ACC_ALL);
@@ -1258,7 +1303,8 @@ static void destroy_cycles(void)
 		/* blast: WRITEs both ways, SENDs into posted receives */
 		for (int i = 0; i < 16; i++) {
 			vt_post_send(p.qp[0], 100 + (uint64_t)i, IBV_WR_RDMA_WRITE, a.p + i * 65536, 65536, a.mr->lkey,
-				     i % 4 == 3 ? IBV_SEND_SIGNALED : 0, (uintptr_t)b.p + (uint64_t)i * 65536, b.mr->rkey, 0);
+				     i % 4 == 3 ? IBV_SEND_SIGNALED : 0, (uintptr_t)b.p + (uint64_t)i * 65536,
+				     b.mr->rkey, 0);
 			vt_post_send(p.qp[1], 200 + (uint64_t)i, IBV_WR_RDMA_WRITE, b.p + i * 32768, 32768, b.mr->lkey,
 				     IBV_SEND_SIGNALED, (uintptr_t)a.p + (uint64_t)i * 32768, a.mr->rkey, 0);
 		}
@@ -1582,7 +1628,8 @@ static int pcap_icrc_check(const char *path, int *bad)
 		const uint8_t *pl = ip + 28;
 		size_t plen = ulen - 8;
 		uint32_t want = vt_le32(pl + plen - 4);
-		uint32_t got = vt_icrc_v4(ip + 12, ip + 16, vt_be16(ip + 4), vt_be16(ip + 6), vt_be16(ip + 20), 4791, pl, plen);
+		uint32_t got = vt_icrc_v4(ip + 12, ip + 16, vt_be16(ip + 4), vt_be16(ip + 6), vt_be16(ip + 20), 4791,
+					  pl, plen);
 		checked++;
 		if (got != want)
 			(*bad)++;
@@ -1590,14 +1637,13 @@ static int pcap_icrc_check(const char *path, int *bad)
 	return checked;
 }
 
-
 struct garbage {
 	/* the RC pair: A (requester) -> B (responder) */
 	uint32_t qpn_a, qpn_b, psn_a, psn_b;
 	uint64_t dup_b_addr, dup_a_addr;
 	uint32_t dup_b_rkey, dup_a_rkey;
 	int fd_any;
-	int raw;                 /* sends as A or B from their ports, -1 without CAP_NET_RAW */
+	int raw;		 /* sends as A or B from their ports, -1 without CAP_NET_RAW */
 	uint16_t port_a, port_b; /* their UDP source ports */
 	int quota;
 	int sent[8];
@@ -1625,7 +1671,7 @@ static void *garbage_thread(void *arg)
 	for (int i = 0; i < g->quota; i++) {
 		int kind = (int)(vt_rand64_r(&g->rng) % 8);
 		uint64_t r = vt_rand64_r(&g->rng);
-		bool to_b = r & 1; /* else to A */
+		bool to_b = r & 1;			       /* else to A */
 		bool spoof = g->raw >= 0 && (r >> 1) % 3 != 0; /* as the other QP, from its port */
 		uint16_t sport = !spoof ? vt_local_port(g->fd_any) : to_b ? g->port_a : g->port_b;
 		uint32_t dqpn = to_b ? g->qpn_b : g->qpn_a;
@@ -1643,7 +1689,7 @@ static void *garbage_thread(void *arg)
 		case 1: {
 			uint32_t pl = (uint32_t)((r >> 16) % 4200);
 			n = vt_put_bth(pkt, (uint8_t)(r >> 24), (uint8_t)(r >> 32) & 3, 0xffff, dqpn, (r >> 34) & 1,
-				    (uint32_t)(r >> 35) & 0xffffff);
+				       (uint32_t)(r >> 35) & 0xffffff);
 			memcpy(pkt + n, data, pl);
 			n += pl;
 			n = vt_seal(pkt, n, sport, false);
@@ -1657,11 +1703,11 @@ static void *garbage_thread(void *arg)
 			break;
 		case 3:
 			if (to_b)
-				n = vt_mk_write_only(pkt, 0x00, 0xffff, dqpn, behind, g->dup_b_addr + dl * 8, g->dup_b_rkey, data,
-						  dl + 1, sport, true);
+				n = vt_mk_write_only(pkt, 0x00, 0xffff, dqpn, behind, g->dup_b_addr + dl * 8,
+						     g->dup_b_rkey, data, dl + 1, sport, true);
 			else
-				n = vt_mk_write_only(pkt, 0x00, 0xffff, dqpn, behind, g->dup_a_addr + dl * 8, g->dup_a_rkey, data,
-						  dl + 1, sport, true);
+				n = vt_mk_write_only(pkt, 0x00, 0xffff, dqpn, behind, g->dup_a_addr + dl * 8,
+						     g->dup_a_rkey, data, dl + 1, sport, true);
 			memcpy(valid, pkt, n);
 			vlen = n;
 			break;
@@ -1670,7 +1716,8 @@ static void *garbage_thread(void *arg)
 			break;
 		case 5: {
 			/* to A, which is the requester: PSNs far ahead of anything sent or far behind */
-			uint32_t psn = (r >> 20) & 1 ? (g->psn_a + 4000000u) & 0xffffff : (g->psn_a - 1000000u) & 0xffffff;
+			uint32_t psn = (r >> 20) & 1 ? (g->psn_a + 4000000u) & 0xffffff :
+						       (g->psn_a - 1000000u) & 0xffffff;
 			sport = spoof ? g->port_b : sport;
 			n = vt_mk_response(pkt, (int)((r >> 21) % 8), g->qpn_a, psn, sport, true);
 			break;
@@ -1679,8 +1726,9 @@ static void *garbage_thread(void *arg)
 			n = vt_mk_ud_send(pkt, 0xffff, dqpn, 0x11111111, g->qpn_a, data, dl, sport, true);
 			break;
 		case 7:
-			n = vt_mk_write_only(pkt, 0x00, 0x1234, dqpn, (to_b ? g->psn_a : g->psn_b), to_b ? g->dup_b_addr : g->dup_a_addr,
-					  to_b ? g->dup_b_rkey : g->dup_a_rkey, data, dl + 1, sport, true);
+			n = vt_mk_write_only(pkt, 0x00, 0x1234, dqpn, (to_b ? g->psn_a : g->psn_b),
+					     to_b ? g->dup_b_addr : g->dup_a_addr, to_b ? g->dup_b_rkey : g->dup_a_rkey,
+					     data, dl + 1, sport, true);
 			break;
 		}
 		if (spoof)
@@ -1718,7 +1766,8 @@ static bool spoof_self_check(int fd)
 	if (EXPECT_WC(p.rcq[1], 0, IBV_WC_SUCCESS, IBV_WC_RECV, &wc,
 		      "a UD SEND built by this test (ICRC by annex A17) is received by a UD QP"))
 		ok &= CHECK(wc.byte_len == 64 && wc.src_qp == 0xabcde && vt_verify(r.p + 40, 24, 31) < 0,
-			    "  ...byte_len 64, src_qp 0xabcde, payload\t(byte_len %u, src_qp 0x%x)", wc.byte_len, wc.src_qp);
+			    "  ...byte_len 64, src_qp 0xabcde, payload\t(byte_len %u, src_qp 0x%x)", wc.byte_len,
+			    wc.src_qp);
 	else
 		ok = false;
 	vt_send_to_4791(fd, pkt, vt_mk_ud_send(pkt, 0xffff, q, c.qkey, 0xabcde, data, 24, sport, false));
@@ -1734,7 +1783,8 @@ static bool spoof_self_check(int fd)
 	}
 	ok &= CHECK_CQ_EMPTY(p.rcq[1], 200, "truncated copies of it are dropped");
 	vt_send_to_4791(fd, pkt, vt_mk_ud_send(pkt, 0xffff, q, c.qkey, 0xabcde, data, 24, sport, true));
-	ok &= EXPECT_WC(p.rcq[1], 1, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "the good packet again lands in the next receive");
+	ok &= EXPECT_WC(p.rcq[1], 1, IBV_WC_SUCCESS, IBV_WC_RECV, NULL,
+			"the good packet again lands in the next receive");
 	CHECK_GUARDS(&r, "UD receive region");
 	vt_buf_free(&r);
 	vt_pair_destroy(&p);
@@ -1757,8 +1807,10 @@ static void garbage_storm(void)
 		if (n < 0)
 			NOTE("%s not readable: ICRC self-check against the kernel capture skipped", f);
 		else
-			CHECK(n > 0 && bad == 0, "this test's ICRC code reproduces the ICRC of all %d RoCEv2 packets in the "
-				"kernel rxe capture %s\t(%d differ)", n, caps[i], bad);
+			CHECK(n > 0 && bad == 0,
+			      "this test's ICRC code reproduces the ICRC of all %d RoCEv2 packets in the "
+			      "kernel rxe capture %s\t(%d differ)",
+			      n, caps[i], bad);
 	}
 	int fd_any = vt_udp_socket(0);
 	if (!CHECK(fd_any >= 0, "a plain UDP socket"))
@@ -1777,7 +1829,10 @@ static void garbage_storm(void)
 		return;
 	}
 	struct ibv_qp *A = p.qp[0], *B = p.qp[1];
-	enum { MB = 1 << 20, SLOT = 65536 };
+	enum {
+		MB = 1 << 20,
+		SLOT = 65536
+	};
 	struct vt_buf src, dst, rb, back, dupA, dupB;
 	vt_buf_alloc(&src, D.pd, MB, 8192, IBV_ACCESS_LOCAL_WRITE);
 	vt_buf_alloc(&dst, D.pd, MB, 8192, ACC_ALL);
@@ -1802,7 +1857,8 @@ static void garbage_storm(void)
 	g.raw = -1;
 	/* A's and B's source ports, off the wire (a WRITE and its ACK) */
 	int sniff = vt_sniff_open();
-	vt_post_send(A, 7, IBV_WR_RDMA_WRITE, src.p, 64, src.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)dst.p, dst.mr->rkey, 0);
+	vt_post_send(A, 7, IBV_WR_RDMA_WRITE, src.p, 64, src.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)dst.p,
+		     dst.mr->rkey, 0);
 	EXPECT_WC(p.scq[0], 7, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL, "a WRITE from A to B before the storm");
 	if (sniff >= 0) {
 		g.port_a = vt_sniff_port(sniff, B->qp_num, 2000);
@@ -1813,7 +1869,8 @@ static void garbage_storm(void)
 		int fa = vt_udp_socket(g.port_a), ea = errno, fb = vt_udp_socket(g.port_b), eb = errno;
 		CHECK(fa < 0 && ea == EADDRINUSE && fb < 0 && eb == EADDRINUSE,
 		      "no other socket can bind 127.0.0.1:%u or :%u, the source ports of QP %u and QP %u, even with "
-		      "SO_REUSEADDR\t(%s, %s)", g.port_a, g.port_b, A->qp_num, B->qp_num, fa < 0 ? strerror(ea) : "bound",
+		      "SO_REUSEADDR\t(%s, %s)",
+		      g.port_a, g.port_b, A->qp_num, B->qp_num, fa < 0 ? strerror(ea) : "bound",
 		      fb < 0 ? strerror(eb) : "bound");
 		if (fa >= 0)
 			close(fa);
@@ -1838,12 +1895,12 @@ static void garbage_storm(void)
 		int slot = rounds % 4;
 		memset(rb.p + slot * SLOT, 0, SLOT);
 		int err = vt_post_recv(B, 50 + (uint64_t)rounds, rb.p + slot * SLOT, SLOT, rb.mr->lkey);
-		err |= vt_post_send(A, 1, IBV_WR_RDMA_WRITE, src.p, MB, src.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)dst.p,
-				    dst.mr->rkey, 0);
-		err |= vt_post_send(A, 2, IBV_WR_SEND_WITH_IMM, src.p + 4096, SLOT, src.mr->lkey, IBV_SEND_SIGNALED, 0, 0,
-				    (uint32_t)rounds);
-		err |= vt_post_send(A, 3, IBV_WR_RDMA_READ, back.p, MB, back.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)dst.p,
-				    dst.mr->rkey, 0);
+		err |= vt_post_send(A, 1, IBV_WR_RDMA_WRITE, src.p, MB, src.mr->lkey, IBV_SEND_SIGNALED,
+				    (uintptr_t)dst.p, dst.mr->rkey, 0);
+		err |= vt_post_send(A, 2, IBV_WR_SEND_WITH_IMM, src.p + 4096, SLOT, src.mr->lkey, IBV_SEND_SIGNALED, 0,
+				    0, (uint32_t)rounds);
+		err |= vt_post_send(A, 3, IBV_WR_RDMA_READ, back.p, MB, back.mr->lkey, IBV_SEND_SIGNALED,
+				    (uintptr_t)dst.p, dst.mr->rkey, 0);
 		int n = vt_poll(p.scq[0], 3, wc, VT_TIMEOUT_MS);
 		bool ok = !err && n == 3;
 		for (int i = 0; i < n; i++)
@@ -1857,8 +1914,9 @@ static void garbage_storm(void)
 		ok &= vt_verify(back.p, MB, seed) < 0;
 		if (!ok) {
 			bad_rounds++;
-			CHECK(0, "round %d: WRITE 1 MiB + SEND 64 KiB + READ 1 MiB back, all verified\t(err %d, %d send "
-				 "completions, first status %s, %d receive completions)",
+			CHECK(0,
+			      "round %d: WRITE 1 MiB + SEND 64 KiB + READ 1 MiB back, all verified\t(err %d, %d send "
+			      "completions, first status %s, %d receive completions)",
 			      rounds, err, n, n ? vt_status_str(wc[0].status) : "-", m);
 			if (n < 3)
 				break; /* the connection is gone: stop */
@@ -1875,12 +1933,14 @@ static void garbage_storm(void)
 	}
 	NOTE("%d garbage datagrams and %d verified rounds in %" PRIu64 " ms", total, rounds, dt);
 	CHECK(total >= 10000, "thousands of garbage datagrams were sent (%d)", total);
-	CHECK(rounds >= 4 && bad_rounds == 0, "%d rounds of WRITE + SEND + READ during the storm, every byte verified", rounds);
+	CHECK(rounds >= 4 && bad_rounds == 0, "%d rounds of WRITE + SEND + READ during the storm, every byte verified",
+	      rounds);
 	bool zero = true;
 	for (int i = 0; i < 4096; i++)
 		zero &= dupA.p[i] == 0 && dupB.p[i] == 0;
 	CHECK(zero, "the duplicate (PSN-behind) WRITEs with real rkeys did not execute: their targets are still zero");
-	CHECK_CQ_EMPTY(p.rcq[1], 100, "B got no receive completion beyond the %d real SENDs (duplicate SENDs, UD SENDs dropped)",
+	CHECK_CQ_EMPTY(p.rcq[1], 100,
+		       "B got no receive completion beyond the %d real SENDs (duplicate SENDs, UD SENDs dropped)",
 		       recvs);
 	CHECK_CQ_EMPTY(p.rcq[0], 0, "A got no receive completion at all");
 	CHECK_CQ_EMPTY(p.scq[1], 0, "B's send queue saw nothing");
@@ -1888,7 +1948,8 @@ static void garbage_storm(void)
 	CHECK_STATE(B, IBV_QPS_RTS, 0, "after the storm, B");
 	struct ibv_async_event ev;
 	bool got = vt_get_async(D.ctx, &ev, 100);
-	CHECK(!got, "no async event: no QP was hurt by the garbage\t(got %s)", got ? ibv_event_type_str(ev.event_type) : "");
+	CHECK(!got, "no async event: no QP was hurt by the garbage\t(got %s)",
+	      got ? ibv_event_type_str(ev.event_type) : "");
 	drain_async("garbage");
 	CHECK_GUARDS(&src, "source");
 	CHECK_GUARDS(&dst, "WRITE target");
@@ -1906,9 +1967,10 @@ static void garbage_storm(void)
 	vt_cfg_default(&c, IBV_QPT_RC);
 	if (vt_pair_setup(&D, &c, &p)) {
 		vt_fill(src.p, MB, 4242);
-		vt_post_send(p.qp[0], 9, IBV_WR_RDMA_WRITE, src.p, MB, src.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)dst.p,
-			     dst.mr->rkey, 0);
-		EXPECT_WC(p.scq[0], 9, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL, "after the storm: a new RC pair writes 1 MiB");
+		vt_post_send(p.qp[0], 9, IBV_WR_RDMA_WRITE, src.p, MB, src.mr->lkey, IBV_SEND_SIGNALED,
+			     (uintptr_t)dst.p, dst.mr->rkey, 0);
+		EXPECT_WC(p.scq[0], 9, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL,
+			  "after the storm: a new RC pair writes 1 MiB");
 		CHECK_DATA(dst.p, MB, 4242, "  ...data");
 		vt_pair_destroy(&p);
 	}

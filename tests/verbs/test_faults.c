@@ -89,10 +89,9 @@ static bool sides_setup(struct side s[2], const struct vt_qp_cfg *c)
 	}
 	for (int i = 0; i < 2; i++) {
 		int o = !i;
-		int err = vt_qp_connect(s[i].qp, c, IBV_QPS_RTS, s[o].qp->qp_num, c->psn[o], c->psn[i], &s[o].d.gid,
-					0);
-		if (!CHECK(!err, "QP %u on %s connected to QP %u on %s", s[i].qp->qp_num, s[i].d.name,
-			   s[o].qp->qp_num, s[o].d.name))
+		int err = vt_qp_connect(s[i].qp, c, IBV_QPS_RTS, s[o].qp->qp_num, c->psn[o], c->psn[i], &s[o].d.gid, 0);
+		if (!CHECK(!err, "QP %u on %s connected to QP %u on %s", s[i].qp->qp_num, s[i].d.name, s[o].qp->qp_num,
+			   s[o].d.name))
 			return false;
 	}
 	return true;
@@ -139,9 +138,9 @@ static int wait_wc(struct side s[2], int i, struct ibv_wc *wc, int timeout_ms)
  * them: "RESULT fault_drop=N ... crc_err=N retransmits=N". */
 static void print_counters(void)
 {
-	static const char *const names[] = { "fault_drop",     "fault_dup",      "fault_reorder", "fault_corrupt",
-					     "fault_reset",    "fault_truncate", "crc_err",       "retransmits",
-					     "rcvd_seq_err",   "sent_pkts",      "rcvd_pkts" };
+	static const char *const names[] = { "fault_drop",   "fault_dup",      "fault_reorder", "fault_corrupt",
+					     "fault_reset",  "fault_truncate", "crc_err",	"retransmits",
+					     "rcvd_seq_err", "sent_pkts",      "rcvd_pkts" };
 	unsigned long long sum[sizeof(names) / sizeof(names[0])] = { 0 };
 	const char *bd = getenv("SR_BUILD_DIR");
 	char cmd[1024], line[4096];
@@ -228,8 +227,8 @@ static int child_ud(void)
 			int seq;
 
 			memcpy(&seq, p, sizeof(seq));
-			if (wc[k].status != IBV_WC_SUCCESS || wc[k].byte_len != 40 + UD_PAY || seq < 0 ||
-			    seq >= UD_N || vt_verify(p + sizeof(seq), UD_PAY - sizeof(seq), (uint32_t)seq) >= 0)
+			if (wc[k].status != IBV_WC_SUCCESS || wc[k].byte_len != 40 + UD_PAY || seq < 0 || seq >= UD_N ||
+			    vt_verify(p + sizeof(seq), UD_PAY - sizeof(seq), (uint32_t)seq) >= 0)
 				bad++;
 			else if (got < 3 * UD_N)
 				order[got++] = seq;
@@ -298,11 +297,9 @@ static int child_rc(void)
 	unsigned acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 		       IBV_ACCESS_REMOTE_ATOMIC;
 	if (vt_buf_alloc(&a_src, s[0].d.pd, RC_MAX, 0, (int)acc) ||
-	    vt_buf_alloc(&a_dst, s[0].d.pd, RC_MAX, 0, (int)acc) ||
-	    vt_buf_alloc(&a_res, s[0].d.pd, 8, 0, (int)acc) ||
+	    vt_buf_alloc(&a_dst, s[0].d.pd, RC_MAX, 0, (int)acc) || vt_buf_alloc(&a_res, s[0].d.pd, 8, 0, (int)acc) ||
 	    vt_buf_alloc(&b_dst, s[1].d.pd, RC_MAX, 0, (int)acc) ||
-	    vt_buf_alloc(&b_src, s[1].d.pd, RC_MAX, 0, (int)acc) ||
-	    vt_buf_alloc(&b_cnt, s[1].d.pd, 8, 0, (int)acc)) {
+	    vt_buf_alloc(&b_src, s[1].d.pd, RC_MAX, 0, (int)acc) || vt_buf_alloc(&b_cnt, s[1].d.pd, 8, 0, (int)acc)) {
 		CHECK(0, "buffers");
 		goto out;
 	}
@@ -344,8 +341,8 @@ static int child_rc(void)
 	ms = vt_now_ms() - t0;
 	if (!failed) {
 		for (int k = 0; k < 5; k++)
-			CHECK(bad[k] == 0, "%d x %s (1 B .. 200 KB): every byte as sent\t(%d corrupted)", iters, what[k],
-			      bad[k]);
+			CHECK(bad[k] == 0, "%d x %s (1 B .. 200 KB): every byte as sent\t(%d corrupted)", iters,
+			      what[k], bad[k]);
 		CHECK_INT(*(uint64_t *)b_cnt.p, iters, "the FETCH_ADD counter counts each atomic once");
 		printf("RESULT goodput_mbs=%.2f bytes=%llu seconds=%.3f\n",
 		       (double)bytes / 1e6 / ((double)(ms ? ms : 1) / 1000.0), (unsigned long long)bytes,
@@ -491,8 +488,9 @@ static void run_child(const char *mode, const char *spec, const char *env, struc
 		snprintf(r->out, sizeof(r->out), "cannot write %s", conf);
 		return;
 	}
-	fprintf(f, "crc = on\n[rxe0]\ntype = roce\nnetdev = lo\nloopback = off\n%s%s%s[rxe1]\ntype = roce\nnetdev = lo\n"
-		   "loopback = off\n",
+	fprintf(f,
+		"crc = on\n[rxe0]\ntype = roce\nnetdev = lo\nloopback = off\n%s%s%s[rxe1]\ntype = roce\nnetdev = lo\n"
+		"loopback = off\n",
 		spec ? "faults = " : "", spec ? spec : "", spec ? "\n" : "");
 	fclose(f);
 	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -615,8 +613,8 @@ static void test_ud(void)
 			seen[seq[i]] = true;
 		}
 		NOTE("dup=30%%: %d arrived for %d sent; fault_dup %.0f", n, UD_N, result(r, "fault_dup"));
-		CHECK(dups > UD_N / 10 && n == UD_N + dups, "dup=30%%: every datagram arrives, some twice\t(%d, %d twice)",
-		      n, dups);
+		CHECK(dups > UD_N / 10 && n == UD_N + dups,
+		      "dup=30%%: every datagram arrives, some twice\t(%d, %d twice)", n, dups);
 		CHECK_INT(result(r, "fault_dup"), dups, "dup=30%%: fault_dup counts each duplicate");
 	}
 
@@ -655,8 +653,8 @@ static void test_ud(void)
 		inv = 0;
 		for (int i = 1; i < n; i++)
 			inv += seq[i] < seq[i - 1];
-		CHECK(n == UD_N && inv == 0, "delay=2ms,jitter=2ms: all arrive, in the order sent\t(%d, %d out of order)",
-		      n, inv);
+		CHECK(n == UD_N && inv == 0,
+		      "delay=2ms,jitter=2ms: all arrive, in the order sent\t(%d, %d out of order)", n, inv);
 	}
 	free(r);
 	free(r2);
@@ -671,12 +669,14 @@ static void test_delay(void)
 	SECTION("delay: A's sends wait 40 ms +- 10 ms (RC SEND ping-pong, data checked)");
 	run_child("rtt", NULL, NULL, r);
 	if (child_ok(r, "no faults"))
-		NOTE("no faults: round trip min %.0f ms, median %.0f ms", result(r, "rtt_min_ms"), result(r, "rtt_med_ms"));
+		NOTE("no faults: round trip min %.0f ms, median %.0f ms", result(r, "rtt_min_ms"),
+		     result(r, "rtt_med_ms"));
 	run_child("rtt", "delay=40ms,jitter=10ms", NULL, r);
 	if (child_ok(r, "delay=40ms,jitter=10ms")) {
 		NOTE("delay=40ms,jitter=10ms: round trip min %.0f ms, median %.0f ms", result(r, "rtt_min_ms"),
 		     result(r, "rtt_med_ms"));
-		CHECK(result(r, "rtt_min_ms") >= 30, "no round trip under 30 ms\t(min %.0f ms)", result(r, "rtt_min_ms"));
+		CHECK(result(r, "rtt_min_ms") >= 30, "no round trip under 30 ms\t(min %.0f ms)",
+		      result(r, "rtt_min_ms"));
 		CHECK(strstr(r->out, "what is sent waits 40.000 +- 10.000 ms, in order"),
 		      "the process says what it delays");
 	}
@@ -716,8 +716,8 @@ static void test_rc(void)
 		if (!spec)
 			base = g;
 		printf("  %-46s %7.2f MB/s %7.3f %8.2f %10.0f %8.0f\n", spec ? spec : "none (same run)", g,
-		       base > 0 ? g / base : 0, result(r, "seconds"),
-		       spec ? result(r, cases[i].counter) : 0, result(r, "retransmits"));
+		       base > 0 ? g / base : 0, result(r, "seconds"), spec ? result(r, cases[i].counter) : 0,
+		       result(r, "retransmits"));
 		if (spec)
 			CHECK(result(r, cases[i].counter) > 0, "%s: %s counted (%.0f)", spec, cases[i].counter,
 			      result(r, cases[i].counter));

@@ -28,19 +28,23 @@ static struct vt_dev D;
 static bool roce;
 
 /* Runs the statements with field set to val, then sets it back. */
-#define WITH_HANDLE(field, val, ...)              \
-	do {                                      \
-		uint32_t vt_saved_ = (field);     \
-		(field) = (val);                  \
-		__VA_ARGS__;                      \
-		(field) = vt_saved_;              \
+#define WITH_HANDLE(field, val, ...)          \
+	do {                                  \
+		uint32_t vt_saved_ = (field); \
+		(field) = (val);              \
+		__VA_ARGS__;                  \
+		(field) = vt_saved_;          \
 	} while (0)
 
 static struct ibv_qp *rc_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq, struct ibv_srq *srq)
 {
-	struct ibv_qp_init_attr a = { .send_cq = scq, .recv_cq = rcq, .srq = srq, .qp_type = IBV_QPT_RC,
-				      .cap = { .max_send_wr = 4, .max_recv_wr = srq ? 0 : 4, .max_send_sge = 1,
-					       .max_recv_sge = srq ? 0 : 1 } };
+	struct ibv_qp_init_attr a = {
+		.send_cq = scq,
+		.recv_cq = rcq,
+		.srq = srq,
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = srq ? 0 : 4, .max_send_sge = 1, .max_recv_sge = srq ? 0 : 1 }
+	};
 	return ibv_create_qp(pd, &a);
 }
 
@@ -48,11 +52,16 @@ static struct ibv_qp *rc_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq
  * be ibv_create_qp of the PD's context, verbs.h). */
 static struct ibv_qp *rc_qp_ex(struct ibv_context *c, struct ibv_pd *pd, struct ibv_cq *cq, struct ibv_srq *srq)
 {
-	struct ibv_qp_init_attr_ex a = { .send_cq = cq, .recv_cq = cq, .srq = srq, .qp_type = IBV_QPT_RC,
-					 .cap = { .max_send_wr = 4, .max_recv_wr = srq ? 0 : 4, .max_send_sge = 1,
-						  .max_recv_sge = srq ? 0 : 1 },
-					 .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
-					 .pd = pd, .send_ops_flags = IBV_QP_EX_WITH_SEND };
+	struct ibv_qp_init_attr_ex a = {
+		.send_cq = cq,
+		.recv_cq = cq,
+		.srq = srq,
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = srq ? 0 : 4, .max_send_sge = 1, .max_recv_sge = srq ? 0 : 1 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.pd = pd,
+		.send_ops_flags = IBV_QP_EX_WITH_SEND
+	};
 	return ibv_create_qp_ex(c, &a);
 }
 
@@ -76,23 +85,44 @@ static struct ibv_cq_ex *make_cq_ex(struct ibv_context *c, struct ibv_comp_chann
 
 /* A pointer verb's result: NULL with errno want (the object, if made, is
  * destroyed by kill). */
-#define CHECK_MADE(expr, want, kill, ...)                                      \
-	do {                                                                   \
-		errno = 0;                                                     \
-		__typeof__(expr) vt_p_ = (expr);                               \
-		int vt_e_ = errno;                                             \
-		CHECK_PTR_ERR(vt_p_, vt_e_, (want), __VA_ARGS__);              \
-		if (vt_p_)                                                     \
-			kill(vt_p_);                                           \
+#define CHECK_MADE(expr, want, kill, ...)                         \
+	do {                                                      \
+		errno = 0;                                        \
+		__typeof__(expr) vt_p_ = (expr);                  \
+		int vt_e_ = errno;                                \
+		CHECK_PTR_ERR(vt_p_, vt_e_, (want), __VA_ARGS__); \
+		if (vt_p_)                                        \
+			kill(vt_p_);                              \
 	} while (0)
 
-static void kill_qp(struct ibv_qp *q) { ibv_destroy_qp(q); }
-static void kill_mr(struct ibv_mr *m) { ibv_dereg_mr(m); }
-static void kill_mw(struct ibv_mw *m) { ibv_dealloc_mw(m); }
-static void kill_srq(struct ibv_srq *s) { ibv_destroy_srq(s); }
-static void kill_ah(struct ibv_ah *a) { ibv_destroy_ah(a); }
-static void kill_cq(struct ibv_cq *c) { ibv_destroy_cq(c); }
-static void kill_cq_ex(struct ibv_cq_ex *c) { ibv_destroy_cq(ibv_cq_ex_to_cq(c)); }
+static void kill_qp(struct ibv_qp *q)
+{
+	ibv_destroy_qp(q);
+}
+static void kill_mr(struct ibv_mr *m)
+{
+	ibv_dereg_mr(m);
+}
+static void kill_mw(struct ibv_mw *m)
+{
+	ibv_dealloc_mw(m);
+}
+static void kill_srq(struct ibv_srq *s)
+{
+	ibv_destroy_srq(s);
+}
+static void kill_ah(struct ibv_ah *a)
+{
+	ibv_destroy_ah(a);
+}
+static void kill_cq(struct ibv_cq *c)
+{
+	ibv_destroy_cq(c);
+}
+static void kill_cq_ex(struct ibv_cq_ex *c)
+{
+	ibv_destroy_cq(ibv_cq_ex_to_cq(c));
+}
 
 static void numbering(void)
 {
@@ -125,12 +155,12 @@ static void numbering(void)
 struct objs {
 	struct ibv_comp_channel *ch;
 	struct ibv_pd *pd;
-	struct ibv_cq *cq;       /* on ch */
+	struct ibv_cq *cq; /* on ch */
 	struct ibv_cq_ex *cqx;
 	struct ibv_mr *mr;
 	struct ibv_mw *mw;
 	struct ibv_srq *srq;
-	struct ibv_qp *qp, *ud;  /* RC, UD on cq */
+	struct ibv_qp *qp, *ud; /* RC, UD on cq */
 	struct ibv_ah *ah;
 };
 
@@ -150,13 +180,17 @@ static bool make_objs(struct objs *o)
 		o->ah = make_ah(o->pd);
 	}
 	if (o->pd && o->cq) {
-		struct ibv_qp_init_attr a = { .send_cq = o->cq, .recv_cq = o->cq, .qp_type = IBV_QPT_UD,
-					      .cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1,
-						       .max_recv_sge = 1 } };
+		struct ibv_qp_init_attr a = {
+			.send_cq = o->cq,
+			.recv_cq = o->cq,
+			.qp_type = IBV_QPT_UD,
+			.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 }
+		};
 		o->qp = rc_qp(o->pd, o->cq, o->cq, NULL);
 		o->ud = roce ? ibv_create_qp(o->pd, &a) : NULL;
 	}
-	return CHECK(o->ch && o->pd && o->cq && o->cqx && o->mr && o->srq && o->qp && o->ah && (!roce || (o->mw && o->ud)),
+	return CHECK(o->ch && o->pd && o->cq && o->cqx && o->mr && o->srq && o->qp && o->ah &&
+			     (!roce || (o->mw && o->ud)),
 		     "a channel, PD, CQ, CQ_ex, MR, %sSRQ, RC QP, AH%s\t(errno %d)", roce ? "MW, " : "",
 		     roce ? ", UD QP" : "", errno);
 }
@@ -242,7 +276,8 @@ static void bad_handles(void)
 		struct ibv_qp_init_attr ia;
 		CHECK_RC(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
 			 ENOENT, "ibv_modify_qp");
-		CHECK_RC(ibv_modify_qp(qp, &a, IBV_QP_STATE), ENOENT, "ibv_modify_qp with bad attributes: the handle first");
+		CHECK_RC(ibv_modify_qp(qp, &a, IBV_QP_STATE), ENOENT,
+			 "ibv_modify_qp with bad attributes: the handle first");
 		CHECK_RC(ibv_query_qp(qp, &a, IBV_QP_STATE, &ia), ENOENT, "ibv_query_qp");
 		CHECK_RC(ibv_destroy_qp(qp), ENOENT, "ibv_destroy_qp");
 	});
@@ -285,7 +320,8 @@ static void bad_handles(void)
 		CHECK_INT(vt_qp_state(qp2), IBV_QPS_RESET, "the other QP is in RESET still");
 		CHECK_RC(ibv_destroy_qp(qp2), 0, "and is destroyed");
 	}
-	WITH_HANDLE(pd->handle, D.pd->handle, CHECK_RC(ibv_dealloc_pd(pd), ENOENT, "ibv_dealloc_pd, its handle another PD's"));
+	WITH_HANDLE(pd->handle, D.pd->handle,
+		    CHECK_RC(ibv_dealloc_pd(pd), ENOENT, "ibv_dealloc_pd, its handle another PD's"));
 
 	SECTION("the handles set back: every object works and is destroyed");
 	{
@@ -322,7 +358,8 @@ static void foreign_window(struct ibv_pd *pd_b)
 			ibv_dealloc_mw(mw);
 		return;
 	}
-	struct ibv_mw_bind b = { .wr_id = 7, .send_flags = IBV_SEND_SIGNALED,
+	struct ibv_mw_bind b = { .wr_id = 7,
+				 .send_flags = IBV_SEND_SIGNALED,
 				 .bind_info = { .mr = NULL, .addr = 0, .length = 0 } };
 	if (CHECK_RC(ibv_bind_mw(p.qp[0], mw, &b), 0, "ibv_bind_mw of the other context's window: posted"))
 		EXPECT_WC(p.scq[0], 7, IBV_WC_MW_BIND_ERR, -1, NULL, "its bind");
@@ -381,10 +418,10 @@ static void foreign(void)
 }
 
 /* Destroys o, then again: the second time it is not there (errno again). */
-#define DESTROY_TWICE(fn, o, again, what)                     \
-	do {                                                  \
-		CHECK_RC(fn(o), 0, what);                     \
-		CHECK_RC(fn(o), (again), what " again");      \
+#define DESTROY_TWICE(fn, o, again, what)                \
+	do {                                             \
+		CHECK_RC(fn(o), 0, what);                \
+		CHECK_RC(fn(o), (again), what " again"); \
 	} while (0)
 
 static void destroyed(void)

@@ -127,7 +127,9 @@ static void import_objects(void)
  * first; each side WRITEs with an MR of the other context's making. */
 static void traffic_across(void)
 {
-	enum { LEN = 1024 };
+	enum {
+		LEN = 1024
+	};
 	int fd = dup(D.ctx->cmd_fd);
 	struct ibv_context *ic = ibv_import_device(fd);
 	struct ibv_pd *ipd = ic ? ibv_import_pd(ic, D.pd->handle) : NULL;
@@ -143,14 +145,17 @@ static void traffic_across(void)
 	for (int i = 0; i < 2; i++) {
 		struct ibv_context *cx = i ? ic : D.ctx;
 		cq[i] = ibv_create_cq(cx, 64, NULL, NULL, 0);
-		struct ibv_qp_init_attr qa = { .send_cq = cq[i], .recv_cq = cq[i], .qp_type = IBV_QPT_RC,
-					       .cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1,
-							.max_recv_sge = 1 } };
+		struct ibv_qp_init_attr qa = {
+			.send_cq = cq[i],
+			.recv_cq = cq[i],
+			.qp_type = IBV_QPT_RC,
+			.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1 }
+		};
 		qp[i] = cq[i] ? ibv_create_qp(i ? ipd : D.pd, &qa) : NULL;
 		/* side 0's buffer registered through the import, side 1's
 		 * through the first context */
 		if (!CHECK(qp[i] && !vt_buf_alloc(&b[i], i ? D.pd : ipd, LEN, 4096,
-						   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
+						  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
 			   "side %d (%s context): CQ, QP and a buffer\t(errno %d)", i, i ? "imported" : "first", errno))
 			goto out;
 	}

@@ -66,8 +66,8 @@ struct mpa_opts {
 	bool crc;
 	uint8_t rev;
 	uint16_t ird, ord;
-	int rtr;       /* enum sr_mpa_rtr: peer-to-peer with this RTR */
-	int sndbuf;    /* SO_SNDBUF of both sockets, 0 for the default */
+	int rtr;    /* enum sr_mpa_rtr: peer-to-peer with this RTR */
+	int sndbuf; /* SO_SNDBUF of both sockets, 0 for the default */
 };
 
 /* The MPA exchange as the CM does it: fds[0] is the initiator.  Fills the
@@ -289,7 +289,8 @@ static void test_opcodes(struct side s[2], const char *tag)
 		CHECK_RC(vt_post_send(s[0].qp, 200 + k, IBV_WR_SEND, src.p, len, src.mr->lkey, IBV_SEND_SIGNALED, 0, 0,
 				      0),
 			 0, "%s post Send %u", tag, len);
-		EXPECT_WC(s[0].scq, 200 + k, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "%s Send %u: send completion", tag, len);
+		EXPECT_WC(s[0].scq, 200 + k, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "%s Send %u: send completion", tag,
+			  len);
 		if (EXPECT_WC(s[1].rcq, 100 + k, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "%s Send %u: receive", tag, len)) {
 			CHECK_INT(wc.byte_len, len, "%s Send %u: byte_len", tag, len);
 			CHECK(!(wc.wc_flags & (IBV_WC_WITH_IMM | IBV_WC_WITH_INV)), "%s Send %u: no imm/inv flags", tag,
@@ -395,8 +396,8 @@ static void test_opcodes(struct side s[2], const char *tag)
 		uint8_t *expect = malloc(75001);
 
 		CHECK_RC(vt_post_recv(s[1].qp, 800, dst.p, 64, dst.mr->lkey), 0, "post recv");
-		CHECK_RC(vt_post_send(s[0].qp, 801, IBV_WR_SEND, msg, sizeof(msg), 0, IBV_SEND_SIGNALED | IBV_SEND_INLINE,
-				      0, 0, 0),
+		CHECK_RC(vt_post_send(s[0].qp, 801, IBV_WR_SEND, msg, sizeof(msg), 0,
+				      IBV_SEND_SIGNALED | IBV_SEND_INLINE, 0, 0, 0),
 			 0, "%s post inline Send", tag);
 		memset(msg, 0, sizeof(msg)); /* the payload was copied at post time */
 		EXPECT_WC(s[0].scq, 801, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "%s inline Send", tag);
@@ -412,8 +413,8 @@ static void test_opcodes(struct side s[2], const char *tag)
 			memset(big, 0, sizeof(big));
 			EXPECT_WC(s[0].scq, 805, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "%s 512-byte inline Send", tag);
 			struct ibv_wc wc;
-			if (EXPECT_WC(s[1].rcq, 804, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "%s 512-byte inline Send: receive",
-				      tag))
+			if (EXPECT_WC(s[1].rcq, 804, IBV_WC_SUCCESS, IBV_WC_RECV, &wc,
+				      "%s 512-byte inline Send: receive", tag))
 				CHECK_INT(wc.byte_len, 512, "%s   ...byte_len", tag);
 			CHECK_DATA(dst.p, 512, 512, "%s 512-byte inline Send data", tag);
 		}
@@ -440,10 +441,10 @@ static void test_opcodes(struct side s[2], const char *tag)
 			expect[5000] = src.p[9000];
 			memcpy(expect + 5001, src.p + 20000, 70000);
 			CHECK(!memcmp(dst.p + 100, expect, 3) && !memcmp(dst.p + 50000, expect + 3, 60000) &&
-			      !memcmp(dst.p + 200000, expect + 60003, 14998),
+				      !memcmp(dst.p + 200000, expect + 60003, 14998),
 			      "%s 3-SGE Send scattered right", tag);
-			CHECK(dst.p[99] == 0xee && dst.p[103] == 0xee && dst.p[49999] == 0xee && dst.p[110000] == 0xee &&
-			      dst.p[199999] == 0xee && dst.p[214998] == 0xee,
+			CHECK(dst.p[99] == 0xee && dst.p[103] == 0xee && dst.p[49999] == 0xee &&
+				      dst.p[110000] == 0xee && dst.p[199999] == 0xee && dst.p[214998] == 0xee,
 			      "%s 3-SGE Send: nothing between the SGEs changed", tag);
 			free(expect);
 		}
@@ -557,7 +558,10 @@ static void writes_landed(struct side s[2], struct vt_buf *b, const char *tag)
  * does not poll sends each at once. */
 static void test_burst(struct side s[2], const char *tag)
 {
-	enum { N = 16, LEN = 4096 };
+	enum {
+		N = 16,
+		LEN = 4096
+	};
 	struct vt_buf a, b;
 	struct ibv_wc wc[N];
 
@@ -587,8 +591,8 @@ static void test_burst(struct side s[2], const char *tag)
 				bad += wc[i].status != IBV_WC_SUCCESS || wc[i].wr_id != (uint64_t)got + (uint64_t)i;
 			got += k;
 		}
-		if (!CHECK(got == N && !bad, "%s: try %d: %d Writes of %d bytes complete in order (got %d, %d bad)", tag,
-			   t, N, LEN, got, bad))
+		if (!CHECK(got == N && !bad, "%s: try %d: %d Writes of %d bytes complete in order (got %d, %d bad)",
+			   tag, t, N, LEN, got, bad))
 			break;
 		writes_landed(s, &b, tag);
 		CHECK(!memcmp(a.p, b.p, N * LEN), "%s: try %d: the Writes' data", tag, t);
@@ -601,12 +605,12 @@ static void test_burst(struct side s[2], const char *tag)
 #ifdef VT_SENDS_COUNTED
 	vt_sleep_ms(5);
 	unsigned long c0 = vt_send_calls;
-	vt_post_send(s[0].qp, 1, IBV_WR_RDMA_WRITE, a.p, LEN, a.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)b.p,
+	vt_post_send(s[0].qp, 1, IBV_WR_RDMA_WRITE, a.p, LEN, a.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)b.p, b.mr->rkey,
+		     0);
+	vt_post_send(s[0].qp, 2, IBV_WR_RDMA_WRITE, a.p + LEN, LEN, a.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)b.p + LEN,
 		     b.mr->rkey, 0);
-	vt_post_send(s[0].qp, 2, IBV_WR_RDMA_WRITE, a.p + LEN, LEN, a.mr->lkey, IBV_SEND_SIGNALED,
-		     (uintptr_t)b.p + LEN, b.mr->rkey, 0);
-	CHECK_INT(vt_send_calls - c0, 2, "%s: two Writes posted back to back by a thread that does not poll: a sendmsg each",
-		  tag);
+	CHECK_INT(vt_send_calls - c0, 2,
+		  "%s: two Writes posted back to back by a thread that does not poll: a sendmsg each", tag);
 	int done = poll_some(s[0].scq, 2, wc, VT_TIMEOUT_MS);
 	if (done == 1)
 		done += poll_some(s[0].scq, 1, wc + 1, VT_TIMEOUT_MS);
@@ -694,7 +698,8 @@ static void test_throughput(struct side s[2], const char *tag)
 		CHECK_RC(vt_post_send(s[0].qp, 99999, IBV_WR_RDMA_READ, chk, 65536, a.mr->lkey, IBV_SEND_SIGNALED,
 				      (uintptr_t)b.p + 63 * 65536, b.mr->rkey, 0),
 			 0, "post Read after the Writes");
-		if (EXPECT_WC(s[0].scq, 99999, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, NULL, "%s: Read after the Writes", tag))
+		if (EXPECT_WC(s[0].scq, 99999, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, NULL, "%s: Read after the Writes",
+			      tag))
 			CHECK(!memcmp(b.p + 63 * 65536, a.p + 63 * 65536, 65536), "%s: the last Write's data", tag);
 	}
 	vt_buf_free(&a);
@@ -726,7 +731,9 @@ static int post_recv_list(struct side *s, uint64_t id, uint8_t *p, uint32_t len,
 	if (g && w) {
 		for (uint32_t i = 0; i < cnt; i++) {
 			g[i] = (struct ibv_sge){ (uintptr_t)(p + (size_t)i * len), len, lkey };
-			w[i] = (struct ibv_recv_wr){ .wr_id = id + i, .sg_list = &g[i], .num_sge = 1,
+			w[i] = (struct ibv_recv_wr){ .wr_id = id + i,
+						     .sg_list = &g[i],
+						     .num_sge = 1,
 						     .next = i + 1 < cnt ? &w[i + 1] : NULL };
 		}
 		r = ibv_post_recv(s->qp, w, &bad);
@@ -777,8 +784,8 @@ static void test_late_receive_on(struct side s[2], struct ibv_srq *srq, const ch
 	      vt_state_str(vt_qp_state(s[0].qp)), vt_state_str(vt_qp_state(s[1].qp)));
 	uint64_t t_post = vt_now_ms(), t_first = 0;
 	if (thread_only && !srq)
-		errs += early < n && post_recv_list(&s[1], 3000 + early, b.p + (size_t)early * len, len, b.mr->lkey,
-						    n - early) != 0;
+		errs += early < n &&
+			post_recv_list(&s[1], 3000 + early, b.p + (size_t)early * len, len, b.mr->lkey, n - early) != 0;
 	else
 		for (uint32_t i = early; i < n; i++)
 			errs += late_post_recv(&s[1], srq, 3000 + i, b.p + (size_t)i * len, len, b.mr->lkey) != 0;
@@ -789,8 +796,10 @@ static void test_late_receive_on(struct side s[2], struct ibv_srq *srq, const ch
 		int placed = all ? cq_take_placed(s[1].rcq, all, (int)n) : 0;
 		for (int i = 0; i < placed; i++, got++)
 			bad += all[i].status != IBV_WC_SUCCESS || all[i].byte_len != len || all[i].wr_id != 3000 + got;
-		CHECK(placed == (int)n, "%s: 500 ms later the receiver's progress thread alone has completed all %u "
-				       "receives, no poll driving it\t(%d)", tag, n, placed);
+		CHECK(placed == (int)n,
+		      "%s: 500 ms later the receiver's progress thread alone has completed all %u "
+		      "receives, no poll driving it\t(%d)",
+		      tag, n, placed);
 		free(all);
 	}
 	while (got < n) {
@@ -861,14 +870,19 @@ static void test_late_receive_srq(void)
 	s[1].scq = ibv_create_cq(s[1].d.ctx, 256, NULL, NULL, 0);
 	s[1].rcq = ibv_create_cq(s[1].d.ctx, 256, NULL, NULL, 0);
 	if (CHECK(srq && s[1].scq && s[1].rcq, "SRQ and CQs") && CHECK(side_qp(&s[0], 256, 16, 1), "sender QP")) {
-		struct ibv_qp_init_attr ia = { .send_cq = s[1].scq, .recv_cq = s[1].rcq, .srq = srq,
-					       .cap = { .max_send_wr = 16, .max_send_sge = 1 }, .qp_type = IBV_QPT_RC };
-		struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+		struct ibv_qp_init_attr ia = { .send_cq = s[1].scq,
+					       .recv_cq = s[1].rcq,
+					       .srq = srq,
+					       .cap = { .max_send_wr = 16, .max_send_sge = 1 },
+					       .qp_type = IBV_QPT_RC };
+		struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT,
+					 .port_num = 1,
 					 .qp_access_flags = IBV_ACCESS_LOCAL_WRITE };
 
 		s[1].qp = ibv_create_qp(s[1].d.pd, &ia);
-		if (CHECK(s[1].qp && !ibv_modify_qp(s[1].qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-									IBV_QP_ACCESS_FLAGS),
+		if (CHECK(s[1].qp &&
+				  !ibv_modify_qp(s[1].qp, &a,
+						 IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
 			  "receiver QP on the SRQ, INIT") &&
 		    CHECK(conn_up(s, &o, &c), "connected: RTS"))
 			test_late_receive_on(s, srq, "SRQ", 65536, 64, 4, false);
@@ -905,9 +919,11 @@ static void test_data(const struct mpa_opts *o, const char *tag, bool throughput
 		int done;
 		bool ok = vt_pingpong_poll(s[0].qp, s[0].scq, s[0].d.pd, s[1].qp, s[1].scq, s[1].d.pd, 64, 1000, &done,
 					   &why);
-		CHECK(ok, "%s: ping-pong of 64-byte Writes by polling memory, buffers reused at once: 1000 rounds\t(%d; %s)",
+		CHECK(ok,
+		      "%s: ping-pong of 64-byte Writes by polling memory, buffers reused at once: 1000 rounds\t(%d; %s)",
 		      tag, done, why ? why : "ok");
-		ok = vt_pingpong_poll(s[0].qp, s[0].scq, s[0].d.pd, s[1].qp, s[1].scq, s[1].d.pd, 4000, 300, &done, &why);
+		ok = vt_pingpong_poll(s[0].qp, s[0].scq, s[0].d.pd, s[1].qp, s[1].scq, s[1].d.pd, 4000, 300, &done,
+				      &why);
 		CHECK(ok, "%s: the same with 4000-byte Writes: 300 rounds\t(%d; %s)", tag, done, why ? why : "ok");
 	}
 	test_refused(s);
@@ -923,11 +939,12 @@ static void test_data(const struct mpa_opts *o, const char *tag, bool throughput
 			CHECK_RC(vt_post_recv(s[1].qp, 4242, rb.p, 64, rb.mr->lkey), 0, "post a receive");
 			CHECK_RC(ibv_modify_qp(s[0].qp, &a, IBV_QP_STATE), 0, "%s: initiator to SQD (disconnect)", tag);
 			CHECK(wait_state(s[0].qp, IBV_QPS_ERR, 5000), "%s: the initiator closes and goes to ERR", tag);
-			CHECK(wait_state(s[1].qp, IBV_QPS_ERR, 5000), "%s: the peer sees the close and goes to ERR", tag);
+			CHECK(wait_state(s[1].qp, IBV_QPS_ERR, 5000), "%s: the peer sees the close and goes to ERR",
+			      tag);
 			EXPECT_WC(s[1].rcq, 4242, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, NULL, "%s: its receive is flushed",
 				  tag);
-			for (int i = 0; i < 200 && (atomic_load(&close_count[0]) < 1 || atomic_load(&close_count[1]) < 1);
-			     i++)
+			for (int i = 0;
+			     i < 200 && (atomic_load(&close_count[0]) < 1 || atomic_load(&close_count[1]) < 1); i++)
 				vt_sleep_ms(5);
 			CHECK(atomic_load(&close_count[0]) == 1 && atomic_load(&close_reason[0]) == SR_IW_CLOSE_LOCAL,
 			      "%s: the initiator's CM is told: local close\t(%d calls, reason %d)", tag,
@@ -991,8 +1008,8 @@ static void test_unmapped(void)
 			CHECK_RC(vt_post_send(s[0].qp, 7, t[i].op, b.p, t[i].len, b.mr->lkey, IBV_SEND_SIGNALED,
 					      (uintptr_t)m + 4096, mr->rkey, 0),
 				 0, "%s: posted", t[i].what);
-			CHECK(wait_state(s[1].qp, IBV_QPS_ERR, 5000), "%s: the target's QP goes to ERR (the process lives)",
-			      t[i].what);
+			CHECK(wait_state(s[1].qp, IBV_QPS_ERR, 5000),
+			      "%s: the target's QP goes to ERR (the process lives)", t[i].what);
 			if (t[i].op == IBV_WR_RDMA_READ) {
 				bool got = vt_poll(s[0].scq, 1, &wc, VT_TIMEOUT_MS) == 1;
 				CHECK(got && wc.wr_id == 7 && wc.status != IBV_WC_SUCCESS,
@@ -1089,13 +1106,13 @@ next:
 /* ------------------------------------------------------------------ */
 
 struct raw {
-	struct side v;         /* the QP under test */
-	int fd;                /* the raw peer's socket */
+	struct side v; /* the QP under test */
+	int fd;	       /* the raw peer's socket */
 	bool crc;
-	struct vt_buf tgt;     /* remote-writable/readable target with guards */
-	struct vt_buf ro;      /* registered without remote access */
-	struct vt_buf rbuf;    /* receive buffer */
-	uint8_t *snap;         /* target contents before */
+	struct vt_buf tgt;  /* remote-writable/readable target with guards */
+	struct vt_buf ro;   /* registered without remote access */
+	struct vt_buf rbuf; /* receive buffer */
+	uint8_t *snap;	    /* target contents before */
 };
 
 /* Connect a QP to a raw socket: the raw side is the initiator. */
@@ -1169,15 +1186,14 @@ static bool raw_get_term(struct raw *r, struct sr_iw_hdr *t, uint32_t *ulen_out)
  * QP in ERR with the async event; the posted receive completed with
  * recv_st; nothing outside writable memory touched. */
 static void raw_expect(struct raw *r, const char *what, uint8_t layer, uint8_t etype, uint8_t ecode,
-		       const uint8_t *bad_hdr, uint32_t bad_len, uint32_t seg_len, enum ibv_event_type ev,
-		       int recv_st)
+		       const uint8_t *bad_hdr, uint32_t bad_len, uint32_t seg_len, enum ibv_event_type ev, int recv_st)
 {
 	struct sr_iw_hdr t;
 	uint32_t ulen = 0;
 
 	if (CHECK(raw_get_term(r, &t, &ulen), "%s: the raw peer reads a Terminate FPDU", what)) {
 		CHECK(t.opcode == SR_RDMAP_TERMINATE && !t.tagged && t.last && t.qn == SR_DDP_QN_TERMINATE &&
-		      t.msn == 1 && t.mo == 0,
+			      t.msn == 1 && t.mo == 0,
 		      "%s: Terminate on QN 2, MSN 1, MO 0, L set\t(op %u qn %u msn %u mo %u)", what, t.opcode, t.qn,
 		      t.msn, t.mo);
 		CHECK(t.term.layer == layer && t.term.etype == etype && t.term.ecode == ecode,
@@ -1193,8 +1209,8 @@ static void raw_expect(struct raw *r, const char *what, uint8_t layer, uint8_t e
 				      !!(t.term.hdrct & SR_TERM_HDRCT_R) == rdma && t.term.ddp_seg_len == seg_len &&
 				      t.term.ddp_hdr_len == dl && !memcmp(t.term.ddp_hdr, bad_hdr, dl) &&
 				      (!rdma || !memcmp(t.term.rdma_hdr, bad_hdr + dl, SR_RDMAP_RREQ_LEN)),
-			      "%s: the offending headers are copied (M, D%s; segment length %u)\t(hdrct %#x seg %u)", what,
-			      rdma ? ", R" : "", seg_len, t.term.hdrct, t.term.ddp_seg_len);
+			      "%s: the offending headers are copied (M, D%s; segment length %u)\t(hdrct %#x seg %u)",
+			      what, rdma ? ", R" : "", seg_len, t.term.hdrct, t.term.ddp_seg_len);
 		} else {
 			CHECK(t.term.hdrct == 0 && ulen == SR_DDP_UNTAGGED_HDR + SR_RDMAP_TERM_CTRL_LEN,
 			      "%s: no headers copied\t(hdrct %#x, ULPDU %u)", what, t.term.hdrct, ulen);
@@ -1366,7 +1382,8 @@ next2:
 
 			while (z < r.rbuf.len && !r.rbuf.p[z])
 				z++;
-			CHECK(z == r.rbuf.len, "Send too long: nothing placed in the receive buffer	(byte %zu set)", z);
+			CHECK(z == r.rbuf.len, "Send too long: nothing placed in the receive buffer	(byte %zu set)",
+			      z);
 		}
 next3:
 		raw_down(&r);
@@ -1392,7 +1409,8 @@ next3:
 		h.rsvdulp = r.tgt.mr->rkey + 0x100; /* the next slot: never registered */
 		if (k == 1) {
 			pd2 = ibv_alloc_pd(r.v.d.ctx);
-			mr2 = pd2 ? ibv_reg_mr(pd2, r.ro.p, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) : NULL;
+			mr2 = pd2 ? ibv_reg_mr(pd2, r.ro.p, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) :
+				    NULL;
 			if (!CHECK(mr2, "%s: a region of another PD", what[k]))
 				goto next5;
 			h.rsvdulp = mr2->rkey;
@@ -1404,16 +1422,16 @@ next3:
 		CHECK(vt_write_all(r.fd, fp, n), "%s sent", what[k]);
 		if (k < 2) {
 			raw_expect(&r, what[k], SR_TERM_LAYER_RDMAP,
-				   k ? SR_TERM_RDMAP_PROTECTION : SR_TERM_RDMAP_OPERATION, SR_TERM_RDMAP_CANNOT_INVALIDATE,
-				   hb, hl, hl + 100, k ? IBV_EVENT_QP_ACCESS_ERR : IBV_EVENT_QP_FATAL,
-				   IBV_WC_REM_INV_REQ_ERR);
+				   k ? SR_TERM_RDMAP_PROTECTION : SR_TERM_RDMAP_OPERATION,
+				   SR_TERM_RDMAP_CANNOT_INVALIDATE, hb, hl, hl + 100,
+				   k ? IBV_EVENT_QP_ACCESS_ERR : IBV_EVENT_QP_FATAL, IBV_WC_REM_INV_REQ_ERR);
 			goto next5;
 		}
 		if (EXPECT_WC(r.v.rcq, 77, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "%s: the receive", what[k]))
 			CHECK((wc.wc_flags & IBV_WC_WITH_INV) && wc.invalidated_rkey == r.tgt.mr->rkey &&
 				      wc.byte_len == 100 && !memcmp(r.rbuf.p, pay, 100),
-			      "%s: 100 bytes, WITH_INV and the STag\t(flags %#x rkey %#x len %u)", what[k],
-			      wc.wc_flags, wc.invalidated_rkey, wc.byte_len);
+			      "%s: 100 bytes, WITH_INV and the STag\t(flags %#x rkey %#x len %u)", what[k], wc.wc_flags,
+			      wc.invalidated_rkey, wc.byte_len);
 		CHECK(vt_qp_state(r.v.qp) == IBV_QPS_RTS, "%s: the QP is still in RTS", what[k]);
 		/* the invalidated STag: a Write to it is refused */
 		sr_iw_hdr_init(&h, SR_RDMAP_WRITE, true);
@@ -1465,8 +1483,8 @@ next4:
 		h.msn = 1;
 		n = vt_fpdu(fp, &h, pay, 8, true, false);
 		CHECK(vt_write_all(r.fd, fp, n), "a Send instead of the RTR sent");
-		raw_expect(&r, "no matching RTR", SR_TERM_LAYER_LLP, SR_TERM_LLP_MPA, SR_TERM_MPA_NO_MATCHING_RTR,
-			   NULL, 0, 0, IBV_EVENT_QP_FATAL, IBV_WC_WR_FLUSH_ERR);
+		raw_expect(&r, "no matching RTR", SR_TERM_LAYER_LLP, SR_TERM_LLP_MPA, SR_TERM_MPA_NO_MATCHING_RTR, NULL,
+			   0, 0, IBV_EVENT_QP_FATAL, IBV_WC_WR_FLUSH_ERR);
 	}
 	raw_down(&r);
 
@@ -1492,8 +1510,8 @@ next4:
 		CHECK(vt_write_all(r.fd, fp, n), "a Write and a Read Request sent");
 		CHECK(vt_read_exact(r.fd, rsp, 2, 5000) == 2, "a Read Response comes");
 		ul = (uint32_t)rsp[0] << 8 | rsp[1];
-		CHECK(ul == 14 + 1333 && vt_read_exact(r.fd, rsp + 2, sr_mpa_fpdu_len(ul) - 2, 5000) ==
-						    sr_mpa_fpdu_len(ul) - 2,
+		CHECK(ul == 14 + 1333 &&
+			      vt_read_exact(r.fd, rsp + 2, sr_mpa_fpdu_len(ul) - 2, 5000) == sr_mpa_fpdu_len(ul) - 2,
 		      "the Read Response is one FPDU of 1333 bytes\t(ULPDU %u)", ul);
 		CHECK(sr_iw_hdr_parse(&t, rsp + 2, 14, ul) == 14 && t.opcode == SR_RDMAP_READ_RESP && t.tagged &&
 			      t.last && t.stag == 0x77 && t.to == 0x10000,
@@ -1556,8 +1574,8 @@ next4:
 			      "trickle: 150 bytes, right data\t(byte_len %u)", wc.byte_len);
 		CHECK(vt_read_exact(r.fd, rsp, 2, 5000) == 2, "trickle: a Read Response comes");
 		ul = (uint32_t)rsp[0] << 8 | rsp[1];
-		CHECK(ul == 14 + 500 && vt_read_exact(r.fd, rsp + 2, sr_mpa_fpdu_len(ul) - 2, 5000) ==
-						   sr_mpa_fpdu_len(ul) - 2,
+		CHECK(ul == 14 + 500 &&
+			      vt_read_exact(r.fd, rsp + 2, sr_mpa_fpdu_len(ul) - 2, 5000) == sr_mpa_fpdu_len(ul) - 2,
 		      "trickle: one FPDU of 500 bytes\t(ULPDU %u)", ul);
 		{
 			struct sr_mpa_fpdu f;
@@ -1591,7 +1609,8 @@ next4:
 			 0, "post a Read to the raw peer");
 		CHECK(vt_read_exact(r.fd, buf, 2, 5000) == 2, "the raw peer gets the Read Request");
 		ul = (uint32_t)buf[0] << 8 | buf[1];
-		CHECK(ul == 46 && vt_read_exact(r.fd, buf + 2, sr_mpa_fpdu_len(ul) - 2, 5000) == sr_mpa_fpdu_len(ul) - 2 &&
+		CHECK(ul == 46 &&
+			      vt_read_exact(r.fd, buf + 2, sr_mpa_fpdu_len(ul) - 2, 5000) == sr_mpa_fpdu_len(ul) - 2 &&
 			      sr_iw_hdr_parse(&rq, buf + 2, ul, ul) == 46 && rq.opcode == SR_RDMAP_READ_REQ &&
 			      rq.qn == 1 && rq.msn == 1 && rq.rreq.size == 4096 && rq.rreq.src_stag == 0x1234 &&
 			      rq.rreq.src_to == 0x5000 && rq.rreq.sink_stag == r.tgt.mr->lkey &&
@@ -1626,7 +1645,6 @@ next4:
 	vt_close(&r.v.d);
 }
 
-
 /* ------------------------------------------------------------------ */
 /* closing never loses what completed                                   */
 /* ------------------------------------------------------------------ */
@@ -1640,8 +1658,8 @@ struct linger_peer {
 	uint64_t to;
 	bool crc;
 	atomic_bool done;
-	uint64_t write_bytes;  /* Write payload read */
-	int end;               /* 0 FIN, -errno reset, -ETIME silence */
+	uint64_t write_bytes; /* Write payload read */
+	int end;	      /* 0 FIN, -errno reset, -ETIME silence */
 };
 
 static void *linger_reader(void *arg)
@@ -1701,7 +1719,10 @@ static void *linger_writer(void *arg)
 
 static void test_close_keeps_data(void)
 {
-	enum { NW = 16, WLEN = 128 * 1024 };
+	enum {
+		NW = 16,
+		WLEN = 128 * 1024
+	};
 	struct raw r;
 	struct vt_buf src;
 	struct linger_peer lp;
@@ -1782,15 +1803,16 @@ static void test_device(void)
 	CHECK(!sr_iw_query(d.ctx, &da) && da.iwarp && da.crc, "sr_iw_query: an iWARP device that wants CRC");
 	/* memory windows: siw has none (no alloc_mw: EOPNOTSUPP), and accepts
 	 * an MR with IBV_ACCESS_MW_BIND as the kernel does */
-	CHECK(d.attr.max_mw == 0 && !(d.attr.device_cap_flags & (IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B)),
+	CHECK(d.attr.max_mw == 0 &&
+		      !(d.attr.device_cap_flags & (IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B)),
 	      "no memory windows: max_mw 0, no MEM_WINDOW capability\t(max_mw %d, flags %#x)", d.attr.max_mw,
 	      (unsigned)d.attr.device_cap_flags);
 	for (int t = IBV_MW_TYPE_1; t <= IBV_MW_TYPE_2; t++) {
 		struct ibv_mw *mw = ibv_alloc_mw(d.pd, (enum ibv_mw_type)t);
 
 		e = errno;
-		CHECK(!mw && e == EOPNOTSUPP, "ibv_alloc_mw(type %d): EOPNOTSUPP, as siw\t(%p, errno %d)", t, (void *)mw,
-		      e);
+		CHECK(!mw && e == EOPNOTSUPP, "ibv_alloc_mw(type %d): EOPNOTSUPP, as siw\t(%p, errno %d)", t,
+		      (void *)mw, e);
 		if (mw)
 			ibv_dealloc_mw(mw);
 	}

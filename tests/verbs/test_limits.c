@@ -25,10 +25,22 @@ static union ibv_gid gid;
 static char buf[4096] __attribute__((aligned(4096)));
 static bool iwarp;
 
-static void *make_pd(struct side *s) { return ibv_alloc_pd(s->ctx); }
-static void *make_cq(struct side *s) { return ibv_create_cq(s->ctx, 1, NULL, NULL, 0); }
-static void *make_mr(struct side *s) { return ibv_reg_mr(s->pd, buf, sizeof(buf), 0); }
-static void *make_mw(struct side *s) { return ibv_alloc_mw(s->pd, IBV_MW_TYPE_1); }
+static void *make_pd(struct side *s)
+{
+	return ibv_alloc_pd(s->ctx);
+}
+static void *make_cq(struct side *s)
+{
+	return ibv_create_cq(s->ctx, 1, NULL, NULL, 0);
+}
+static void *make_mr(struct side *s)
+{
+	return ibv_reg_mr(s->pd, buf, sizeof(buf), 0);
+}
+static void *make_mw(struct side *s)
+{
+	return ibv_alloc_mw(s->pd, IBV_MW_TYPE_1);
+}
 
 static void *make_srq(struct side *s)
 {
@@ -44,27 +56,51 @@ static void *make_ah(struct side *s)
 
 static void *make_qp(struct side *s)
 {
-	struct ibv_qp_init_attr a = { .send_cq = s->cq, .recv_cq = s->cq, .qp_type = IBV_QPT_RC,
-				      .cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1,
-					       .max_recv_sge = 1 } };
+	struct ibv_qp_init_attr a = {
+		.send_cq = s->cq,
+		.recv_cq = s->cq,
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 }
+	};
 	return ibv_create_qp(s->pd, &a);
 }
 
-static int kill_pd(void *o) { return ibv_dealloc_pd(o); }
-static int kill_cq(void *o) { return ibv_destroy_cq(o); }
-static int kill_mr(void *o) { return ibv_dereg_mr(o); }
-static int kill_mw(void *o) { return ibv_dealloc_mw(o); }
-static int kill_srq(void *o) { return ibv_destroy_srq(o); }
-static int kill_ah(void *o) { return ibv_destroy_ah(o); }
-static int kill_qp(void *o) { return ibv_destroy_qp(o); }
+static int kill_pd(void *o)
+{
+	return ibv_dealloc_pd(o);
+}
+static int kill_cq(void *o)
+{
+	return ibv_destroy_cq(o);
+}
+static int kill_mr(void *o)
+{
+	return ibv_dereg_mr(o);
+}
+static int kill_mw(void *o)
+{
+	return ibv_dealloc_mw(o);
+}
+static int kill_srq(void *o)
+{
+	return ibv_destroy_srq(o);
+}
+static int kill_ah(void *o)
+{
+	return ibv_destroy_ah(o);
+}
+static int kill_qp(void *o)
+{
+	return ibv_destroy_qp(o);
+}
 
 struct kind {
 	const char *name;
 	int max;
-	int existing;          /* of the type made before (the sides' PDs and CQs) */
+	int existing; /* of the type made before (the sides' PDs and CQs) */
 	void *(*make)(struct side *);
 	int (*kill)(void *);
-	int rxe_errno;         /* past the limit on the RoCE device; siw's is ENOMEM */
+	int rxe_errno; /* past the limit on the RoCE device; siw's is ENOMEM */
 };
 
 static void fill(const struct kind *k)
@@ -125,7 +161,8 @@ static void run(void)
 		S[i].ctx = ibv_open_device(list[0]);
 		S[i].pd = S[i].ctx ? ibv_alloc_pd(S[i].ctx) : NULL;
 		S[i].cq = S[i].ctx ? ibv_create_cq(S[i].ctx, 16, NULL, NULL, 0) : NULL;
-		if (!CHECK(S[i].pd && S[i].cq, "context %d of %s, a PD and a CQ in it", i, ibv_get_device_name(list[0])))
+		if (!CHECK(S[i].pd && S[i].cq, "context %d of %s, a PD and a CQ in it", i,
+			   ibv_get_device_name(list[0])))
 			return;
 	}
 	ibv_free_device_list(list);
@@ -134,12 +171,9 @@ static void run(void)
 		return;
 
 	const struct kind kinds[] = {
-		{ "pd", a.max_pd, 2, make_pd, kill_pd, EINVAL },
-		{ "cq", a.max_cq, 2, make_cq, kill_cq, EINVAL },
-		{ "srq", a.max_srq, 0, make_srq, kill_srq, EINVAL },
-		{ "ah", a.max_ah, 0, make_ah, kill_ah, EINVAL },
-		{ "mr", a.max_mr, 0, make_mr, kill_mr, ENOMEM },
-		{ "mw", a.max_mw, 0, make_mw, kill_mw, EINVAL },
+		{ "pd", a.max_pd, 2, make_pd, kill_pd, EINVAL },     { "cq", a.max_cq, 2, make_cq, kill_cq, EINVAL },
+		{ "srq", a.max_srq, 0, make_srq, kill_srq, EINVAL }, { "ah", a.max_ah, 0, make_ah, kill_ah, EINVAL },
+		{ "mr", a.max_mr, 0, make_mr, kill_mr, ENOMEM },     { "mw", a.max_mw, 0, make_mw, kill_mw, EINVAL },
 		{ "qp", a.max_qp, 0, make_qp, kill_qp, EINVAL },
 	};
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {

@@ -36,14 +36,14 @@
 #define QK 0x11111111u
 #define QK2 0x22222222u
 #define QK3 0x33333333u
-#define MSG 200u                 /* payload bytes per datagram */
-#define SLOT (40u + 256u)        /* receive slot: GRH + payload room */
+#define MSG 200u	  /* payload bytes per datagram */
+#define SLOT (40u + 256u) /* receive slot: GRH + payload room */
 #define NSLOT 64u
 #define WAIT_MS 5000
 #define QUIET_MS 250
 
 static struct vt_dev D;
-static int G_IDX;                /* GID index with the device's IPv4 address */
+static int G_IDX; /* GID index with the device's IPv4 address */
 static struct in_addr LOCAL4;
 
 struct ud {
@@ -168,7 +168,7 @@ static struct ibv_ah *mcast_ah(struct vt_dev *d, const union ibv_gid *group, int
 	ah.port_num = 1;
 	ah.grh.dgid = *group;
 	ah.grh.sgid_index = (uint8_t)sgid_index;
-	ah.grh.hop_limit = 1;  /* what rdma_cm's MULTICAST_JOIN event gives */
+	ah.grh.hop_limit = 1; /* what rdma_cm's MULTICAST_JOIN event gives */
 	return ibv_create_ah(d->pd, &ah);
 }
 
@@ -256,8 +256,8 @@ static bool expect_mc(struct ud *u, uint32_t seed, uint32_t src_qpn, const union
 			   wc.src_qp == src_qpn && (wc.wc_flags & IBV_WC_GRH) && wc.qp_num == u->qp->qp_num,
 		   "%s: QP %u receives it: RECV, %u bytes, source QP %u, GRH\t(status %s, opcode %d, byte_len %u, "
 		   "src_qp %u, wc_flags 0x%x, qp_num %u)",
-		   what, u->qp->qp_num, 40 + MSG, src_qpn, vt_status_str(wc.status), wc.opcode, wc.byte_len,
-		   wc.src_qp, wc.wc_flags, wc.qp_num);
+		   what, u->qp->qp_num, 40 + MSG, src_qpn, vt_status_str(wc.status), wc.opcode, wc.byte_len, wc.src_qp,
+		   wc.wc_flags, wc.qp_num);
 	if (wc.status == IBV_WC_SUCCESS && wc.wr_id < NSLOT) {
 		uint8_t *slot = u->rbuf.p + (size_t)wc.wr_id * SLOT;
 
@@ -322,15 +322,15 @@ static void test_errnos(const union ibv_gid *grp)
 		const char *addr;
 		int want;
 	} gids[] = {
-		{ "10.1.2.3", EINVAL },        /* unicast IPv4 */
+		{ "10.1.2.3", EINVAL }, /* unicast IPv4 */
 		{ "127.0.0.1", EINVAL },
 		{ "240.0.0.1", EINVAL },       /* class E is not multicast */
 		{ "255.255.255.255", EINVAL }, /* broadcast */
 		{ "::", EINVAL },
 		{ "fe80::1", EINVAL },
 		{ "2001:db8::1", EINVAL },
-		{ "::e000:1", EINVAL },        /* 224.0.0.1 but not IPv4-mapped */
-		{ "224.0.0.1", 0 },            /* the bounds of 224.0.0.0/4 */
+		{ "::e000:1", EINVAL }, /* 224.0.0.1 but not IPv4-mapped */
+		{ "224.0.0.1", 0 },	/* the bounds of 224.0.0.0/4 */
 		{ "239.255.255.255", 0 },
 		{ "ff0e::1:2", 0 },
 		{ "ff02::1:3", 0 },
@@ -488,7 +488,9 @@ static void test_delivery(const union ibv_gid *grp)
 
 	/* a burst, in order */
 	{
-		enum { N = 32 };
+		enum {
+			N = 32
+		};
 		bool ok = true;
 		uint32_t first = seed + 1;
 
@@ -657,8 +659,8 @@ static int helper(int argc, char **argv)
 			memset(want, 0, sizeof(want));
 			snprintf(want, sizeof(want), "mcast %lu", got);
 			if (!CHECK(wc.status == IBV_WC_SUCCESS && wc.byte_len == 40 + MSG && !memcmp(p, want, MSG),
-				   "datagram %lu: \"%s\" from QP %u\t(status %s, byte_len %u, got \"%.20s\")", got, want,
-				   wc.src_qp, vt_status_str(wc.status), wc.byte_len, (char *)p))
+				   "datagram %lu: \"%s\" from QP %u\t(status %s, byte_len %u, got \"%.20s\")", got,
+				   want, wc.src_qp, vt_status_str(wc.status), wc.byte_len, (char *)p))
 				break;
 			vt_post_recv(u.qp, wc.wr_id, u.rbuf.p + (size_t)wc.wr_id * SLOT, SLOT, u.rbuf.mr->lkey);
 			got++;
@@ -707,7 +709,8 @@ static int setup(union ibv_gid *grp)
 		return 1;
 	G_IDX = -1;
 	for (int i = 0; i < D.port.gid_tbl_len && G_IDX < 0; i++)
-		if (!ibv_query_gid(D.ctx, 1, i, &g) && gid_is_v4(&g) && (g.raw[12] || g.raw[13] || g.raw[14] || g.raw[15]))
+		if (!ibv_query_gid(D.ctx, 1, i, &g) && gid_is_v4(&g) &&
+		    (g.raw[12] || g.raw[13] || g.raw[14] || g.raw[15]))
 			G_IDX = i;
 	if (G_IDX < 0) {
 		printf("SKIP: test_mcast: device %s has no IPv4 GID\n", D.name);
@@ -722,7 +725,8 @@ static int setup(union ibv_gid *grp)
 		       D.name, why);
 		return 77;
 	}
-	NOTE("device %s, GID index %d (%s), group %s", D.name, G_IDX, inet_ntoa(LOCAL4), gid_str(grp, why, sizeof(why)));
+	NOTE("device %s, GID index %d (%s), group %s", D.name, G_IDX, inet_ntoa(LOCAL4),
+	     gid_str(grp, why, sizeof(why)));
 	return 0;
 }
 

@@ -25,7 +25,7 @@
 
 static struct vt_dev D;
 
-#define ACC_MR                                                                                             \
+#define ACC_MR                                                                                                  \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | \
 	 IBV_ACCESS_MW_BIND)
 #define ACC_MW (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
@@ -36,7 +36,7 @@ static struct vt_dev D;
 struct env {
 	struct vt_pair p;
 	struct vt_buf src, tgt;
-	uint8_t *snap;  /* tgt's contents before the operation under test */
+	uint8_t *snap; /* tgt's contents before the operation under test */
 };
 
 static bool env_up(struct env *e, enum ibv_qp_type t, unsigned tgt_access, uint64_t send_ops)
@@ -80,7 +80,8 @@ static bool tgt_is(struct env *e, size_t off, size_t len, uint32_t seed, const c
 	}
 	CHECK_GUARDS(&e->tgt, "%s: target", what);
 	if (len)
-		return CHECK(bad < 0, "%s: %zu bytes at offset %zu, nothing else in the region changed\t(byte %ld differs)",
+		return CHECK(bad < 0,
+			     "%s: %zu bytes at offset %zu, nothing else in the region changed\t(byte %ld differs)",
 			     what, len, off, bad);
 	return CHECK(bad < 0, "%s: nothing in the region changed\t(byte %ld differs)", what, bad);
 }
@@ -155,7 +156,8 @@ static void write_lands(struct env *e, uint32_t rkey, uint64_t va, size_t off, u
 {
 	if (write_st(e, rkey, va, len, seed, IBV_WC_SUCCESS, what)) {
 		/* UC completes once sent: give the bytes time to arrive */
-		for (int i = 0; i < 400 && e->p.cfg.type == IBV_QPT_UC && vt_verify(e->tgt.p + off, len, seed) >= 0; i++)
+		for (int i = 0; i < 400 && e->p.cfg.type == IBV_QPT_UC && vt_verify(e->tgt.p + off, len, seed) >= 0;
+		     i++)
 			vt_sleep_ms(5);
 		tgt_is(e, off, len, seed, what);
 	}
@@ -237,7 +239,8 @@ static void device_and_alloc(void)
 	if (CHECK(mr, "ibv_reg_mr with IBV_ACCESS_MW_BIND\t(errno %d)", errno) && mw[0] && mw[1]) {
 		CHECK(mw[0]->rkey >> 8 != mr->rkey >> 8 && mw[1]->rkey >> 8 != mr->rkey >> 8 &&
 			      mw[0]->rkey >> 8 != mw[1]->rkey >> 8,
-		      "windows and regions have keys of their own (0x%x 0x%x 0x%x)", mw[0]->rkey, mw[1]->rkey, mr->rkey);
+		      "windows and regions have keys of their own (0x%x 0x%x 0x%x)", mw[0]->rkey, mw[1]->rkey,
+		      mr->rkey);
 		CHECK(mw[0]->handle != mw[1]->handle, "distinct handles");
 		CHECK_RC(ibv_dealloc_pd(D.pd), EBUSY, "ibv_dealloc_pd while windows exist");
 	}
@@ -248,7 +251,9 @@ static void device_and_alloc(void)
 		CHECK_RC(ibv_dereg_mr(mr), 0, "ibv_dereg_mr");
 	/* many windows: allocation and the key table grow together */
 	{
-		enum { N = 600 };
+		enum {
+			N = 600
+		};
 		struct ibv_mw **many = calloc(N, sizeof(*many));
 		int got = 0;
 
@@ -382,7 +387,8 @@ static void type1(void)
 		case 0:
 			b.wr_id = 21;
 			CHECK_RC(ibv_bind_mw(e.p.qp[1], mw, &b), 0, "%s: rebind", what[k]);
-			EXPECT_WC(e.p.scq[1], 21, IBV_WC_SUCCESS, IBV_WC_BIND_MW, NULL, "%s: rebind completes", what[k]);
+			EXPECT_WC(e.p.scq[1], 21, IBV_WC_SUCCESS, IBV_WC_BIND_MW, NULL, "%s: rebind completes",
+				  what[k]);
 			refused(&e, IBV_WR_RDMA_WRITE, ibv_inc_rkey(old), (uintptr_t)e.tgt.p + 4096, 64, what[k]);
 			break;
 		case 1:
@@ -405,10 +411,11 @@ static void type1(void)
 		default:
 			/* rxe reports a bad lkey as LOC_QP_OP_ERR */
 			vt_fill(e.tgt.p + 4096, 64, 5);
-			CHECK_RC(vt_post_send(e.p.qp[1], 23, IBV_WR_SEND, e.tgt.p + 4096, 64, mw->rkey, IBV_SEND_SIGNALED,
-					      0, 0, 0),
+			CHECK_RC(vt_post_send(e.p.qp[1], 23, IBV_WR_SEND, e.tgt.p + 4096, 64, mw->rkey,
+					      IBV_SEND_SIGNALED, 0, 0, 0),
 				 0, "%s: post SEND", what[k]);
-			EXPECT_WC(e.p.scq[1], 23, IBV_WC_LOC_QP_OP_ERR, VT_ANY_OPCODE, NULL, "%s: LOC_QP_OP_ERR", what[k]);
+			EXPECT_WC(e.p.scq[1], 23, IBV_WC_LOC_QP_OP_ERR, VT_ANY_OPCODE, NULL, "%s: LOC_QP_OP_ERR",
+				  what[k]);
 			break;
 		}
 next:
@@ -537,8 +544,8 @@ static void bind_errors(void)
 			uint32_t stale = mw->rkey, kb = bind2(&e, mw, 0, 4096, ACC_MW, (uint8_t)(stale + 7), what[k]);
 
 			CHECK(kb, "%s: the first bind", what[k]);
-			CHECK_RC(post_inv(qp, 901, IBV_WR_LOCAL_INV, kb, NULL, 0, 0), 0, "%s: LOCAL_INV by the bound key",
-				 what[k]);
+			CHECK_RC(post_inv(qp, 901, IBV_WR_LOCAL_INV, kb, NULL, 0, 0), 0,
+				 "%s: LOCAL_INV by the bound key", what[k]);
 			EXPECT_WC(e.p.scq[1], 901, IBV_WC_SUCCESS, IBV_WC_LOCAL_INV, NULL, "%s: invalidated", what[k]);
 			mw->rkey = stale;
 			break;
@@ -556,7 +563,8 @@ static void bind_errors(void)
 			CHECK_RC(post_bind(qp, 50, &dead, ibv_inc_rkey(dead.rkey), mr, addr, len, acc), 0, "%s: post",
 				 what[k]);
 		} else {
-			CHECK_RC(post_bind(qp, 50, mw, ibv_inc_rkey(mw->rkey), mr, addr, len, acc), 0, "%s: post", what[k]);
+			CHECK_RC(post_bind(qp, 50, mw, ibv_inc_rkey(mw->rkey), mr, addr, len, acc), 0, "%s: post",
+				 what[k]);
 		}
 		EXPECT_WC(e.p.scq[1], 50, IBV_WC_MW_BIND_ERR, IBV_WC_BIND_MW, NULL, "%s: MW_BIND_ERR", what[k]);
 		CHECK(vt_qp_state(qp) == IBV_QPS_ERR, "%s: the QP is in ERR", what[k]);
@@ -624,8 +632,8 @@ static void type2(void)
 	/* another QP of the same PD may not use it (type 2B: bound to a QP) */
 	if (env_up(&e2, IBV_QPT_RC, ACC_MR, 0)) {
 		vt_fill(e2.src.p, 64, 4);
-		CHECK_RC(vt_post_send(e2.p.qp[0], 7, IBV_WR_RDMA_WRITE, e2.src.p, 64, e2.src.mr->lkey, IBV_SEND_SIGNALED,
-				      (uintptr_t)e.tgt.p + 8192, k1, 0),
+		CHECK_RC(vt_post_send(e2.p.qp[0], 7, IBV_WR_RDMA_WRITE, e2.src.p, 64, e2.src.mr->lkey,
+				      IBV_SEND_SIGNALED, (uintptr_t)e.tgt.p + 8192, k1, 0),
 			 0, "another pair: post WRITE through the window");
 		EXPECT_WC(e2.p.scq[0], 7, IBV_WC_REM_ACCESS_ERR, IBV_WC_RDMA_WRITE, NULL,
 			  "a QP the window is not bound to: REM_ACCESS_ERR");
@@ -635,7 +643,8 @@ static void type2(void)
 	/* a second window on the same QP, zero based: addressed from 0 */
 	k2 = bind2(&e, mwb, 4096, 4096, ACC_MW | IBV_ACCESS_ZERO_BASED, 0x11, "zero-based bind to [4096, +4096)");
 	write_lands(&e, k2, 100, 4096 + 100, 300, 5, "WRITE at zero-based offset 100");
-	CHECK_RC(vt_post_send(e.p.qp[0], 8, IBV_WR_RDMA_READ, e.src.p, 4096, e.src.mr->lkey, IBV_SEND_SIGNALED, 0, k2, 0),
+	CHECK_RC(vt_post_send(e.p.qp[0], 8, IBV_WR_RDMA_READ, e.src.p, 4096, e.src.mr->lkey, IBV_SEND_SIGNALED, 0, k2,
+			      0),
 		 0, "post READ of the zero-based window from 0");
 	EXPECT_WC(e.p.scq[0], 8, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, NULL, "READ from zero-based offset 0");
 	CHECK(!memcmp(e.src.p, e.tgt.p + 4096, 4096), "  ...the window's bytes");
@@ -674,7 +683,8 @@ static void type2(void)
 			CHECK_RC(post_inv(e.p.qp[1], 60, IBV_WR_LOCAL_INV, key, NULL, 0, 0), 0, "%s: first", what[k]);
 			EXPECT_WC(e.p.scq[1], 60, IBV_WC_SUCCESS, IBV_WC_LOCAL_INV, NULL, "%s: first", what[k]);
 			CHECK_RC(post_inv(e.p.qp[1], 61, IBV_WR_LOCAL_INV, key, NULL, 0, 0), 0, "%s: again", what[k]);
-			EXPECT_WC(e.p.scq[1], 61, IBV_WC_LOC_QP_OP_ERR, IBV_WC_LOCAL_INV, NULL, "%s: LOC_QP_OP_ERR", what[k]);
+			EXPECT_WC(e.p.scq[1], 61, IBV_WC_LOC_QP_OP_ERR, IBV_WC_LOCAL_INV, NULL, "%s: LOC_QP_OP_ERR",
+				  what[k]);
 			break;
 		case 1:
 			CHECK_RC(vt_post_recv(e.p.qp[1], 62, e.tgt.p + 32768, 1000, e.tgt.mr->lkey), 0, "post recv");
@@ -683,8 +693,8 @@ static void type2(void)
 				 "%s: post", what[k]);
 			EXPECT_WC(e.p.scq[0], 63, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "%s: the send", what[k]);
 			if (EXPECT_WC(e.p.rcq[1], 62, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "%s: the receive", what[k]))
-				CHECK((wc.wc_flags & IBV_WC_WITH_INV) && wc.invalidated_rkey == key && wc.byte_len == 333 &&
-					      !memcmp(e.tgt.p + 32768, e.src.p, 333),
+				CHECK((wc.wc_flags & IBV_WC_WITH_INV) && wc.invalidated_rkey == key &&
+					      wc.byte_len == 333 && !memcmp(e.tgt.p + 32768, e.src.p, 333),
 				      "%s: WITH_INV, the key, 333 bytes\t(flags %#x rkey %#x len %u)", what[k],
 				      wc.wc_flags, wc.invalidated_rkey, wc.byte_len);
 			memcpy(e.snap, e.tgt.p, TGT_LEN);
@@ -706,11 +716,13 @@ static void type2(void)
 			EXPECT_WC(e.p.scq[0], 65, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "%s: the send succeeds", what[k]);
 			EXPECT_WC(e.p.rcq[1], 64, IBV_WC_REM_INV_REQ_ERR, VT_ANY_OPCODE, NULL,
 				  "%s: the receive completes REM_INV_REQ_ERR", what[k]);
-			CHECK(wait_event(e.p.qp[1], IBV_EVENT_QP_REQ_ERR, 3000) && vt_qp_state(e.p.qp[1]) == IBV_QPS_ERR,
+			CHECK(wait_event(e.p.qp[1], IBV_EVENT_QP_REQ_ERR, 3000) &&
+				      vt_qp_state(e.p.qp[1]) == IBV_QPS_ERR,
 			      "%s: the receiving QP is in ERR (IBV_EVENT_QP_REQ_ERR)", what[k]);
 			if (k == 3) {
 				/* the window is still valid for its own QP */
-				write_lands(&e2, inv, (uintptr_t)e2.tgt.p + 64, 64, 128, 65, "the other pair's window still works");
+				write_lands(&e2, inv, (uintptr_t)e2.tgt.p + 64, 64, 128, 65,
+					    "the other pair's window still works");
 				ibv_dealloc_mw(m);
 				m = NULL;
 				env_down(&e2);
@@ -777,7 +789,8 @@ static void qp_ex_and_uc(void)
 		tgt_is(&e, 0, 0, 0, "UC WRITE past the window: dropped");
 		write_lands(&e, key, (uintptr_t)e.tgt.p + 2048, 2048, 64, 10, "UC: the next WRITE lands");
 		CHECK(vt_qp_state(e.p.qp[1]) == IBV_QPS_RTS, "UC: the responder is still in RTS");
-		CHECK_RC(post_inv(e.p.qp[1], 72, IBV_WR_BIND_MW, 0, NULL, 0, 0), EINVAL, "UC: BIND_MW without a window");
+		CHECK_RC(post_inv(e.p.qp[1], 72, IBV_WR_BIND_MW, 0, NULL, 0, 0), EINVAL,
+			 "UC: BIND_MW without a window");
 		/* LOCAL_INV is RC only: librxe posts it, rxe's requester fails it */
 		CHECK_RC(post_inv(e.p.qp[1], 73, IBV_WR_LOCAL_INV, key, NULL, 0, 0), 0, "UC: LOCAL_INV posted");
 		EXPECT_WC(e.p.scq[1], 73, IBV_WC_LOC_QP_OP_ERR, VT_ANY_OPCODE, NULL,
@@ -840,8 +853,10 @@ static void raw_write(void)
 	/* bind both windows through the QP (its own send queue: a type 2
 	 * window is the QP's); the zero-based one covers [8192, +8192) */
 	{
-		struct ibv_mw_bind b = { .wr_id = 1, .send_flags = IBV_SEND_SIGNALED,
-					 .bind_info = { tgt.mr, (uintptr_t)tgt.p + 4096, 4096, IBV_ACCESS_REMOTE_WRITE } };
+		struct ibv_mw_bind b = { .wr_id = 1,
+					 .send_flags = IBV_SEND_SIGNALED,
+					 .bind_info = { tgt.mr, (uintptr_t)tgt.p + 4096, 4096,
+							IBV_ACCESS_REMOTE_WRITE } };
 
 		key[0] = (mw[0]->rkey & ~0xffu) | 0xc3;
 		CHECK_RC(post_bind(qp, 2, mw[0], key[0], tgt.mr, (uintptr_t)tgt.p + 8192, 8192,
@@ -854,7 +869,8 @@ static void raw_write(void)
 	}
 	for (int k = 0; k < 5; k++) {
 		static const char *what[] = { "zero-based window, offset 1000, 3000 bytes",
-					      "type 1 window, its last 512 bytes", "zero-based window, offset 0, 1 byte",
+					      "type 1 window, its last 512 bytes",
+					      "zero-based window, offset 0, 1 byte",
 					      "type 1 window, a Write reaching 1 byte past it",
 					      "(after the NAK) a good Write is not executed" };
 		static const uint32_t koff[] = { 1000, 4096 + 4096 - 512, 0, 4096 + 4096 - 511, 0 };
@@ -868,10 +884,11 @@ static void raw_write(void)
 
 		memcpy(snap, tgt.p, 32768);
 		vt_fill(data, klen[k], 500 + (uint32_t)k);
-		size_t len = vt_mk_write_only(pkt, 0x00, 0xffff, qp->qp_num, psn, va, key[kk[k]], data, klen[k], wp.sport,
-					      true);
+		size_t len = vt_mk_write_only(pkt, 0x00, 0xffff, qp->qp_num, psn, va, key[kk[k]], data, klen[k],
+					      wp.sport, true);
 		/* its RETH carries the window's rkey as it is, big endian */
-		CHECK(pkt[0] == 0x0a && vt_be16(pkt + 20) == key[kk[k]] >> 16 && vt_be16(pkt + 22) == (key[kk[k]] & 0xffff),
+		CHECK(pkt[0] == 0x0a && vt_be16(pkt + 20) == key[kk[k]] >> 16 &&
+			      vt_be16(pkt + 22) == (key[kk[k]] & 0xffff),
 		      "%s: an RC WRITE_ONLY with the window's rkey 0x%x in its RETH", what[k], key[kk[k]]);
 		vt_send_to_4791(wp.tx, pkt, len);
 		n = k == 4 ? -1 : 0;
@@ -879,15 +896,14 @@ static void raw_write(void)
 			n = vt_wire_recv(&wp, ans, sizeof(ans), 5000);
 			CHECK(n >= 20 && ans[0] == 0x11 && ((uint32_t)vt_be16(ans + 5) << 8 | ans[7]) == peer &&
 				      ((uint32_t)vt_be16(ans + 9) << 8 | ans[11]) == psn,
-			      "%s: an ACKNOWLEDGE for PSN 0x%x to QP %u comes back\t(%zd bytes, opcode 0x%02x)", what[k],
-			      psn, peer, n, n > 0 ? ans[0] : 0);
+			      "%s: an ACKNOWLEDGE for PSN 0x%x to QP %u comes back\t(%zd bytes, opcode 0x%02x)",
+			      what[k], psn, peer, n, n > 0 ? ans[0] : 0);
 			if (n >= 20) {
 				uint8_t syn = ans[12];
 				bool good = k != 3;
 
-				CHECK(good ? syn == 0x1f : syn == 0x62,
-				      "%s: AETH syndrome 0x%02x (%s)\t(got 0x%02x)", what[k], good ? 0x1f : 0x62,
-				      good ? "ACK" : "NAK remote access error", syn);
+				CHECK(good ? syn == 0x1f : syn == 0x62, "%s: AETH syndrome 0x%02x (%s)\t(got 0x%02x)",
+				      what[k], good ? 0x1f : 0x62, good ? "ACK" : "NAK remote access error", syn);
 			}
 		} else {
 			vt_sleep_ms(200);
@@ -896,13 +912,14 @@ static void raw_write(void)
 		bool lands = k != 3 && k != 4;
 
 		for (size_t i = 0; i < 32768 && bad < 0; i++) {
-			uint8_t want = lands && i >= at && i < at + klen[k] ? vt_pat(500 + (uint32_t)k, i - at) : snap[i];
+			uint8_t want = lands && i >= at && i < at + klen[k] ? vt_pat(500 + (uint32_t)k, i - at) :
+									      snap[i];
 			if (tgt.p[i] != want)
 				bad = (long)i;
 		}
 		if (lands)
-			CHECK(bad < 0, "%s: the bytes are at region offset %zu and nowhere else\t(byte %ld)", what[k], at,
-			      bad);
+			CHECK(bad < 0, "%s: the bytes are at region offset %zu and nowhere else\t(byte %ld)", what[k],
+			      at, bad);
 		else
 			CHECK(bad < 0, "%s: the region is unchanged\t(byte %ld changed)", what[k], bad);
 		if (lands)

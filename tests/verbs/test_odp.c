@@ -34,8 +34,8 @@ static void caps(void)
 	uint32_t rc = any | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ | (iwarp ? 0 : IBV_ODP_SUPPORT_ATOMIC);
 	CHECK_INT(c->per_transport_caps.rc_odp_caps, rc, "rc_odp_caps: send, receive, write, read,%s SRQ receive",
 		  iwarp ? "" : " atomics,");
-	CHECK_INT(c->per_transport_caps.uc_odp_caps, iwarp ? 0 : any | IBV_ODP_SUPPORT_WRITE,
-		  "uc_odp_caps: %s", iwarp ? "none (no UC)" : "send, receive, write, SRQ receive");
+	CHECK_INT(c->per_transport_caps.uc_odp_caps, iwarp ? 0 : any | IBV_ODP_SUPPORT_WRITE, "uc_odp_caps: %s",
+		  iwarp ? "none (no UC)" : "send, receive, write, SRQ receive");
 	CHECK_INT(c->per_transport_caps.ud_odp_caps, iwarp ? 0 : any, "ud_odp_caps: %s",
 		  iwarp ? "none (no UD)" : "send, receive, SRQ receive");
 }
@@ -138,8 +138,8 @@ static void explicit_remap(void)
 	if (!pair(&p))
 		goto out;
 	/* a WRITE spanning a present page and the missing one */
-	vt_post_send(p.qp[0], 3, IBV_WR_RDMA_WRITE, b.p, (uint32_t)PG, b.mr->lkey, IBV_SEND_SIGNALED,
-		     page2 - PG / 2, mr->rkey, 0);
+	vt_post_send(p.qp[0], 3, IBV_WR_RDMA_WRITE, b.p, (uint32_t)PG, b.mr->lkey, IBV_SEND_SIGNALED, page2 - PG / 2,
+		     mr->rkey, 0);
 	EXPECT_WC(p.scq[0], 3, IBV_WC_REM_ACCESS_ERR, IBV_WC_RDMA_WRITE, NULL,
 		  "a WRITE from a present page into the missing one");
 	vt_pair_destroy(&p);
@@ -157,8 +157,8 @@ static void explicit_remap(void)
 		goto out;
 	if (!pair(&p))
 		goto out;
-	vt_post_send(p.qp[0], 6, IBV_WR_RDMA_WRITE, b.p, (uint32_t)PG, b.mr->lkey, IBV_SEND_SIGNALED,
-		     page2 - PG / 2, mr->rkey, 0);
+	vt_post_send(p.qp[0], 6, IBV_WR_RDMA_WRITE, b.p, (uint32_t)PG, b.mr->lkey, IBV_SEND_SIGNALED, page2 - PG / 2,
+		     mr->rkey, 0);
 	EXPECT_WC(p.scq[0], 6, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL, "the WRITE across both pages now");
 	CHECK(!memcmp(m + 2 * PG - PG / 2, b.p, PG), "its bytes are in the old page and the new one");
 	vt_post_recv(p.qp[1], 7, b.p + PG, 128, b.mr->lkey);
@@ -168,8 +168,8 @@ static void explicit_remap(void)
 	CHECK(!memcmp(b.p + PG, m + 2 * PG, 128), "with the new page's bytes");
 	uint64_t *word = (uint64_t *)(m + 2 * PG + 64);
 	*word = 40;
-	vt_post_atomic(p.qp[0], 9, IBV_WR_ATOMIC_FETCH_AND_ADD, b.p, b.mr->lkey, IBV_SEND_SIGNALED,
-		       (uintptr_t)word, mr->rkey, 2, 0);
+	vt_post_atomic(p.qp[0], 9, IBV_WR_ATOMIC_FETCH_AND_ADD, b.p, b.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)word,
+		       mr->rkey, 2, 0);
 	EXPECT_WC(p.scq[0], 9, IBV_WC_SUCCESS, IBV_WC_FETCH_ADD, NULL, "a FETCH_AND_ADD on it");
 	CHECK(*word == 42, "the new page's word is 42\t(got %" PRIu64 ")", *word);
 out:
@@ -205,8 +205,8 @@ static void implicit_reach(void)
 		  "a WRITE from the stack into the new mapping, both through the implicit keys");
 	CHECK(!memcmp(later + PG - 100, stack, sizeof(stack)), "the bytes arrived");
 	memset(heap, 0, 4096);
-	vt_post_send(p.qp[0], 2, IBV_WR_RDMA_READ, heap, 256, imr->lkey, IBV_SEND_SIGNALED,
-		     (uintptr_t)later + PG - 100, imr->rkey, 0);
+	vt_post_send(p.qp[0], 2, IBV_WR_RDMA_READ, heap, 256, imr->lkey, IBV_SEND_SIGNALED, (uintptr_t)later + PG - 100,
+		     imr->rkey, 0);
 	EXPECT_WC(p.scq[0], 2, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, NULL, "a READ of it into the heap");
 	CHECK(!memcmp(heap, stack, sizeof(stack)), "the bytes came back");
 	vt_post_recv(p.qp[1], 3, later, 512, imr->lkey);
@@ -217,9 +217,10 @@ static void implicit_reach(void)
 	if (!iwarp) {
 		uint64_t *w = (uint64_t *)(later + 2048);
 		*w = 7;
-		vt_post_atomic(p.qp[0], 5, IBV_WR_ATOMIC_CMP_AND_SWP, heap, imr->lkey, IBV_SEND_SIGNALED,
-			       (uintptr_t)w, imr->rkey, 7, 77);
-		EXPECT_WC(p.scq[0], 5, IBV_WC_SUCCESS, IBV_WC_COMP_SWAP, NULL, "a CMP_AND_SWP through the implicit rkey");
+		vt_post_atomic(p.qp[0], 5, IBV_WR_ATOMIC_CMP_AND_SWP, heap, imr->lkey, IBV_SEND_SIGNALED, (uintptr_t)w,
+			       imr->rkey, 7, 77);
+		EXPECT_WC(p.scq[0], 5, IBV_WC_SUCCESS, IBV_WC_COMP_SWAP, NULL,
+			  "a CMP_AND_SWP through the implicit rkey");
 		CHECK(*w == 77, "swapped");
 	}
 	CHECK(page_gone(later + PG), "the new mapping's second page gone");
@@ -227,8 +228,8 @@ static void implicit_reach(void)
 	NOTE("the WRITE to a page nothing is mapped at is left out: the memory guard is off in ThreadSanitizer builds");
 	goto out;
 #endif
-	vt_post_send(p.qp[0], 6, IBV_WR_RDMA_WRITE, stack, 16, imr->lkey, IBV_SEND_SIGNALED,
-		     (uintptr_t)later + PG + 16, imr->rkey, 0);
+	vt_post_send(p.qp[0], 6, IBV_WR_RDMA_WRITE, stack, 16, imr->lkey, IBV_SEND_SIGNALED, (uintptr_t)later + PG + 16,
+		     imr->rkey, 0);
 	EXPECT_WC(p.scq[0], 6, IBV_WC_REM_ACCESS_ERR, IBV_WC_RDMA_WRITE, NULL,
 		  "a WRITE through the implicit rkey to an address nothing is mapped at");
 out:
@@ -264,7 +265,9 @@ static bool none_resident(const uint8_t *m, size_t n)
 
 static void advise(void)
 {
-	enum { N = 8 };
+	enum {
+		N = 8
+	};
 	uint8_t *m = map_with_hole(N, 0, 0);
 	struct ibv_mr *mr = m ? ibv_reg_mr(D.pd, m, N * PG, ODP_ALL) : NULL;
 	struct ibv_mr *plain = NULL, *ro = NULL;
@@ -281,8 +284,7 @@ static void advise(void)
 	CHECK_RC(ibv_advise_mr(D.pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &bad, 1), EINVAL, "an lkey naming nothing");
 	bad = sge;
 	bad.length += 1;
-	CHECK_RC(ibv_advise_mr(D.pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &bad, 1), EINVAL,
-		 "a range running past the MR");
+	CHECK_RC(ibv_advise_mr(D.pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &bad, 1), EINVAL, "a range running past the MR");
 	struct ibv_pd *pd2 = ibv_alloc_pd(D.ctx);
 	if (pd2) {
 		CHECK_RC(ibv_advise_mr(pd2, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &sge, 1), EINVAL, "an MR of another PD");
@@ -293,7 +295,8 @@ static void advise(void)
 	ro = ibv_reg_mr(D.pd, m, PG, IBV_ACCESS_ON_DEMAND | IBV_ACCESS_REMOTE_READ);
 	if (CHECK(plain && ro, "a plain MR and a read-only ODP MR")) {
 		struct ibv_sge s = { .addr = (uintptr_t)pbuf, .length = 64, .lkey = plain->lkey };
-		CHECK_RC(ibv_advise_mr(D.pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &s, 1), EINVAL, "a region that is no ODP one");
+		CHECK_RC(ibv_advise_mr(D.pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &s, 1), EINVAL,
+			 "a region that is no ODP one");
 		s = (struct ibv_sge){ .addr = (uintptr_t)m, .length = 64, .lkey = ro->lkey };
 		CHECK_RC(ibv_advise_mr(D.pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &s, 1), EINVAL,
 			 "one without local write (rxe looks regions up by it)");
@@ -370,7 +373,8 @@ static void ud_and_srq(void)
 	memset(m + PG, 0, 256);
 	vt_post_srq_recv(srq, 3, m + PG, 256, mr->lkey);
 	vt_post_send(p.qp[0], 4, IBV_WR_SEND, m, 256, mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0);
-	EXPECT_WC(p.rcq[1], 3, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "a SEND received through the SRQ into the ODP region");
+	EXPECT_WC(p.rcq[1], 3, IBV_WC_SUCCESS, IBV_WC_RECV, NULL,
+		  "a SEND received through the SRQ into the ODP region");
 	CHECK(!memcmp(m + PG, m, 256), "its bytes");
 out:
 	vt_pair_destroy(&p);

@@ -43,8 +43,12 @@ static bool read_all(int fd, void *p, size_t n)
 
 static struct ibv_qp *make_qp(struct vt_dev *d, struct ibv_cq *cq)
 {
-	struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-				       .cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct ibv_qp_init_attr ia = {
+		.send_cq = cq,
+		.recv_cq = cq,
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1 }
+	};
 	return ibv_create_qp(d->pd, &ia);
 }
 
@@ -61,8 +65,8 @@ static void child(int to_parent, int from_parent, const struct vt_qp_cfg *c)
 	struct ibv_cq *cq = ch ? ibv_create_cq(d.ctx, 16, NULL, ch, 0) : NULL;
 	struct ibv_qp *qp = cq ? make_qp(&d, cq) : NULL;
 	uint8_t *buf = malloc(WRITE_LEN);
-	struct ibv_mr *mr = buf ? ibv_reg_mr(d.pd, buf, WRITE_LEN, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)
-				: NULL;
+	struct ibv_mr *mr = buf ? ibv_reg_mr(d.pd, buf, WRITE_LEN, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) :
+				  NULL;
 	if (!qp || !mr)
 		_exit(11);
 	me.qpn = qp->qp_num;
@@ -125,10 +129,17 @@ static void round_trip(int round, const struct vt_qp_cfg *c)
 	ok = ok && CHECK(read_all(up[0], &ready, 1) && ready == 1, "round %d: the child waits on its channel", round);
 	if (ok) {
 		struct ibv_sge s1 = { (uintptr_t)buf, 64, mr->lkey }, s2 = { (uintptr_t)buf, WRITE_LEN, mr->lkey };
-		struct ibv_send_wr w2 = { .wr_id = 2, .sg_list = &s2, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+		struct ibv_send_wr w2 = { .wr_id = 2,
+					  .sg_list = &s2,
+					  .num_sge = 1,
+					  .opcode = IBV_WR_RDMA_WRITE,
 					  .wr.rdma = { peer.addr, peer.rkey } };
-		struct ibv_send_wr w1 = { .wr_id = 1, .next = &w2, .sg_list = &s1, .num_sge = 1,
-					  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED },
+		struct ibv_send_wr w1 = { .wr_id = 1,
+					  .next = &w2,
+					  .sg_list = &s1,
+					  .num_sge = 1,
+					  .opcode = IBV_WR_SEND,
+					  .send_flags = IBV_SEND_SIGNALED },
 				   *bad;
 		CHECK_RC(ibv_post_send(qp, &w1, &bad), 0, "round %d: SEND and an 8 MiB WRITE behind it", round);
 		struct ibv_wc wc;
@@ -142,8 +153,7 @@ static void round_trip(int round, const struct vt_qp_cfg *c)
 	}
 	int st = 0;
 	waitpid(pid, &st, 0);
-	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "round %d: the child had its completion\t(status %#x)", round,
-	      st);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "round %d: the child had its completion\t(status %#x)", round, st);
 	close(up[0]);
 	close(down[1]);
 	if (qp)

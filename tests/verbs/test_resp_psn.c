@@ -24,7 +24,7 @@ struct rig {
 	struct ibv_qp *qp; /* the responder under test */
 	struct vt_wire_peer w;
 	struct vt_buf tgt;
-	uint32_t psn;      /* the next PSN the QP expects */
+	uint32_t psn; /* the next PSN the QP expects */
 	uint8_t pkt[9000];
 };
 
@@ -217,8 +217,8 @@ static void duplicate_reads(void)
 	      "the READ again (its PSN, its rkey: a retry) is served again\t(%d responses)", a.reads);
 	send_read(&g, write_psn, 65536);
 	a = collect(&g, 500);
-	CHECK(!a.reads && !a.other, "a READ of 64 KiB with a good rkey and the PSN of a WRITE gets nothing\t(%d responses)",
-	      a.reads);
+	CHECK(!a.reads && !a.other,
+	      "a READ of 64 KiB with a good rkey and the PSN of a WRITE gets nothing\t(%d responses)", a.reads);
 	in_sequence(&g, "after it");
 	CHECK(vt_qp_state(g.qp) == IBV_QPS_RTS, "the responder is still in RTS");
 out:

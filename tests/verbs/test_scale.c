@@ -22,8 +22,8 @@
 
 #define NQP 10000
 #define SLOT 64
-#define QP_WR 128               /* per queue, as softrdma-qpmem and bench/run.sh count */
-#define MAX_KIB_PER_QP 32.0     /* issue 12: memory per idle RC QP */
+#define QP_WR 128	    /* per queue, as softrdma-qpmem and bench/run.sh count */
+#define MAX_KIB_PER_QP 32.0 /* issue 12: memory per idle RC QP */
 
 /* A sanitizer's allocator pads or shadows every block: memory per QP is
  * reported, not checked, under ASan and TSan */
@@ -51,15 +51,22 @@ static long rss_kib(void)
 	return rss * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-static uint32_t pattern_seed(uint32_t qpn, int what) { return qpn * 2654435761u + (uint32_t)what; }
+static uint32_t pattern_seed(uint32_t qpn, int what)
+{
+	return qpn * 2654435761u + (uint32_t)what;
+}
 
 /* Posts a signaled WR with one SGE (inline when small). */
 static int post(struct ibv_qp *qp, uint64_t id, enum ibv_wr_opcode op, void *addr, uint32_t len, uint32_t lkey,
 		uint64_t raddr, uint32_t rkey)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
-	struct ibv_send_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1, .opcode = op,
-				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_send_wr wr = { .wr_id = id,
+				  .sg_list = &sge,
+				  .num_sge = 1,
+				  .opcode = op,
+				  .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
 
 	wr.wr.rdma.remote_addr = raddr;
 	wr.wr.rdma.rkey = rkey;
@@ -81,16 +88,15 @@ static bool collect(struct ibv_cq *cq, int n, const char *what)
 			if (wc[i].status != IBV_WC_SUCCESS || wc[i].wr_id >= (uint64_t)n) {
 				if (!bad++)
 					first_bad = wc[i].status;
-			}
-			else if (seen[wc[i].wr_id]++)
+			} else if (seen[wc[i].wr_id]++)
 				dup++;
 		}
 		got += r;
 	}
 	free(seen);
 	return CHECK(got == n && !bad && !dup,
-		     "%s: %d completions, all successful, each WR once\t(got %d, %d bad (first: %s), %d twice)", what, n,
-		     got, bad, vt_status_str(first_bad), dup);
+		     "%s: %d completions, all successful, each WR once\t(got %d, %d bad (first: %s), %d twice)", what,
+		     n, got, bad, vt_status_str(first_bad), dup);
 }
 
 static void test_many(void)
@@ -124,9 +130,13 @@ static void test_many(void)
 	uint64_t t0 = vt_now_ms();
 	long rss0 = rss_kib();
 	for (int i = 0; i < NQP; i++) {
-		struct ibv_qp_init_attr ia = { .send_cq = scq, .recv_cq = rcq, .qp_type = IBV_QPT_RC,
-					       .cap = { .max_send_wr = c.max_send_wr, .max_recv_wr = c.max_recv_wr,
-							.max_send_sge = 1, .max_recv_sge = 1 } };
+		struct ibv_qp_init_attr ia = { .send_cq = scq,
+					       .recv_cq = rcq,
+					       .qp_type = IBV_QPT_RC,
+					       .cap = { .max_send_wr = c.max_send_wr,
+							.max_recv_wr = c.max_recv_wr,
+							.max_send_sge = 1,
+							.max_recv_sge = 1 } };
 		qp[i] = ibv_create_qp(D.pd, &ia);
 		if (!qp[i]) {
 			NOTE("ibv_create_qp #%d: %s", i, strerror(errno));
@@ -217,8 +227,9 @@ static void test_many(void)
 	uint64_t ms = vt_now_ms() - t0;
 	CHECK_INT(rounds, PINGPONG_ROUNDS, "SEND ping-pong on one pair beside %d idle QPs (%" PRIu64 " ms)", NQP - 2,
 		  ms);
-	CHECK(ms < PINGPONG_BOUND_MS, "... took less than %d ms: polling an empty CQ does not visit idle QPs\t(%" PRIu64
-	      " ms)", PINGPONG_BOUND_MS, ms);
+	CHECK(ms < PINGPONG_BOUND_MS,
+	      "... took less than %d ms: polling an empty CQ does not visit idle QPs\t(%" PRIu64 " ms)",
+	      PINGPONG_BOUND_MS, ms);
 	CHECK(ibv_poll_cq(scq, 1, &wc) == 0 && ibv_poll_cq(rcq, 1, &wc) == 0, "both CQs empty at the end");
 
 out:
@@ -243,7 +254,10 @@ static void test_srq_busy(void)
 	struct ibv_cq *cq = ibv_create_cq(D.ctx, 16, NULL, NULL, 0);
 	if (!CHECK(srq && cq, "create an SRQ and a CQ"))
 		return;
-	struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq, .srq = srq, .qp_type = IBV_QPT_RC,
+	struct ibv_qp_init_attr ia = { .send_cq = cq,
+				       .recv_cq = cq,
+				       .srq = srq,
+				       .qp_type = IBV_QPT_RC,
 				       .cap = { .max_send_wr = 4, .max_send_sge = 1 } };
 	struct ibv_qp *q1 = ibv_create_qp(D.pd, &ia), *q2 = ibv_create_qp(D.pd, &ia);
 	if (!CHECK(q1 && q2, "two QPs on the SRQ"))

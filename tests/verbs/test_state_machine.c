@@ -101,7 +101,8 @@ static int req_mask(const struct vt_qp_cfg *c, enum ibv_qp_state to)
 static bool check_state(struct ibv_qp *qp, enum ibv_qp_state want, const char *what)
 {
 	int s = vt_qp_state(qp);
-	return CHECK(s == (int)want, "%s: ibv_query_qp state is %s\t(got %s)", what, vt_state_str(want), vt_state_str(s));
+	return CHECK(s == (int)want, "%s: ibv_query_qp state is %s\t(got %s)", what, vt_state_str(want),
+		     vt_state_str(s));
 }
 
 /* Drives qp from RESET to `to` along the normal path (RTS -> SQD too). */
@@ -214,7 +215,10 @@ static void test_create_flags(void)
 	if (!CHECK(cq, "ibv_create_cq"))
 		return;
 	struct ibv_qp_init_attr_ex ia = {
-		.qp_type = IBV_QPT_RC, .send_cq = cq, .recv_cq = cq, .pd = D.pd,
+		.qp_type = IBV_QPT_RC,
+		.send_cq = cq,
+		.recv_cq = cq,
+		.pd = D.pd,
 		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
 		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS,
 	};
@@ -264,8 +268,8 @@ static void test_object_limits(void)
 		/* ThreadSanitizer writes the shadow of every allocation at once */
 		NOTE("  RSS after creating a max_cqe CQ not checked under ThreadSanitizer (grew %ld KiB)", grown);
 #else
-		CHECK(grown < 4096, "  a max_cqe CQ commits its memory as it fills, not at creation\t(RSS grew %ld KiB)",
-		      grown);
+		CHECK(grown < 4096,
+		      "  a max_cqe CQ commits its memory as it fills, not at creation\t(RSS grew %ld KiB)", grown);
 #endif
 		CHECK(cq->cqe >= D.attr.max_cqe, "  cq->cqe %d", cq->cqe);
 		ibv_destroy_cq(cq);
@@ -316,7 +320,8 @@ static void test_object_limits(void)
 	if (mr)
 		ibv_dereg_mr(mr);
 	mr = ibv_reg_mr(D.pd, buf, sizeof(buf),
-			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+				IBV_ACCESS_REMOTE_ATOMIC);
 	e = errno;
 	if (CHECK_PTR_ERR(mr, e, 0, "ibv_reg_mr(LOCAL_WRITE|REMOTE_WRITE|REMOTE_READ|REMOTE_ATOMIC)")) {
 		CHECK(mr->addr == buf && mr->length == sizeof(buf) && mr->pd == D.pd && mr->context == D.ctx,
@@ -380,8 +385,8 @@ static void test_object_limits(void)
 		      ia.cap.max_send_wr, ia.cap.max_recv_wr, ia.cap.max_send_sge, ia.cap.max_recv_sge,
 		      ia.cap.max_inline_data);
 		CHECK(qp->qp_num > 1 && qp->qp_num <= 0xffffff, "QPN %u is a 24-bit number above QP1", qp->qp_num);
-		CHECK(qp->state == IBV_QPS_RESET && qp->qp_type == IBV_QPT_RC && qp->pd == D.pd &&
-			      qp->send_cq == scq && qp->context == D.ctx,
+		CHECK(qp->state == IBV_QPS_RESET && qp->qp_type == IBV_QPT_RC && qp->pd == D.pd && qp->send_cq == scq &&
+			      qp->context == D.ctx,
 		      "new QP: state RESET, type, pd, cq, context set in struct ibv_qp");
 		struct ibv_qp_attr qa;
 		struct ibv_qp_init_attr qi;
@@ -392,7 +397,8 @@ static void test_object_limits(void)
 			      qi.sq_sig_all == 1,
 		      "ibv_query_qp init_attr: type, CQs, srq, sq_sig_all as created");
 		CHECK(qa.cap.max_send_wr == ia.cap.max_send_wr && qa.cap.max_recv_wr == ia.cap.max_recv_wr &&
-			      qa.cap.max_send_sge == ia.cap.max_send_sge && qa.cap.max_recv_sge == ia.cap.max_recv_sge &&
+			      qa.cap.max_send_sge == ia.cap.max_send_sge &&
+			      qa.cap.max_recv_sge == ia.cap.max_recv_sge &&
 			      qa.cap.max_inline_data == ia.cap.max_inline_data,
 		      "ibv_query_qp caps equal the caps create returned");
 		ibv_destroy_qp(qp);
@@ -537,8 +543,8 @@ static void test_transitions(enum ibv_qp_type t)
 	ibv_query_qp(qp, &q, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS | IBV_QP_QKEY, &qi);
 	if (ud)
 		CHECK(q.port_num == 1 && q.pkey_index == 0 && q.qkey == c.qkey,
-		      "%s INIT: query returns port 1, pkey_index 0, qkey 0x%x\t(got %u, %u, 0x%x)", T, c.qkey, q.port_num,
-		      q.pkey_index, q.qkey);
+		      "%s INIT: query returns port 1, pkey_index 0, qkey 0x%x\t(got %u, %u, 0x%x)", T, c.qkey,
+		      q.port_num, q.pkey_index, q.qkey);
 	else
 		CHECK(q.port_num == 1 && q.pkey_index == 0 && q.qp_access_flags == c.access,
 		      "%s INIT: query returns port 1, pkey_index 0, access 0x%x\t(got %u, %u, 0x%x)", T, c.access,
@@ -570,11 +576,11 @@ static void test_transitions(enum ibv_qp_type t)
 		check_required(qp, &c, dest, IBV_QPS_INIT, IBV_QPS_RTR);
 	check_not_allowed(qp, &c, dest, IBV_QPS_INIT, IBV_QPS_RTR,
 			  ud ? (IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_SQ_PSN |
-				IBV_QP_ACCESS_FLAGS | IBV_QP_PORT)
-			  : rc ? (IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				  IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_QKEY | IBV_QP_PORT)
-			       : (IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER |
-				  IBV_QP_QKEY | IBV_QP_PORT));
+				IBV_QP_ACCESS_FLAGS | IBV_QP_PORT) :
+			  rc ? (IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_QKEY | IBV_QP_PORT) :
+			       (IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER |
+				IBV_QP_QKEY | IBV_QP_PORT));
 	full_attr(&c, IBV_QPS_RTR, dest, &a);
 	a.cur_qp_state = IBV_QPS_INIT;
 	snprintf(what, sizeof(what), "%s INIT->RTR with CUR_STATE (not allowed from INIT)", T);
@@ -592,9 +598,9 @@ static void test_transitions(enum ibv_qp_type t)
 	check_state(qp, IBV_QPS_RTR, "after INIT->RTR");
 	if (!ud) {
 		memset(&q, 0, sizeof(q));
-		ibv_query_qp(qp,
-			     &q, IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-					 IBV_QP_MIN_RNR_TIMER,
+		ibv_query_qp(qp, &q,
+			     IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+				     IBV_QP_MIN_RNR_TIMER,
 			     &qi);
 		CHECK_INT(q.dest_qp_num, dest, "%s RTR: query dest_qp_num", T);
 		CHECK_INT(q.rq_psn, c.psn[1], "%s RTR: query rq_psn", T);
@@ -616,11 +622,12 @@ static void test_transitions(enum ibv_qp_type t)
 	}
 	check_required(qp, &c, dest, IBV_QPS_RTR, IBV_QPS_RTS);
 	check_not_allowed(qp, &c, dest, IBV_QPS_RTR, IBV_QPS_RTS,
-			  ud ? (IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_DEST_QPN | IBV_QP_TIMEOUT | IBV_QP_AV)
-			  : rc ? (IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-				  IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY)
-			       : (IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC |
-				  IBV_QP_MIN_RNR_TIMER | IBV_QP_DEST_QPN | IBV_QP_PATH_MTU | IBV_QP_QKEY));
+			  ud ? (IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_DEST_QPN | IBV_QP_TIMEOUT |
+				IBV_QP_AV) :
+			  rc ? (IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) :
+			       (IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC |
+				IBV_QP_MIN_RNR_TIMER | IBV_QP_DEST_QPN | IBV_QP_PATH_MTU | IBV_QP_QKEY));
 
 	/* IBV_QP_CUR_STATE is an optional attribute of RTR->RTS for every
 	 * transport (IBTA 11.2.4.2; the kernel's ib_modify_qp_is_ok accepts it
@@ -641,7 +648,8 @@ static void test_transitions(enum ibv_qp_type t)
 	check_state(qp, IBV_QPS_RTS, "after RTR->RTS");
 	memset(&q, 0, sizeof(q));
 	ibv_query_qp(qp, &q,
-		     IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC, &qi);
+		     IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC,
+		     &qi);
 	CHECK_INT(q.sq_psn, c.psn[0], "%s RTS: query sq_psn", T);
 	if (rc) {
 		CHECK(q.timeout == 13 && q.retry_cnt == 5 && q.rnr_retry == 6 && q.max_rd_atomic == 4,
@@ -661,7 +669,9 @@ static void test_transitions(enum ibv_qp_type t)
 	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
 	int opt = ud ? IBV_QP_QKEY : rc ? IBV_QP_MIN_RNR_TIMER | IBV_QP_ACCESS_FLAGS : IBV_QP_ACCESS_FLAGS;
 	snprintf(what, sizeof(what), "%s RTS->RTS with CUR_STATE and optional %s", T,
-		 ud ? "QKEY" : rc ? "MIN_RNR_TIMER|ACCESS_FLAGS" : "ACCESS_FLAGS");
+		 ud ? "QKEY" :
+		 rc ? "MIN_RNR_TIMER|ACCESS_FLAGS" :
+		      "ACCESS_FLAGS");
 	expect_modify(qp, &a, IBV_QP_STATE | IBV_QP_CUR_STATE | opt, 0, IBV_QPS_RTS, what);
 	memset(&q, 0, sizeof(q));
 	ibv_query_qp(qp, &q, IBV_QP_QKEY | IBV_QP_MIN_RNR_TIMER | IBV_QP_ACCESS_FLAGS, &qi);
@@ -686,15 +696,19 @@ static void test_transitions(enum ibv_qp_type t)
 	a.timeout = 15;
 	a.qkey = 0x44444444;
 	snprintf(what, sizeof(what), "%s SQD->SQD with optional %s", T, ud ? "QKEY" : rc ? "TIMEOUT" : "ACCESS_FLAGS");
-	expect_modify(qp, &a, IBV_QP_STATE | (ud ? IBV_QP_QKEY : rc ? IBV_QP_TIMEOUT : IBV_QP_ACCESS_FLAGS), 0,
-		      IBV_QPS_SQD, what);
+	expect_modify(qp, &a,
+		      IBV_QP_STATE | (ud ? IBV_QP_QKEY :
+				      rc ? IBV_QP_TIMEOUT :
+					   IBV_QP_ACCESS_FLAGS),
+		      0, IBV_QPS_SQD, what);
 	if (rc) {
 		full_attr(&c, IBV_QPS_SQD, dest, &a);
 		int r = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT);
-		KNOWN_BUG(r == 0,
-			  "RC SQD->SQD with the optional IBV_QP_PORT (port 1) is accepted, as in the kernel's qp_state_table "
-			  "(got %d %s; softrdma's table lacks PORT in SQD->SQD for RC)",
-			  r, r ? strerror(r) : "");
+		KNOWN_BUG(
+			r == 0,
+			"RC SQD->SQD with the optional IBV_QP_PORT (port 1) is accepted, as in the kernel's qp_state_table "
+			"(got %d %s; softrdma's table lacks PORT in SQD->SQD for RC)",
+			r, r ? strerror(r) : "");
 	}
 	check_not_allowed(qp, &c, dest, IBV_QPS_SQD, IBV_QPS_SQD, IBV_QP_SQ_PSN | IBV_QP_RQ_PSN | IBV_QP_DEST_QPN);
 	full_attr(&c, IBV_QPS_RTS, dest, &a);
@@ -773,8 +787,8 @@ static void test_reuse_after_reset(void)
 		vt_fill(src.p, 5000, 100 + round);
 		memset(dst.p, 0, 5000);
 		CHECK_RC(vt_post_recv(p.qp[1], 7, dst.p, 5000, dst.mr->lkey), 0, "round %d: post_recv", round);
-		CHECK_RC(vt_post_send(p.qp[0], 8, IBV_WR_SEND, src.p, 5000, src.mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0), 0,
-			 "round %d: post_send 5000 B", round);
+		CHECK_RC(vt_post_send(p.qp[0], 8, IBV_WR_SEND, src.p, 5000, src.mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0),
+			 0, "round %d: post_send 5000 B", round);
 		struct ibv_wc wc;
 		EXPECT_WC(p.scq[0], 8, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "round %d: send", round);
 		if (EXPECT_WC(p.rcq[1], 7, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "round %d: receive", round))
@@ -816,8 +830,9 @@ static void test_posting(void)
 	c.max_inline = 64;
 	if (!vt_pair_create(&D, &c, &p))
 		return;
-	vt_buf_alloc(&b, D.pd, 65536, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-						    IBV_ACCESS_REMOTE_ATOMIC);
+	vt_buf_alloc(&b, D.pd, 65536, 4096,
+		     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			     IBV_ACCESS_REMOTE_ATOMIC);
 	vt_buf_alloc(&r, D.pd, 65536, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	struct ibv_qp *qp = p.qp[0];
 	struct ibv_sge sge = { .addr = (uintptr_t)b.p, .length = 16, .lkey = b.mr->lkey };
@@ -840,8 +855,8 @@ static void test_posting(void)
 		CHECK_RC(rc, EINVAL, "post_send in %s", vt_state_str(pre[i]));
 		/* rdma-core's rxe provider queues the WQE and learns of the
 		 * state from the doorbell, leaving bad_wr NULL */
-		CHECK(bad == &wr || bad == NULL, "post_send in %s: bad_wr is the WR\t(got %p, wr %p)", vt_state_str(pre[i]),
-		      (void *)bad, (void *)&wr);
+		CHECK(bad == &wr || bad == NULL, "post_send in %s: bad_wr is the WR\t(got %p, wr %p)",
+		      vt_state_str(pre[i]), (void *)bad, (void *)&wr);
 		if (bad == NULL)
 			NOTE("bad_wr left NULL (as rdma-core's rxe provider does); softrdma sets it to the WR");
 		if (pre[i] == IBV_QPS_RESET) {
@@ -902,7 +917,10 @@ static void test_posting(void)
 	bad = NULL;
 	CHECK_RC(ibv_post_send(qp, chain, &bad), EINVAL, "post_send chain [ok, too many SGEs, ok]");
 	CHECK(bad == &chain[1], "  ...bad_wr points at the second WR\t(got %s)",
-	      bad == &chain[0] ? "the first" : bad == &chain[2] ? "the third" : bad ? "?" : "NULL");
+	      bad == &chain[0] ? "the first" :
+	      bad == &chain[2] ? "the third" :
+	      bad	       ? "?" :
+				 "NULL");
 	EXPECT_WC(p.scq[0], 100, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL, "  ...the WR before the bad one executes");
 	CHECK_CQ_EMPTY(p.scq[0], 100, "  ...the WR after the bad one is not posted");
 
@@ -945,9 +963,10 @@ static void test_posting(void)
 				rw[i].next = i < m ? &rw[i + 1] : NULL;
 			}
 			rbad = NULL;
-			CHECK_RC(ibv_post_recv(p2.qp[0], rw, &rbad), ENOMEM,
-				 "post_recv chain of max_recv_wr + 1 = %u in INIT (RQ overflow; posting in INIT is legal)",
-				 m + 1);
+			CHECK_RC(
+				ibv_post_recv(p2.qp[0], rw, &rbad), ENOMEM,
+				"post_recv chain of max_recv_wr + 1 = %u in INIT (RQ overflow; posting in INIT is legal)",
+				m + 1);
 			CHECK(rbad == &rw[m], "  ...bad_wr is the first that did not fit\t(got index %ld)",
 			      rbad ? (long)(rbad - rw) : -1L);
 			free(rw);
@@ -1117,8 +1136,8 @@ static void test_srq(void)
 	if (CHECK(qp, "create an RC QP on the SRQ\t(errno %d)", errno)) {
 		CHECK(qp->srq == srq, "  ...qp->srq is the SRQ");
 		CHECK_RC(ibv_destroy_srq(srq), EBUSY, "ibv_destroy_srq while a QP uses it");
-		vt_qp_connect(qp, &(struct vt_qp_cfg){ .type = IBV_QPT_RC, .access = IBV_ACCESS_LOCAL_WRITE }, IBV_QPS_INIT,
-			      0, 0, 0, &D.gid, D.gid_index);
+		vt_qp_connect(qp, &(struct vt_qp_cfg){ .type = IBV_QPT_RC, .access = IBV_ACCESS_LOCAL_WRITE },
+			      IBV_QPS_INIT, 0, 0, 0, &D.gid, D.gid_index);
 		struct ibv_recv_wr rr = { .wr_id = 1, .sg_list = sg, .num_sge = 1 }, *rbad = NULL;
 		CHECK_RC(ibv_post_recv(qp, &rr, &rbad), EINVAL, "ibv_post_recv on a QP that uses an SRQ");
 		ibv_destroy_qp(qp);
@@ -1228,7 +1247,9 @@ static void test_sqd_drain(void)
 	struct vt_qp_cfg c;
 	struct vt_pair p;
 	struct vt_buf s, t;
-	enum { BIG = 32 << 20 };
+	enum {
+		BIG = 32 << 20
+	};
 	vt_cfg_default(&c, IBV_QPT_RC);
 	if (!vt_pair_setup(&D, &c, &p))
 		return;
@@ -1242,9 +1263,11 @@ static void test_sqd_drain(void)
 		;
 	vt_fill(s.p, BIG, 3);
 	CHECK_RC(vt_post_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, s.p, BIG, s.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)t.p,
-			      t.mr->rkey, 0), 0, "a 32 MiB RDMA_WRITE");
-	CHECK_RC(vt_post_send(p.qp[0], 2, IBV_WR_RDMA_WRITE, s.p, 4096, s.mr->lkey, IBV_SEND_SIGNALED,
-			      (uintptr_t)t.p, t.mr->rkey, 0), 0, "and a 4 KiB RDMA_WRITE behind it");
+			      t.mr->rkey, 0),
+		 0, "a 32 MiB RDMA_WRITE");
+	CHECK_RC(vt_post_send(p.qp[0], 2, IBV_WR_RDMA_WRITE, s.p, 4096, s.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)t.p,
+			      t.mr->rkey, 0),
+		 0, "and a 4 KiB RDMA_WRITE behind it");
 	/* wait until the big one is visibly under way, then drain */
 	uint64_t end = vt_now_ms() + 10000;
 	struct ibv_wc wc[2];
@@ -1285,19 +1308,21 @@ static void test_sqd_drain(void)
 		if (!k)
 			sched_yield();
 	}
-	KNOWN_BUG(big_st == IBV_WC_SUCCESS,
-		  "in SQD the WRITE in progress completes successfully\t(got %s: softrdma's sr_req_progress() sends "
-		  "nothing unless the QP is in RTS, so the rest of the message never goes out and, as the retransmit timer "
-		  "keeps running in SQD without retransmitting, the QP dies with RETRY_EXC_ERR)",
-		  big_st < 0 ? "no completion in 10 s" : vt_status_str(big_st));
+	KNOWN_BUG(
+		big_st == IBV_WC_SUCCESS,
+		"in SQD the WRITE in progress completes successfully\t(got %s: softrdma's sr_req_progress() sends "
+		"nothing unless the QP is in RTS, so the rest of the message never goes out and, as the retransmit timer "
+		"keeps running in SQD without retransmitting, the QP dies with RETRY_EXC_ERR)",
+		big_st < 0 ? "no completion in 10 s" : vt_status_str(big_st));
 	CHECK(small_st != IBV_WC_SUCCESS, "in SQD the WRITE behind it is not started");
 	if (big_st > 0) {
 		NOTE("the QP is now in %s; the rest of the SQD checks are skipped", vt_state_str(vt_qp_state(p.qp[0])));
 		goto out;
 	}
 	KNOWN_BUG(drained && !early, "IBV_EVENT_SQ_DRAINED comes once the send queue is idle\t(%s)",
-		  !drained ? "no event" : "it came while the 32 MiB WRITE was still outstanding: softrdma raises it "
-				       "on entering SQD");
+		  !drained ? "no event" :
+			     "it came while the 32 MiB WRITE was still outstanding: softrdma raises it "
+			     "on entering SQD");
 	CHECK(big_st != IBV_WC_SUCCESS || !memcmp(t.p, s.p, BIG), "the 32 MiB WRITE placed all its data");
 	a.qp_state = IBV_QPS_RTS;
 	CHECK_RC(ibv_modify_qp(p.qp[0], &a, IBV_QP_STATE), 0, "SQD->RTS");
@@ -1393,7 +1418,8 @@ static void test_errno_set(void)
 	      errno);
 	errno = 0;
 	rc = ibv_resize_cq(cq, 0);
-	CHECK(rc == EINVAL && errno == EINVAL, "ibv_resize_cq(0) -> EINVAL, errno EINVAL\t(got %d, errno %d)", rc, errno);
+	CHECK(rc == EINVAL && errno == EINVAL, "ibv_resize_cq(0) -> EINVAL, errno EINVAL\t(got %d, errno %d)", rc,
+	      errno);
 	struct ibv_port_attr pa;
 	errno = 0;
 	rc = ibv_query_port(D.ctx, 2, &pa);
@@ -1429,10 +1455,10 @@ static void test_rereg_mr_codes(void)
 		size_t len;
 	} t[] = {
 		{ "unknown flag 0x8", 0x8, 0, IBV_REREG_MR_ERR_INPUT, EINVAL, NULL, 0 },
-		{ "CHANGE_TRANSLATION with addr NULL", IBV_REREG_MR_CHANGE_TRANSLATION, 0, IBV_REREG_MR_ERR_INPUT, EINVAL,
-		  NULL, 4096 },
-		{ "an access without CHANGE_ACCESS", IBV_REREG_MR_CHANGE_PD, IBV_ACCESS_REMOTE_READ, IBV_REREG_MR_ERR_INPUT,
-		  EINVAL, NULL, 0 },
+		{ "CHANGE_TRANSLATION with addr NULL", IBV_REREG_MR_CHANGE_TRANSLATION, 0, IBV_REREG_MR_ERR_INPUT,
+		  EINVAL, NULL, 4096 },
+		{ "an access without CHANGE_ACCESS", IBV_REREG_MR_CHANGE_PD, IBV_ACCESS_REMOTE_READ,
+		  IBV_REREG_MR_ERR_INPUT, EINVAL, NULL, 0 },
 		{ "flags 0", 0, 0, IBV_REREG_MR_ERR_CMD, EINVAL, NULL, 0 },
 		{ "CHANGE_ACCESS to REMOTE_WRITE without LOCAL_WRITE", IBV_REREG_MR_CHANGE_ACCESS,
 		  IBV_ACCESS_REMOTE_WRITE, IBV_REREG_MR_ERR_CMD, EINVAL, NULL, 0 },
@@ -1441,8 +1467,9 @@ static void test_rereg_mr_codes(void)
 		errno = 0;
 		int rc = ibv_rereg_mr(mr, t[i].flags, t[i].flags & IBV_REREG_MR_CHANGE_PD ? D.pd : NULL, t[i].addr,
 				      t[i].len, t[i].access);
-		CHECK(rc == t[i].want && errno == t[i].want_errno, "ibv_rereg_mr(%s) -> %d, errno %s\t(got %d, errno %d)",
-		      t[i].what, t[i].want, strerror(t[i].want_errno), rc, errno);
+		CHECK(rc == t[i].want && errno == t[i].want_errno,
+		      "ibv_rereg_mr(%s) -> %d, errno %s\t(got %d, errno %d)", t[i].what, t[i].want,
+		      strerror(t[i].want_errno), rc, errno);
 	}
 	CHECK_RC(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
 			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ),
@@ -1561,7 +1588,8 @@ static void test_alt_path(void)
 			a.alt_port_num = 1;
 			a.alt_timeout = 14;
 			char what[80];
-			snprintf(what, sizeof(what), "%s INIT->RTR with the optional IBV_QP_ALT_PATH", vt_qpt_str(types[i]));
+			snprintf(what, sizeof(what), "%s INIT->RTR with the optional IBV_QP_ALT_PATH",
+				 vt_qpt_str(types[i]));
 			expect_modify(qp, &a, mask | IBV_QP_ALT_PATH, EINVAL, IBV_QPS_INIT, what);
 		}
 		scratch_close(&sc);
@@ -1579,14 +1607,16 @@ static void test_privileged_qkey(void)
 		int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
 		bool root = set_net_raw(true);
 		if (set_net_raw(false)) {
-			expect_modify(qp, &a, mask, EPERM, IBV_QPS_RESET, "UD RESET->INIT, qkey 0x80010000, no CAP_NET_RAW");
+			expect_modify(qp, &a, mask, EPERM, IBV_QPS_RESET,
+				      "UD RESET->INIT, qkey 0x80010000, no CAP_NET_RAW");
 			if (root)
 				set_net_raw(true);
 		} else {
 			NOTE("cannot drop CAP_NET_RAW: EPERM not checked");
 		}
 		if (root)
-			expect_modify(qp, &a, mask, 0, IBV_QPS_RESET, "UD RESET->INIT, qkey 0x80010000, with CAP_NET_RAW");
+			expect_modify(qp, &a, mask, 0, IBV_QPS_RESET,
+				      "UD RESET->INIT, qkey 0x80010000, with CAP_NET_RAW");
 		a.qkey = 0x11111111;
 		a.qp_state = IBV_QPS_RESET;
 		CHECK_RC(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0, "back to RESET");
@@ -1713,8 +1743,15 @@ static void test_wr_enospc(void)
 	SECTION("ibv_wr_*: SQ full, too many SGEs, inline too long -> ENOSPC");
 	struct ibv_cq *cq = ibv_create_cq(D.ctx, 8, NULL, NULL, 0);
 	struct ibv_qp_init_attr_ex ia = {
-		.qp_type = IBV_QPT_RC, .send_cq = cq, .recv_cq = cq, .pd = D.pd,
-		.cap = { .max_send_wr = 2, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1, .max_inline_data = 16 },
+		.qp_type = IBV_QPT_RC,
+		.send_cq = cq,
+		.recv_cq = cq,
+		.pd = D.pd,
+		.cap = { .max_send_wr = 2,
+			 .max_recv_wr = 1,
+			 .max_send_sge = 1,
+			 .max_recv_sge = 1,
+			 .max_inline_data = 16 },
 		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
 		.send_ops_flags = IBV_QP_EX_WITH_SEND,
 	};

@@ -59,9 +59,14 @@ void free(void *p)
 static struct ibv_qp *big_qp(struct ibv_cq *cq, enum ibv_qp_type t)
 {
 	/* 512 WRs of 512 bytes inline: a send ring of about 300 KiB */
-	struct ibv_qp_init_attr a = { .send_cq = cq, .recv_cq = cq, .qp_type = t,
-				      .cap = { .max_send_wr = 512, .max_recv_wr = 512, .max_send_sge = 1,
-					       .max_recv_sge = 1, .max_inline_data = 512 } };
+	struct ibv_qp_init_attr a = { .send_cq = cq,
+				      .recv_cq = cq,
+				      .qp_type = t,
+				      .cap = { .max_send_wr = 512,
+					       .max_recv_wr = 512,
+					       .max_send_sge = 1,
+					       .max_recv_sge = 1,
+					       .max_inline_data = 512 } };
 	return ibv_create_qp(D.pd, &a);
 }
 
@@ -81,9 +86,12 @@ static void destroyed_qps_freed_by_the_application(enum ibv_qp_type t)
 	 * destroy frees what it has let go of since */
 	for (int i = 0; i < 500 && atomic_load(&big_frees) == before; i++) {
 		usleep(10000);
-		struct ibv_qp_init_attr a = { .send_cq = cq, .recv_cq = cq, .qp_type = t,
-					      .cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1,
-						       .max_recv_sge = 1 } };
+		struct ibv_qp_init_attr a = {
+			.send_cq = cq,
+			.recv_cq = cq,
+			.qp_type = t,
+			.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 }
+		};
 		struct ibv_qp *small = ibv_create_qp(D.pd, &a);
 		if (small)
 			ibv_destroy_qp(small);
@@ -109,9 +117,14 @@ static void destroyed_then_closed(void)
 	if (!vt_open(&d))
 		return;
 	struct ibv_cq *cq = ibv_create_cq(d.ctx, 16, NULL, NULL, 0);
-	struct ibv_qp_init_attr a = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
-				      .cap = { .max_send_wr = 512, .max_recv_wr = 1, .max_send_sge = 1,
-					       .max_recv_sge = 1, .max_inline_data = 512 } };
+	struct ibv_qp_init_attr a = { .send_cq = cq,
+				      .recv_cq = cq,
+				      .qp_type = IBV_QPT_UD,
+				      .cap = { .max_send_wr = 512,
+					       .max_recv_wr = 1,
+					       .max_send_sge = 1,
+					       .max_recv_sge = 1,
+					       .max_inline_data = 512 } };
 	struct ibv_qp *qp = cq ? ibv_create_qp(d.pd, &a) : NULL;
 	if (CHECK(qp, "a UD QP with a large send ring"))
 		CHECK_RC(ibv_destroy_qp(qp), 0, "destroyed");

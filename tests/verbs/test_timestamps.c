@@ -22,7 +22,10 @@ static uint64_t clock_ns(clockid_t id)
 
 /* The device's raw clock in ns (hca_core_clock is in kHz). */
 static uint64_t core_khz;
-static uint64_t raw_to_ns(uint64_t raw) { return (uint64_t)((unsigned __int128)raw * 1000000u / core_khz); }
+static uint64_t raw_to_ns(uint64_t raw)
+{
+	return (uint64_t)((unsigned __int128)raw * 1000000u / core_khz);
+}
 
 static void device_attrs(void)
 {
@@ -111,12 +114,12 @@ static int poll_ex(struct ibv_cq_ex *cqx, struct stamp *out, int want, uint64_t 
 		do {
 			out[n].wr_id = cqx->wr_id;
 			out[n].status = cqx->status;
-			out[n].raw_ns = flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP
-						? raw_to_ns(ibv_wc_read_completion_ts(cqx))
-						: 0;
-			out[n].wall = flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK
-					      ? ibv_wc_read_completion_wallclock_ns(cqx)
-					      : 0;
+			out[n].raw_ns = flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP ?
+						raw_to_ns(ibv_wc_read_completion_ts(cqx)) :
+						0;
+			out[n].wall = flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK ?
+					      ibv_wc_read_completion_wallclock_ns(cqx) :
+					      0;
 			n++;
 		} while (n < want && ibv_next_poll(cqx) == 0);
 		ibv_end_poll(cqx);
@@ -125,8 +128,8 @@ static int poll_ex(struct ibv_cq_ex *cqx, struct stamp *out, int want, uint64_t 
 }
 
 /* n stamps all between lo and hi (per clock), in CQ order. */
-static void check_window(const char *what, const struct stamp *s, int n, uint64_t flags, uint64_t mono0,
-			 uint64_t mono1, uint64_t wall0, uint64_t wall1)
+static void check_window(const char *what, const struct stamp *s, int n, uint64_t flags, uint64_t mono0, uint64_t mono1,
+			 uint64_t wall0, uint64_t wall1)
 {
 	bool raw_in = true, wall_in = true, raw_up = true, wall_up = true, ok = true;
 
@@ -141,14 +144,16 @@ static void check_window(const char *what, const struct stamp *s, int n, uint64_
 	}
 	CHECK(ok, "%s: %d completions, all successful", what, n);
 	if (flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP) {
-		CHECK(raw_in, "%s: each raw timestamp lies between CLOCK_MONOTONIC before the posts and after the "
-			      "polls\t(first %" PRIu64 ", window %" PRIu64 "..%" PRIu64 ")",
+		CHECK(raw_in,
+		      "%s: each raw timestamp lies between CLOCK_MONOTONIC before the posts and after the "
+		      "polls\t(first %" PRIu64 ", window %" PRIu64 "..%" PRIu64 ")",
 		      what, s[0].raw_ns, mono0, mono1);
 		CHECK(raw_up, "%s: raw timestamps never go back within the CQ", what);
 	}
 	if (flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK) {
-		CHECK(wall_in, "%s: each wall-clock timestamp lies between CLOCK_REALTIME before and after\t(first "
-			       "%" PRIu64 ", window %" PRIu64 "..%" PRIu64 ")",
+		CHECK(wall_in,
+		      "%s: each wall-clock timestamp lies between CLOCK_REALTIME before and after\t(first "
+		      "%" PRIu64 ", window %" PRIu64 "..%" PRIu64 ")",
 		      what, s[0].wall, wall0, wall1);
 		CHECK(wall_up, "%s: wall-clock timestamps never go back within the CQ", what);
 	}
@@ -157,7 +162,9 @@ static void check_window(const char *what, const struct stamp *s, int n, uint64_
 /* RC sends between two QPs on CQs with the given timestamp flags. */
 static void rc_traffic(uint64_t flags, const char *label)
 {
-	enum { N = 32 };
+	enum {
+		N = 32
+	};
 	struct vt_qp_cfg c;
 	struct vt_pair p;
 	struct vt_buf sb, rb;
@@ -192,7 +199,10 @@ out:
 	vt_pair_destroy(&p);
 }
 
-static void rc_raw(void) { rc_traffic(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP, "COMPLETION_TIMESTAMP"); }
+static void rc_raw(void)
+{
+	rc_traffic(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP, "COMPLETION_TIMESTAMP");
+}
 static void rc_wallclock(void)
 {
 	rc_traffic(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK, "COMPLETION_TIMESTAMP_WALLCLOCK");
@@ -206,7 +216,9 @@ static void rc_both(void)
  * and a later completion's stamp is later still. */
 static void resize_keeps_stamps(void)
 {
-	enum { N = 8 };
+	enum {
+		N = 8
+	};
 	uint64_t flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
 	struct vt_qp_cfg c;
 	struct vt_pair p;
@@ -225,8 +237,8 @@ static void resize_keeps_stamps(void)
 	}
 	/* 2N posted, N read, the rest left in the CQ across the resize */
 	for (int i = 0; i < 2 * N; i++)
-		vt_post_send(p.qp[0], i, IBV_WR_RDMA_WRITE, b.p, 8, b.mr->lkey, IBV_SEND_SIGNALED,
-			     (uintptr_t)b.p + 32, b.mr->rkey, 0);
+		vt_post_send(p.qp[0], i, IBV_WR_RDMA_WRITE, b.p, 8, b.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)b.p + 32,
+			     b.mr->rkey, 0);
 	int n1 = poll_ex(p.scqx[0], first, N, flags);
 	vt_sleep_ms(50); /* the other N arrive meanwhile (if not, they are read after the resize all the same) */
 	CHECK_RC(ibv_resize_cq(p.scq[0], 64), 0, "ibv_resize_cq(16 -> 64) with completions in it");
@@ -238,8 +250,8 @@ static void resize_keeps_stamps(void)
 	CHECK(n1 && n2 && after[0].raw_ns >= first[n1 - 1].raw_ns && after[0].wall >= first[n1 - 1].wall && up,
 	      "stamps after the resize continue those before it");
 	CHECK(n2 && after[n2 - 1].raw_ns > 0 && after[n2 - 1].wall > 0, "and are not lost (zero)");
-	vt_post_send(p.qp[0], 99, IBV_WR_RDMA_WRITE, b.p, 8, b.mr->lkey, IBV_SEND_SIGNALED,
-			     (uintptr_t)b.p + 32, b.mr->rkey, 0);
+	vt_post_send(p.qp[0], 99, IBV_WR_RDMA_WRITE, b.p, 8, b.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)b.p + 32,
+		     b.mr->rkey, 0);
 	if (poll_ex(p.scqx[0], &last, 1, flags) == 1)
 		CHECK(n2 && last.raw_ns >= after[n2 - 1].raw_ns, "a completion made after the resize is later");
 	vt_buf_free(&b);
@@ -268,12 +280,12 @@ static void mixed_polling(void)
 		CHECK(0, "buffer");
 		goto out;
 	}
-	vt_post_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, b.p, 8, b.mr->lkey, IBV_SEND_SIGNALED,
-			     (uintptr_t)b.p + 32, b.mr->rkey, 0);
+	vt_post_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, b.p, 8, b.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)b.p + 32,
+		     b.mr->rkey, 0);
 	CHECK_INT(vt_poll(p.scq[0], 1, wc, VT_TIMEOUT_MS), 1, "ibv_poll_cq on a timestamping CQ");
 	uint64_t mono0 = clock_ns(CLOCK_MONOTONIC);
-	vt_post_send(p.qp[0], 2, IBV_WR_RDMA_WRITE, b.p, 8, b.mr->lkey, IBV_SEND_SIGNALED,
-			     (uintptr_t)b.p + 32, b.mr->rkey, 0);
+	vt_post_send(p.qp[0], 2, IBV_WR_RDMA_WRITE, b.p, 8, b.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)b.p + 32,
+		     b.mr->rkey, 0);
 	if (CHECK_INT(poll_ex(p.scqx[0], &s, 1, flags), 1, "then ibv_start_poll"))
 		CHECK(s.wr_id == 2 && s.raw_ns >= mono0, "it reads the second completion's own stamp");
 	vt_buf_free(&b);

@@ -23,7 +23,9 @@ static struct vt_dev D;
 #define MiB (1024u * 1024u)
 #define BIG (4 * MiB)
 #define SLACK 64
-#define ACC_ALL_T (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC) /* bytes around a transfer inside the region that must stay untouched */
+#define ACC_ALL_T                                                                    \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
+	 IBV_ACCESS_REMOTE_ATOMIC) /* bytes around a transfer inside the region that must stay untouched */
 
 /* Bytes [off, off+len) hold the pattern; the SLACK bytes before and after
  * (inside the zeroed region) are still zero. */
@@ -52,13 +54,13 @@ static void zero_around(struct vt_buf *b, size_t off, size_t len)
 	memset(b->p + lo, 0, hi - lo);
 }
 
-#define CHECK_STATE_T(qp, want, ...)                                                           \
-	({                                                                                     \
-		char vt_m_[512];                                                               \
-		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);                                   \
-		int vt_s_ = vt_qp_state(qp);                                                   \
-		vt_report(vt_s_ == (int)(want), __FILE__, __LINE__, NULL, "%s: QP in %s\t(got %s)", \
-			  vt_m_, vt_state_str(want), vt_state_str(vt_s_));                      \
+#define CHECK_STATE_T(qp, want, ...)                                                                       \
+	({                                                                                                 \
+		char vt_m_[512];                                                                           \
+		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);                                               \
+		int vt_s_ = vt_qp_state(qp);                                                               \
+		vt_report(vt_s_ == (int)(want), __FILE__, __LINE__, NULL, "%s: QP in %s\t(got %s)", vt_m_, \
+			  vt_state_str(want), vt_state_str(vt_s_));                                        \
 	})
 
 /* Transfers without errors raise no async events. */
@@ -99,7 +101,7 @@ static bool one_send(struct vt_pair *p, struct vt_buf *s, struct vt_buf *r, size
 	const char *T = vt_qpt_str(p->cfg.type);
 	char what[128];
 	struct ibv_wc wc;
-	size_t soff = 3, roff = 5; /* unaligned on both sides */
+	size_t soff = 3, roff = 5;					/* unaligned on both sides */
 	size_t post = len + SLACK <= r->len - roff ? len + SLACK : len; /* a larger buffer than the message */
 	snprintf(what, sizeof(what), "%s %s %zu B", T, imm ? "SEND_WITH_IMM" : "SEND", len);
 	if (len + soff > s->len || len + roff > r->len)
@@ -109,8 +111,8 @@ static bool one_send(struct vt_pair *p, struct vt_buf *s, struct vt_buf *r, size
 	if (!CHECK_RC(vt_post_recv(p->qp[1], seed, r->p + roff, (uint32_t)post, r->mr->lkey), 0, "%s: post_recv", what))
 		return false;
 	if (!CHECK_RC(vt_post_send(p->qp[0], seed, imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND, len ? s->p + soff : NULL,
-				  (uint32_t)len, s->mr->lkey, IBV_SEND_SIGNALED, 0, 0, seed * 7u + 1),
-		     0, "%s: post_send", what))
+				   (uint32_t)len, s->mr->lkey, IBV_SEND_SIGNALED, 0, 0, seed * 7u + 1),
+		      0, "%s: post_send", what))
 		return false;
 	bool ok = EXPECT_WC(p->scq[0], seed, IBV_WC_SUCCESS, IBV_WC_SEND, &wc, "%s: sender", what);
 	if (!EXPECT_WC(p->rcq[1], seed, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "%s: receiver", what))
@@ -144,9 +146,9 @@ static bool one_write(struct vt_pair *p, struct vt_buf *s, struct vt_buf *r, siz
 	if (imm && !CHECK_RC(vt_post_recv(p->qp[1], seed, NULL, 0, 0), 0, "%s: post_recv (no SGE)", what))
 		return false;
 	if (!CHECK_RC(vt_post_send(p->qp[0], seed, imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE,
-				  len ? s->p + soff : NULL, (uint32_t)len, s->mr->lkey, IBV_SEND_SIGNALED,
-				  (uintptr_t)r->p + roff, r->mr->rkey, 0xC0DE0000u + seed),
-		     0, "%s: post_send", what))
+				   len ? s->p + soff : NULL, (uint32_t)len, s->mr->lkey, IBV_SEND_SIGNALED,
+				   (uintptr_t)r->p + roff, r->mr->rkey, 0xC0DE0000u + seed),
+		      0, "%s: post_send", what))
 		return false;
 	if (!EXPECT_WC(p->scq[0], seed, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, &wc, "%s: sender", what))
 		return false;
@@ -183,8 +185,9 @@ static bool one_read(struct vt_pair *p, struct vt_buf *local, struct vt_buf *rem
 	vt_fill(remote->p + roff, len, seed);
 	zero_around(local, loff, len);
 	if (!CHECK_RC(vt_post_send(p->qp[0], seed, IBV_WR_RDMA_READ, len ? local->p + loff : NULL, (uint32_t)len,
-				  local->mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)remote->p + roff, remote->mr->rkey, 0),
-		     0, "%s: post_send", what))
+				   local->mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)remote->p + roff, remote->mr->rkey,
+				   0),
+		      0, "%s: post_send", what))
 		return false;
 	if (!EXPECT_WC(p->scq[0], seed, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, &wc, "%s", what))
 		return false;
@@ -220,11 +223,21 @@ static void test_sizes(enum ibv_qp_type t)
 			bool ok;
 			seed++;
 			switch (op) {
-			case 0: ok = one_send(&p, &s, &r, sz[i], false, seed); break;
-			case 1: ok = one_send(&p, &s, &r, sz[i], true, seed); break;
-			case 2: ok = one_write(&p, &s, &r, sz[i], false, seed); break;
-			case 3: ok = one_write(&p, &s, &r, sz[i], true, seed); break;
-			default: ok = one_read(&p, &s, &r, sz[i], seed); break;
+			case 0:
+				ok = one_send(&p, &s, &r, sz[i], false, seed);
+				break;
+			case 1:
+				ok = one_send(&p, &s, &r, sz[i], true, seed);
+				break;
+			case 2:
+				ok = one_write(&p, &s, &r, sz[i], false, seed);
+				break;
+			case 3:
+				ok = one_write(&p, &s, &r, sz[i], true, seed);
+				break;
+			default:
+				ok = one_read(&p, &s, &r, sz[i], seed);
+				break;
 			}
 			if (!ok) {
 				NOTE("stopping this series after the first failure");
@@ -339,8 +352,8 @@ static void test_sge(enum ibv_qp_type t)
 		CHECK_RC(ibv_post_send(p.qp[0], &sw, &sbad), 0, "RDMA_READ scattering into 3 SGEs (%u B)", total);
 		if (EXPECT_WC(p.scq[0], 4, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, &wc, "3-SGE RDMA_READ"))
 			CHECK_INT(wc.byte_len, total, "3-SGE RDMA_READ: byte_len");
-		ok = !memcmp(r1.p + 10, msg, 100) && !memcmp(r2.p, msg + 100, 5000) && !memcmp(r1.p + 7000, msg + 5100, 8) &&
-		     !r1.p[9] && !r1.p[110] && !r1.p[7008] && !r2.p[5000];
+		ok = !memcmp(r1.p + 10, msg, 100) && !memcmp(r2.p, msg + 100, 5000) &&
+		     !memcmp(r1.p + 7000, msg + 5100, 8) && !r1.p[9] && !r1.p[110] && !r1.p[7008] && !r2.p[5000];
 		CHECK(ok, "3-SGE RDMA_READ: every byte in its place, nothing next to the pieces");
 		CHECK_GUARDS(&r1, "3-SGE RDMA_READ: region 1");
 		CHECK_GUARDS(&r2, "3-SGE RDMA_READ: region 2");
@@ -375,8 +388,8 @@ static void test_inline(enum ibv_qp_type t)
 		return;
 	vt_buf_alloc(&r, D.pd, 8192, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	uint32_t cap = p.cap[0].max_inline_data;
-	CHECK(cap >= want && cap <= 1024, "max_inline_data %u >= the %u requested (and within this test's 1 KiB buffer)",
-	      cap, want);
+	CHECK(cap >= want && cap <= 1024,
+	      "max_inline_data %u >= the %u requested (and within this test's 1 KiB buffer)", cap, want);
 	if (cap > 1024)
 		cap = 1024;
 	uint32_t sizes[] = { 1, 17, 100, 300, cap };
@@ -393,11 +406,15 @@ static void test_inline(enum ibv_qp_type t)
 			if (op < 2)
 				vt_post_recv(p.qp[1], 9, r.p + 100, len + SLACK, r.mr->lkey);
 			int rc = vt_post_send(p.qp[0], 8,
-					      op == 0 ? IBV_WR_SEND : op == 1 ? IBV_WR_SEND_WITH_IMM : IBV_WR_RDMA_WRITE, stack,
-					      len, 0 /* lkey is ignored for inline */, IBV_SEND_INLINE | IBV_SEND_SIGNALED,
-					      (uintptr_t)r.p + 100, r.mr->rkey, 4242);
+					      op == 0 ? IBV_WR_SEND :
+					      op == 1 ? IBV_WR_SEND_WITH_IMM :
+							IBV_WR_RDMA_WRITE,
+					      stack, len, 0 /* lkey is ignored for inline */,
+					      IBV_SEND_INLINE | IBV_SEND_SIGNALED, (uintptr_t)r.p + 100, r.mr->rkey,
+					      4242);
 			memset(stack, 0xEE, sizeof(stack)); /* inline data was copied at post time */
-			if (!CHECK_RC(rc, 0, "%s inline %s %u B from an unregistered stack buffer", vt_qpt_str(t), name, len))
+			if (!CHECK_RC(rc, 0, "%s inline %s %u B from an unregistered stack buffer", vt_qpt_str(t), name,
+				      len))
 				continue;
 			EXPECT_WC(p.scq[0], 8, IBV_WC_SUCCESS, op < 2 ? IBV_WC_SEND : IBV_WC_RDMA_WRITE, NULL,
 				  "  ...sender");
@@ -413,7 +430,8 @@ static void test_inline(enum ibv_qp_type t)
 				while (vt_verify(r.p + 100, len, seed + (uint32_t)op * 17) >= 0 && vt_now_ms() < end)
 					vt_sleep_ms(1);
 			}
-			check_placed(&r, 100, len, seed + (uint32_t)op * 17, "  ...inline payload as it was at post time");
+			check_placed(&r, 100, len, seed + (uint32_t)op * 17,
+				     "  ...inline payload as it was at post time");
 		}
 	}
 	vt_buf_free(&r);
@@ -434,7 +452,8 @@ static void test_atomics(void)
 	if (!vt_pair_setup(&D, &c, &p))
 		return;
 	vt_buf_alloc(&tgt, D.pd, 4096, 4096,
-		     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+		     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_REMOTE_READ |
+			     IBV_ACCESS_REMOTE_WRITE);
 	vt_buf_alloc(&res, D.pd, 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
 	uint64_t *t64 = (uint64_t *)tgt.p, *r64 = (uint64_t *)res.p;
 	struct ibv_wc wc;
@@ -490,7 +509,10 @@ static void test_atomics(void)
 	CHECK_GUARDS(&res, "atomic results");
 
 	/* 4 QPs, 250 fetch-adds each, all on one 64-bit word, posted interleaved */
-	enum { NQ = 4, PER = 250 };
+	enum {
+		NQ = 4,
+		PER = 250
+	};
 	struct vt_pair q[NQ];
 	int made = 0;
 	struct vt_qp_cfg c2 = c;
@@ -519,8 +541,8 @@ static void test_atomics(void)
 		for (int i = 0; i < PER; i++)
 			for (int k = 0; k < NQ; k++)
 				if (!vt_post_atomic(q[k].qp[0], (uint64_t)(k * PER + i), IBV_WR_ATOMIC_FETCH_AND_ADD,
-						    &out[k * PER + i], big.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)&t64[16],
-						    tgt.mr->rkey, add[k][i], 0))
+						    &out[k * PER + i], big.mr->lkey, IBV_SEND_SIGNALED,
+						    (uintptr_t)&t64[16], tgt.mr->rkey, add[k][i], 0))
 					posted++;
 		CHECK_INT(posted, NQ * PER, "posted %d FETCH_AND_ADDs on %d QPs to one word", NQ * PER, NQ);
 		int done = 0, bad = 0;
@@ -532,10 +554,13 @@ static void test_atomics(void)
 				if (w[i].status != IBV_WC_SUCCESS || w[i].wr_id != (uint64_t)(k * PER + i))
 					bad++;
 		}
-		CHECK(done == NQ * PER && !bad, "all %d FETCH_AND_ADDs complete successfully, in order per QP\t(%d "
-		      "done, %d bad)", NQ * PER, done, bad);
-		CHECK(t64[16] == init + sum, "the word holds the initial value plus the sum of all adds\t(got %" PRIu64
-		      ", want %" PRIu64 ")", t64[16], init + sum);
+		CHECK(done == NQ * PER && !bad,
+		      "all %d FETCH_AND_ADDs complete successfully, in order per QP\t(%d "
+		      "done, %d bad)",
+		      NQ * PER, done, bad);
+		CHECK(t64[16] == init + sum,
+		      "the word holds the initial value plus the sum of all adds\t(got %" PRIu64 ", want %" PRIu64 ")",
+		      t64[16], init + sum);
 		/* linearizable: sorted by returned value, each next value = previous + its add */
 		struct pr {
 			uint64_t v, a;
@@ -624,7 +649,9 @@ static void test_signaling(void)
 
 static void test_deep_queue(enum ibv_qp_type t)
 {
-	enum { N = 1000 };
+	enum {
+		N = 1000
+	};
 	SECTION("%s: %d small WRs in flight", vt_qpt_str(t), N);
 	uint64_t retx0 = vt_stat_sum(1u << SR_STAT_RETRANSMITS);
 	struct vt_qp_cfg c;
@@ -644,7 +671,9 @@ static void test_deep_queue(enum ibv_qp_type t)
 	static struct ibv_send_wr sw[N];
 	for (int i = 0; i < N; i++) {
 		rs[i] = (struct ibv_sge){ (uintptr_t)r.p + (uint64_t)i * 64, 64, r.mr->lkey };
-		rw[i] = (struct ibv_recv_wr){ .wr_id = (uint64_t)i, .sg_list = &rs[i], .num_sge = 1,
+		rw[i] = (struct ibv_recv_wr){ .wr_id = (uint64_t)i,
+					      .sg_list = &rs[i],
+					      .num_sge = 1,
 					      .next = i + 1 < N ? &rw[i + 1] : NULL };
 		ss[i] = (struct ibv_sge){ (uintptr_t)s.p + (uint64_t)i * 64, 16 + (uint32_t)(i % 48), s.mr->lkey };
 		memset(&sw[i], 0, sizeof(sw[i]));
@@ -664,7 +693,8 @@ static void test_deep_queue(enum ibv_qp_type t)
 	int n = vt_poll(p.rcq[1], N, wc, VT_TIMEOUT_MS);
 	bool ok = n == N;
 	for (int i = 0; i < n; i++)
-		ok &= wc[i].status == IBV_WC_SUCCESS && wc[i].wr_id == (uint64_t)i && wc[i].byte_len == 16 + (uint32_t)(i % 48);
+		ok &= wc[i].status == IBV_WC_SUCCESS && wc[i].wr_id == (uint64_t)i &&
+		      wc[i].byte_len == 16 + (uint32_t)(i % 48);
 	CHECK(ok, "%d receive completions, in order, with the right lengths\t(got %d)", N, n);
 	bool data = true;
 	for (int i = 0; i < N; i++)
@@ -682,8 +712,9 @@ static void test_deep_queue(enum ibv_qp_type t)
 		memset(r.p, 0, r.len);
 		int err = 0;
 		for (int i = 0; i < N; i++)
-			err |= vt_post_send(p.qp[0], 20000 + (uint64_t)i, IBV_WR_RDMA_WRITE, s.p + i * 64, 64, s.mr->lkey,
-					    IBV_SEND_SIGNALED, (uintptr_t)r.p + (uint64_t)(N - 1 - i) * 64, r.mr->rkey, 0);
+			err |= vt_post_send(p.qp[0], 20000 + (uint64_t)i, IBV_WR_RDMA_WRITE, s.p + i * 64, 64,
+					    s.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)r.p + (uint64_t)(N - 1 - i) * 64,
+					    r.mr->rkey, 0);
 		CHECK_RC(err, 0, "post %d 64-byte RDMA_WRITEs one at a time", N);
 		n = vt_poll(p.scq[0], N, wc, VT_TIMEOUT_MS);
 		ok = n == N;
@@ -728,8 +759,8 @@ static void test_held_acks(void)
 		/* side 1 posts (a conversation), then side 0 WRITEs to it and side 1
 		 * stays silent: only the hold's timer can answer */
 		vt_fill(b.p, 64, 100 + (uint32_t)round);
-		vt_post_send(p.qp[1], 1, IBV_WR_RDMA_WRITE, b.p, 64, b.mr->lkey, IBV_SEND_SIGNALED,
-			     (uintptr_t)a.p + 64, a.mr->rkey, 0);
+		vt_post_send(p.qp[1], 1, IBV_WR_RDMA_WRITE, b.p, 64, b.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)a.p + 64,
+			     a.mr->rkey, 0);
 		if (!EXPECT_WC(p.scq[1], 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL, "round %d: side 1 WRITE", round))
 			break;
 		vt_fill(a.p, 64, 200 + (uint32_t)round);
@@ -804,9 +835,12 @@ static int poll_ex(struct ibv_cq_ex *cq, int n, struct exwc *out, int timeout_ms
  * batches too) */
 static void test_burst(size_t len, unsigned long max_calls, bool cq_ex)
 {
-	enum { N = 64 };
+	enum {
+		N = 64
+	};
 	SECTION("RC: %d WRITEs of %zu bytes posted back to back by a CQ poller (%s) leave in a few system calls; "
-		"lone posts leave at once", N, len, cq_ex ? "ibv_start_poll" : "ibv_poll_cq");
+		"lone posts leave at once",
+		N, len, cq_ex ? "ibv_start_poll" : "ibv_poll_cq");
 	struct vt_qp_cfg c;
 	struct vt_pair p;
 	struct vt_buf a, b;
@@ -853,8 +887,8 @@ static void test_burst(size_t len, unsigned long max_calls, bool cq_ex)
 			   got, bad))
 			break;
 		for (int i = 0; i < N; i++)
-			if (!CHECK_DATA(b.p + i * len, len, 1000u * (uint32_t)t + (uint32_t)i, "try %d: WRITE %d's data",
-					t, i))
+			if (!CHECK_DATA(b.p + i * len, len, 1000u * (uint32_t)t + (uint32_t)i,
+					"try %d: WRITE %d's data", t, i))
 				break;
 	}
 	/* one lone WRITE, then the first 32 held ones (a full batch) left;
@@ -867,11 +901,12 @@ static void test_burst(size_t len, unsigned long max_calls, bool cq_ex)
 	usleep(5000);
 	vt_fill(a.p, 2 * len, 77);
 	unsigned long c0 = vt_send_calls;
-	vt_post_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, a.p, len, a.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)b.p,
+	vt_post_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, a.p, len, a.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)b.p, b.mr->rkey,
+		     0);
+	vt_post_send(p.qp[0], 2, IBV_WR_RDMA_WRITE, a.p + len, len, a.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)b.p + len,
 		     b.mr->rkey, 0);
-	vt_post_send(p.qp[0], 2, IBV_WR_RDMA_WRITE, a.p + len, len, a.mr->lkey, IBV_SEND_SIGNALED,
-		     (uintptr_t)b.p + len, b.mr->rkey, 0);
-	CHECK_INT(vt_send_calls - c0, 2, "two WRITEs posted back to back by a thread that does not poll: a sendmsg each");
+	CHECK_INT(vt_send_calls - c0, 2,
+		  "two WRITEs posted back to back by a thread that does not poll: a sendmsg each");
 	CHECK_INT(vt_poll(p.scq[0], 2, wc, VT_TIMEOUT_MS), 2, "both complete");
 	CHECK_DATA(b.p, 2 * len, 77, "their data");
 #endif
@@ -934,12 +969,14 @@ static void test_srq(void)
 				used[slot] = true;
 				/* messages of one QP arrive in order */
 				good = wc[i].byte_len == 100 + (uint32_t)next &&
-				       vt_verify(r.p + slot * 1024, 100 + (size_t)next, 1000u * (uint32_t)k + (uint32_t)next) < 0;
+				       vt_verify(r.p + slot * 1024, 100 + (size_t)next,
+						 1000u * (uint32_t)k + (uint32_t)next) < 0;
 				next++;
 			}
-			CHECK(good, "SRQ completion %d of QP %u: success, its own qp_num, an unused SRQ slot, "
-				    "the right message\t(status %s, qp_num %u, wr_id %" PRIu64 ", byte_len %u)",
-				    i, p[k].qp[1]->qp_num, vt_status_str(wc[i].status), wc[i].qp_num, slot, wc[i].byte_len);
+			CHECK(good,
+			      "SRQ completion %d of QP %u: success, its own qp_num, an unused SRQ slot, "
+			      "the right message\t(status %s, qp_num %u, wr_id %" PRIu64 ", byte_len %u)",
+			      i, p[k].qp[1]->qp_num, vt_status_str(wc[i].status), wc[i].qp_num, slot, wc[i].byte_len);
 		}
 		struct ibv_wc sw[16];
 		n = vt_poll(p[k].scq[0], 16, sw, VT_TIMEOUT_MS);
@@ -1003,12 +1040,13 @@ static void rnr_one(size_t len, bool known_bug)
 	struct ibv_wc wc;
 	int n = vt_poll(p.scq[0], 1, &wc, 200);
 	if (known_bug)
-		KNOWN_BUG(n == 0,
-			  "%s: the SEND keeps waiting (RNR NAK, retry) while no receive is posted\t(got %s after < 200 ms: "
-			  "each RNR round also draws a PSN-sequence NAK for the message's later packets, and the requester "
-			  "charges those to retry_cnt, so a multi-packet SEND dies with RETRY_EXC_ERR after retry_cnt RNR "
-			  "rounds although rnr_retry = 7 means retry forever)",
-			  what, n ? vt_status_str(wc.status) : "");
+		KNOWN_BUG(
+			n == 0,
+			"%s: the SEND keeps waiting (RNR NAK, retry) while no receive is posted\t(got %s after < 200 ms: "
+			"each RNR round also draws a PSN-sequence NAK for the message's later packets, and the requester "
+			"charges those to retry_cnt, so a multi-packet SEND dies with RETRY_EXC_ERR after retry_cnt RNR "
+			"rounds although rnr_retry = 7 means retry forever)",
+			what, n ? vt_status_str(wc.status) : "");
 	else
 		CHECK(n == 0, "%s: the SEND keeps waiting while no receive is posted\t(got %s)", what,
 		      n ? vt_status_str(wc.status) : "");
@@ -1275,7 +1313,8 @@ static void test_wr_api(void)
 	vt_post_recv(p.qp[1], 107, r.p + 8000, 100, r.mr->lkey);
 	uint8_t inl[20];
 	vt_fill(inl, 20, 62);
-	struct ibv_sge two[2] = { { (uintptr_t)s.p + 3000, 500, s.mr->lkey }, { (uintptr_t)s.p + 6000, 524, s.mr->lkey } };
+	struct ibv_sge two[2] = { { (uintptr_t)s.p + 3000, 500, s.mr->lkey },
+				  { (uintptr_t)s.p + 6000, 524, s.mr->lkey } };
 
 	ibv_wr_start(x);
 	x->wr_id = 1;
@@ -1300,11 +1339,12 @@ static void test_wr_api(void)
 	x->wr_id = 7;
 	ibv_wr_send_imm(x, htonl(77));
 	ibv_wr_set_inline_data(x, inl, 20);
-	CHECK_RC(ibv_wr_complete(x), 0, "ibv_wr_start; send, rdma_write (2 SGEs), rdma_write_imm, atomic_fetch_add, "
-					 "atomic_cmp_swp, rdma_read, send_imm (inline); ibv_wr_complete");
+	CHECK_RC(ibv_wr_complete(x), 0,
+		 "ibv_wr_start; send, rdma_write (2 SGEs), rdma_write_imm, atomic_fetch_add, "
+		 "atomic_cmp_swp, rdma_read, send_imm (inline); ibv_wr_complete");
 	memset(inl, 0, sizeof(inl));
-	static const int ops[] = { IBV_WC_SEND, IBV_WC_RDMA_WRITE, IBV_WC_RDMA_WRITE, IBV_WC_FETCH_ADD, IBV_WC_COMP_SWAP,
-				   IBV_WC_RDMA_READ, IBV_WC_SEND };
+	static const int ops[] = { IBV_WC_SEND,	     IBV_WC_RDMA_WRITE, IBV_WC_RDMA_WRITE, IBV_WC_FETCH_ADD,
+				   IBV_WC_COMP_SWAP, IBV_WC_RDMA_READ,	IBV_WC_SEND };
 	for (int i = 0; i < 7; i++)
 		EXPECT_WC(p.scq[0], (uint64_t)i + 1, IBV_WC_SUCCESS, ops[i], NULL, "wr_* WR %d", i + 1);
 	struct ibv_wc wc;
@@ -1318,8 +1358,8 @@ static void test_wr_api(void)
 		      "wr_rdma_write_imm: byte_len 777, imm 0xabcd, data placed");
 	uint64_t *rr = (uint64_t *)res.p;
 	CHECK(rr[0] == 40 && rr[1] == 42 && *word == 1000,
-	      "wr_atomic_fetch_add returned 40, wr_atomic_cmp_swp saw 42 and swapped in 1000\t(got %" PRIu64 ", %" PRIu64
-	      ", word %" PRIu64 ")",
+	      "wr_atomic_fetch_add returned 40, wr_atomic_cmp_swp saw 42 and swapped in 1000\t(got %" PRIu64
+	      ", %" PRIu64 ", word %" PRIu64 ")",
 	      rr[0], rr[1], *word);
 	CHECK(!memcmp(res.p + 64, r.p + 4000, 1024), "wr_rdma_read: 1024 bytes read back");
 	if (EXPECT_WC(p.rcq[1], 107, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "wr_send_imm (inline): receiver"))
@@ -1342,7 +1382,8 @@ static void test_wr_api(void)
 	ibv_wr_set_sge(x, s.mr->lkey, (uintptr_t)s.p, 10);
 	CHECK_RC(ibv_wr_complete(x), 0, "a batch after the aborted one");
 	EXPECT_WC(p.scq[0], 9, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "  ...sends");
-	EXPECT_WC(p.rcq[1], 108, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "  ...and consumes the receive posted before the abort");
+	EXPECT_WC(p.rcq[1], 108, IBV_WC_SUCCESS, IBV_WC_RECV, NULL,
+		  "  ...and consumes the receive posted before the abort");
 	CHECK_GUARDS(&r, "wr_* target");
 	CHECK_GUARDS(&res, "wr_* results");
 	vt_buf_free(&s);
@@ -1471,8 +1512,10 @@ static void test_ud(void)
 		vt_post_ud_send(p.qp[1], 401, s.p, 55, s.mr->lkey, IBV_SEND_SIGNALED, ah, wc.src_qp, c.qkey);
 		EXPECT_WC(p.scq[1], 401, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "reply through that AH: sender");
 		struct ibv_wc w2;
-		if (EXPECT_WC(p.rcq[0], 400, IBV_WC_SUCCESS, IBV_WC_RECV, &w2, "reply: received by the original sender"))
-			CHECK(w2.byte_len == 95 && w2.src_qp == p.qp[1]->qp_num && vt_verify(r.p + 8192 + 40, 55, 90) < 0,
+		if (EXPECT_WC(p.rcq[0], 400, IBV_WC_SUCCESS, IBV_WC_RECV, &w2,
+			      "reply: received by the original sender"))
+			CHECK(w2.byte_len == 95 && w2.src_qp == p.qp[1]->qp_num &&
+				      vt_verify(r.p + 8192 + 40, 55, 90) < 0,
 			      "reply: byte_len 95, src_qp, data");
 		ibv_destroy_ah(ah);
 	}
@@ -1514,8 +1557,8 @@ static void *poster_thread(void *arg)
 		size_t off = ((size_t)t->idx * (size_t)t->n + (size_t)i) * 4096;
 		int rc;
 		if (i & 1)
-			rc = vt_post_send(t->p->qp[0], id, IBV_WR_SEND, t->s->p + off, 4096, t->s->mr->lkey, IBV_SEND_SIGNALED,
-					  0, 0, 0);
+			rc = vt_post_send(t->p->qp[0], id, IBV_WR_SEND, t->s->p + off, 4096, t->s->mr->lkey,
+					  IBV_SEND_SIGNALED, 0, 0, 0);
 		else
 			rc = vt_post_send(t->p->qp[0], id, IBV_WR_RDMA_WRITE, t->s->p + off, 4096, t->s->mr->lkey,
 					  IBV_SEND_SIGNALED, (uintptr_t)t->r->p + off, t->r->mr->rkey, 0);
@@ -1532,7 +1575,10 @@ static void *poster_thread(void *arg)
 
 static void test_threads(void)
 {
-	enum { T = 4, PER = 200 };
+	enum {
+		T = 4,
+		PER = 200
+	};
 	SECTION("RC: %d threads posting to one QP while the main thread polls", T);
 	struct vt_qp_cfg c;
 	struct vt_pair p;
@@ -1573,7 +1619,8 @@ static void test_threads(void)
 		}
 		int m = ibv_poll_cq(p.rcq[1], 64, wc);
 		for (int i = 0; i < m; i++, recvs++) {
-			if (wc[i].status != IBV_WC_SUCCESS || wc[i].wr_id >= (uint64_t)(T * PER / 2) || seen_recv[wc[i].wr_id])
+			if (wc[i].status != IBV_WC_SUCCESS || wc[i].wr_id >= (uint64_t)(T * PER / 2) ||
+			    seen_recv[wc[i].wr_id])
 				rbad++;
 			else
 				seen_recv[wc[i].wr_id] = true;
@@ -1587,8 +1634,8 @@ static void test_threads(void)
 	}
 	CHECK(got == T * PER && !bad, "%d send completions, successful, each thread's in its own order\t(%d, %d bad)",
 	      T * PER, got, bad);
-	CHECK(recvs == T * PER / 2 && !rbad, "%d receive completions, each receive used once\t(%d, %d bad)", T * PER / 2,
-	      recvs, rbad);
+	CHECK(recvs == T * PER / 2 && !rbad, "%d receive completions, each receive used once\t(%d, %d bad)",
+	      T * PER / 2, recvs, rbad);
 	bool data = true;
 	for (int t = 0; t < T; t++)
 		for (int i = 0; i < PER; i += 2) {
@@ -1620,7 +1667,9 @@ static void test_threads(void)
 
 static void test_small_queue_wrap(void)
 {
-	enum { N = 600 };
+	enum {
+		N = 600
+	};
 	SECTION("RC and UC: %d SENDs through a 2-entry send queue and receive queue (ring wrap)", N);
 	for (int t = 0; t < 2; t++) {
 		struct vt_qp_cfg c;
@@ -1641,8 +1690,8 @@ static void test_small_queue_wrap(void)
 			uint8_t *slot = r.p + (i & 1) * 64;
 			memset(slot, 0, 64);
 			if (vt_post_recv(p.qp[1], (uint64_t)i, slot, 64, r.mr->lkey) ||
-			    vt_post_send(p.qp[0], (uint64_t)i, IBV_WR_SEND, s.p + i * 16, 16, s.mr->lkey, IBV_SEND_SIGNALED, 0,
-					 0, 0)) {
+			    vt_post_send(p.qp[0], (uint64_t)i, IBV_WR_SEND, s.p + i * 16, 16, s.mr->lkey,
+					 IBV_SEND_SIGNALED, 0, 0, 0)) {
 				bad++;
 				break;
 			}
@@ -1656,7 +1705,8 @@ static void test_small_queue_wrap(void)
 				break;
 			}
 		}
-		CHECK(!bad, "%s: %d SEND/RECV round trips through 2-entry queues, data and wr_ids right\t(failed at %d)",
+		CHECK(!bad,
+		      "%s: %d SEND/RECV round trips through 2-entry queues, data and wr_ids right\t(failed at %d)",
 		      vt_qpt_str(c.type), N, i);
 		CHECK_GUARDS(&r, "%s ring-wrap receive slots", vt_qpt_str(c.type));
 		vt_buf_free(&s);
@@ -1667,7 +1717,9 @@ static void test_small_queue_wrap(void)
 
 static void test_many_qps(void)
 {
-	enum { NP = 100 };
+	enum {
+		NP = 100
+	};
 	SECTION("RC: %d connected pairs (%d QPs) carrying traffic at once", NP, 2 * NP);
 	static struct vt_pair p[NP];
 	struct vt_qp_cfg c;
@@ -1689,8 +1741,8 @@ static void test_many_qps(void)
 		err |= vt_post_recv(p[i].qp[1], 1, r.p + (size_t)i * 8192, 4096, r.mr->lkey);
 		err |= vt_post_send(p[i].qp[0], 2, IBV_WR_RDMA_WRITE, s.p + (size_t)i * 8192 + 4096, 4096, s.mr->lkey,
 				    IBV_SEND_SIGNALED, (uintptr_t)r.p + (size_t)i * 8192 + 4096, r.mr->rkey, 0);
-		err |= vt_post_send(p[i].qp[0], 3, IBV_WR_SEND, s.p + (size_t)i * 8192, 4096, s.mr->lkey, IBV_SEND_SIGNALED,
-				    0, 0, 0);
+		err |= vt_post_send(p[i].qp[0], 3, IBV_WR_SEND, s.p + (size_t)i * 8192, 4096, s.mr->lkey,
+				    IBV_SEND_SIGNALED, 0, 0, 0);
 	}
 	CHECK_RC(err, 0, "post a WRITE and a SEND on each pair");
 	int ok = 0;
@@ -1724,7 +1776,8 @@ static void test_max_sge(void)
 		return;
 	CHECK(p.cap[0].max_send_sge >= nsge && p.cap[1].max_recv_sge >= nsge, "QP with %u send and receive SGEs", nsge);
 	vt_buf_alloc(&s, D.pd, nsge * 1000, 4096, IBV_ACCESS_LOCAL_WRITE);
-	vt_buf_alloc(&r, D.pd, nsge * 1000, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+	vt_buf_alloc(&r, D.pd, nsge * 1000, 4096,
+		     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
 	vt_buf_alloc(&t, D.pd, nsge * 1000, 4096, IBV_ACCESS_LOCAL_WRITE);
 	vt_fill(s.p, nsge * 1000, 17);
 	struct ibv_sge g[64], sc[64];
@@ -1783,7 +1836,8 @@ static void test_max_sge(void)
 		CHECK_INT(wc.byte_len, total, "  ...byte_len");
 	ok = true;
 	for (uint32_t i = 0; i < nsge; i++)
-		ok &= !memcmp(t.p + i * 1000, s.p + i * 1000, i * 37 % 500 + 1) && t.p[i * 1000 + i * 37 % 500 + 1] == 0;
+		ok &= !memcmp(t.p + i * 1000, s.p + i * 1000, i * 37 % 500 + 1) &&
+		      t.p[i * 1000 + i * 37 % 500 + 1] == 0;
 	CHECK(ok, "  ...every piece back in its place, nothing after it");
 	CHECK_GUARDS(&r, "max-SGE receive/target region");
 	CHECK_GUARDS(&t, "max-SGE READ target");
@@ -1802,7 +1856,10 @@ static void test_max_sge(void)
  * tenth (roce/resp.c, resp_tx). */
 static void test_resp_batch(bool atomic, uint32_t len)
 {
-	enum { N = 64, TRIES = 5 };
+	enum {
+		N = 64,
+		TRIES = 5
+	};
 	const char *what = atomic ? "FETCH_ADDs" : "READs";
 	SECTION("RC: %d %s of %u bytes posted as one list: data, order, and the responses leave in batches", N, what,
 		len);
@@ -1830,7 +1887,9 @@ static void test_resp_batch(bool atomic, uint32_t len)
 			} else {
 				vt_fill(tgt, len, 5000u * (uint32_t)t + (uint32_t)i);
 			}
-			sge[i] = (struct ibv_sge){ .addr = (uintptr_t)l.p + (uint64_t)i * len, .length = len, .lkey = l.mr->lkey };
+			sge[i] = (struct ibv_sge){ .addr = (uintptr_t)l.p + (uint64_t)i * len,
+						   .length = len,
+						   .lkey = l.mr->lkey };
 			wr[i].wr_id = (uint64_t)i;
 			wr[i].sg_list = &sge[i];
 			wr[i].num_sge = 1;
@@ -1864,8 +1923,8 @@ static void test_resp_batch(bool atomic, uint32_t len)
 #endif
 		for (int i = 0; i < got; i++)
 			bad_wc += wc[i].status != IBV_WC_SUCCESS || wc[i].wr_id != (uint64_t)i || wc[i].byte_len != len;
-		if (!CHECK(got == N && !bad_wc, "try %d: %d %s complete in order with SUCCESS (got %d, %d bad)", t, N, what,
-			   got, bad_wc))
+		if (!CHECK(got == N && !bad_wc, "try %d: %d %s complete in order with SUCCESS (got %d, %d bad)", t, N,
+			   what, got, bad_wc))
 			break;
 		bool ok = true;
 		for (int i = 0; i < N && ok; i++) {
@@ -1873,12 +1932,13 @@ static void test_resp_batch(bool atomic, uint32_t len)
 				uint64_t was, now, v = 1000000u * (uint64_t)t + (uint64_t)i;
 				memcpy(&was, l.p + i * len, 8);
 				memcpy(&now, r.p + i * len, 8);
-				ok = CHECK(was == v && now == v + 7, "try %d: FETCH_ADD %d returned %" PRIu64 " (want %" PRIu64
-								 "), target now %" PRIu64,
+				ok = CHECK(was == v && now == v + 7,
+					   "try %d: FETCH_ADD %d returned %" PRIu64 " (want %" PRIu64
+					   "), target now %" PRIu64,
 					   t, i, was, v, now);
 			} else {
-				ok = CHECK_DATA(l.p + i * len, len, 5000u * (uint32_t)t + (uint32_t)i, "try %d: READ %d's data",
-						t, i);
+				ok = CHECK_DATA(l.p + i * len, len, 5000u * (uint32_t)t + (uint32_t)i,
+						"try %d: READ %d's data", t, i);
 			}
 		}
 		if (!ok)
@@ -1890,8 +1950,8 @@ static void test_resp_batch(bool atomic, uint32_t len)
 		 * responses together: 8-20 calls in all; one response per
 		 * call was 64 + */
 		CHECK(best <= 32,
-		      "%d %s: at most 32 sendmsg calls in the process, requests and responses (best of %d tries: %lu)", N,
-		      what, TRIES, best);
+		      "%d %s: at most 32 sendmsg calls in the process, requests and responses (best of %d tries: %lu)",
+		      N, what, TRIES, best);
 	} else {
 		/* A larger response leaves at once, as two datagrams (GSO
 		 * runs): the last packet of the response before with its
@@ -1933,14 +1993,16 @@ static void test_reads_and_mix(void)
 		uint64_t sent0 = vt_stat_sum(pk), retx0 = vt_stat_sum(rx);
 		int err = 0;
 		for (int i = 0; i < 8; i++)
-			err |= vt_post_send(p.qp[0], (uint64_t)i, IBV_WR_RDMA_READ, l.p + ((size_t)(7 - i) << 20), 1 << 20,
-					    l.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)r.p + ((size_t)i << 20), r.mr->rkey, 0);
+			err |= vt_post_send(p.qp[0], (uint64_t)i, IBV_WR_RDMA_READ, l.p + ((size_t)(7 - i) << 20),
+					    1 << 20, l.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)r.p + ((size_t)i << 20),
+					    r.mr->rkey, 0);
 		CHECK_RC(err, 0, "max_rd_atomic %d: post 8 READs of 1 MiB", depth);
 		struct ibv_wc wc[8];
 		int n = vt_poll(p.scq[0], 8, wc, VT_TIMEOUT_MS);
 		bool ok = n == 8;
 		for (int i = 0; i < n; i++)
-			ok &= wc[i].status == IBV_WC_SUCCESS && wc[i].wr_id == (uint64_t)i && wc[i].byte_len == 1u << 20;
+			ok &= wc[i].status == IBV_WC_SUCCESS && wc[i].wr_id == (uint64_t)i &&
+			      wc[i].byte_len == 1u << 20;
 		CHECK(ok, "max_rd_atomic %d: 8 READ completions in order\t(got %d)", depth, n);
 		ok = true;
 		for (int i = 0; i < 8; i++)
@@ -1982,7 +2044,9 @@ static void test_reads_and_mix(void)
 	c.max_rd_atomic = 4;
 	if (!vt_pair_setup(&D, &c, &p))
 		return;
-	enum { N = 400 };
+	enum {
+		N = 400
+	};
 	vt_buf_alloc(&l, D.pd, N * 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
 	vt_buf_alloc(&r, D.pd, N * 4096, 4096, ACC_ALL_T);
 	vt_buf_alloc(&rv, D.pd, N * 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
@@ -1998,8 +2062,8 @@ static void test_reads_and_mix(void)
 		switch (i % 4) {
 		case 0:
 			err |= vt_post_recv(p.qp[1], (uint64_t)i, rv.p + off, 4096, rv.mr->lkey);
-			err |= vt_post_send(p.qp[0], (uint64_t)i, IBV_WR_SEND, l.p + off, len, l.mr->lkey, IBV_SEND_SIGNALED, 0,
-					    0, 0);
+			err |= vt_post_send(p.qp[0], (uint64_t)i, IBV_WR_SEND, l.p + off, len, l.mr->lkey,
+					    IBV_SEND_SIGNALED, 0, 0, 0);
 			nrecv++;
 			break;
 		case 1:
@@ -2033,9 +2097,15 @@ static void test_reads_and_mix(void)
 		size_t off = (size_t)i * 4096;
 		uint32_t len = 1 + (uint32_t)(i * 997) % 4096;
 		switch (i % 4) {
-		case 0: ok &= !memcmp(rv.p + off, l.p + off, len); break;
-		case 1: ok &= !memcmp(r.p + off, l.p + off, len); break;
-		case 2: ok &= !memcmp(l.p + off, r.p + off, len); break;
+		case 0:
+			ok &= !memcmp(rv.p + off, l.p + off, len);
+			break;
+		case 1:
+			ok &= !memcmp(r.p + off, l.p + off, len);
+			break;
+		case 2:
+			ok &= !memcmp(l.p + off, r.p + off, len);
+			break;
 		default:
 			ok &= *(uint64_t *)(l.p + off) == expect_add++;
 			break;
@@ -2074,8 +2144,9 @@ static void test_shared_cq(void)
 	if (!CHECK(qp[0] && qp[1], "two QPs on the one CQ"))
 		return;
 	for (int i = 0; i < 2; i++)
-		CHECK_RC(vt_qp_connect(qp[i], &c, IBV_QPS_RTS, qp[!i]->qp_num, c.psn[!i], c.psn[i], &D.gid, D.gid_index), 0,
-			 "connect QP %u", qp[i]->qp_num);
+		CHECK_RC(vt_qp_connect(qp[i], &c, IBV_QPS_RTS, qp[!i]->qp_num, c.psn[!i], c.psn[i], &D.gid,
+				       D.gid_index),
+			 0, "connect QP %u", qp[i]->qp_num);
 	struct vt_buf b;
 	vt_buf_alloc(&b, D.pd, 8192, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	vt_fill(b.p, 4096, 19);
@@ -2130,9 +2201,9 @@ static void test_oversize_unreliable(void)
 		uint32_t got_len = next + (t ? 40 : 0);
 		vt_post_recv(p.qp[1], 1, r.p + 1000, room, r.mr->lkey);
 		vt_post_recv(p.qp[1], 2, r.p + 4000, t ? 40 + 3000 : 3000, r.mr->lkey);
-		int rc = t ? vt_post_ud_send(p.qp[0], 3, s.p, big, s.mr->lkey, IBV_SEND_SIGNALED, p.ah[0], p.qp[1]->qp_num,
-					     c.qkey)
-			   : vt_post_send(p.qp[0], 3, IBV_WR_SEND, s.p, big, s.mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0);
+		int rc = t ? vt_post_ud_send(p.qp[0], 3, s.p, big, s.mr->lkey, IBV_SEND_SIGNALED, p.ah[0],
+					     p.qp[1]->qp_num, c.qkey) :
+			     vt_post_send(p.qp[0], 3, IBV_WR_SEND, s.p, big, s.mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0);
 		CHECK_RC(rc, 0, "%s SEND of %u B towards a %u-byte receive buffer", T, big, room);
 		EXPECT_WC(p.scq[0], 3, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "  ...the sender completes (unreliable)");
 		vt_sleep_ms(50);
@@ -2146,14 +2217,16 @@ static void test_oversize_unreliable(void)
 		bool a = n == 2 && wc[0].wr_id == 1 && wc[0].status == IBV_WC_LOC_LEN_ERR && wc[1].wr_id == 2 &&
 			 wc[1].status == IBV_WC_SUCCESS && wc[1].byte_len == got_len;
 		bool b = n == 1 && wc[0].wr_id == 1 && wc[0].status == IBV_WC_SUCCESS && wc[0].byte_len == got_len;
-		CHECK(a || b, "%s: the oversized message is dropped (or its WQE completes with LOC_LEN_ERR) and the next "
-			      "one is received\t(%d completions: %s wr_id %" PRIu64 ", %s)",
+		CHECK(a || b,
+		      "%s: the oversized message is dropped (or its WQE completes with LOC_LEN_ERR) and the next "
+		      "one is received\t(%d completions: %s wr_id %" PRIu64 ", %s)",
 		      T, n, n ? vt_status_str(wc[0].status) : "-", n ? wc[0].wr_id : 0,
 		      n > 1 ? vt_status_str(wc[1].status) : "-");
 		if (a || b) {
-			NOTE("%s: %s", T, a ? "the oversized message's WQE completed with LOC_LEN_ERR (rxe instead drops "
-					      "the message and keeps the WQE)"
-					    : "the oversized message was dropped, its WQE kept (as rxe)");
+			NOTE("%s: %s", T,
+			     a ? "the oversized message's WQE completed with LOC_LEN_ERR (rxe instead drops "
+				 "the message and keeps the WQE)" :
+				 "the oversized message was dropped, its WQE kept (as rxe)");
 			uint8_t *dst = a ? r.p + 4000 : r.p + 1000;
 			CHECK(!memcmp(dst + (t ? 40 : 0), s.p + 100, next), "%s: the %u bytes are right", T, next);
 		}
@@ -2202,8 +2275,8 @@ static bool basic_ops(struct vt_dev *d, const struct vt_qp_cfg *c, const char *w
 	if (rc) {
 		uint64_t *w = (uint64_t *)r.p;
 		w[0] = 5;
-		vt_post_atomic(p.qp[0], 9, IBV_WR_ATOMIC_FETCH_AND_ADD, s.p, s.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)w,
-			       r.mr->rkey, 10, 0);
+		vt_post_atomic(p.qp[0], 9, IBV_WR_ATOMIC_FETCH_AND_ADD, s.p, s.mr->lkey, IBV_SEND_SIGNALED,
+			       (uintptr_t)w, r.mr->rkey, 10, 0);
 		ok &= EXPECT_WC(p.scq[0], 9, IBV_WC_SUCCESS, IBV_WC_FETCH_ADD, NULL, "%s: FETCH_AND_ADD", what);
 		ok &= CHECK(*(uint64_t *)s.p == 5 && w[0] == 15, "%s: FETCH_AND_ADD returned 5, left 15", what);
 	}
@@ -2273,7 +2346,8 @@ static void test_ipv6(void)
 		const uint8_t *g = r.p;
 		CHECK((g[0] >> 4) == 6 && g[6] == 17 && !memcmp(g + 8, v6lo, 16) && !memcmp(g + 24, v6lo, 16),
 		      "UD over IPv6: the GRH area holds the IPv6 header (version 6, next header UDP, ::1 -> ::1)\t(%02x %02x "
-		      ".. nh %u)", g[0], g[1], g[6]);
+		      ".. nh %u)",
+		      g[0], g[1], g[6]);
 		CHECK_DATA(r.p + 40, 1000, 81, "UD over IPv6: payload");
 		struct ibv_ah *ah = ibv_create_ah_from_wc(D.pd, &wc, (struct ibv_grh *)r.p, 1);
 		if (CHECK(ah, "UD over IPv6: ibv_create_ah_from_wc")) {
@@ -2308,9 +2382,10 @@ static void test_ordering(void)
 		uint32_t seed = 900 + (uint32_t)i;
 		size_t len = 1000 + (size_t)i * 50000;
 		vt_fill(s.p, len, seed);
-		vt_post_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, s.p, (uint32_t)len, s.mr->lkey, 0, (uintptr_t)r.p, r.mr->rkey, 0);
-		vt_post_send(p.qp[0], 2, IBV_WR_RDMA_READ, l.p, (uint32_t)len, l.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)r.p,
+		vt_post_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, s.p, (uint32_t)len, s.mr->lkey, 0, (uintptr_t)r.p,
 			     r.mr->rkey, 0);
+		vt_post_send(p.qp[0], 2, IBV_WR_RDMA_READ, l.p, (uint32_t)len, l.mr->lkey, IBV_SEND_SIGNALED,
+			     (uintptr_t)r.p, r.mr->rkey, 0);
 		struct ibv_wc wc;
 		if (vt_poll(p.scq[0], 1, &wc, VT_TIMEOUT_MS) != 1 || wc.status || vt_verify(l.p, len, seed) >= 0)
 			bad++;
@@ -2321,8 +2396,8 @@ static void test_ordering(void)
 		uint64_t v = 1000 + (uint64_t)i;
 		memcpy(s.p, &v, 8);
 		vt_post_send(p.qp[0], 1, IBV_WR_RDMA_WRITE, s.p, 8, s.mr->lkey, 0, (uintptr_t)r.p + 64, r.mr->rkey, 0);
-		vt_post_atomic(p.qp[0], 2, IBV_WR_ATOMIC_FETCH_AND_ADD, l.p, l.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)r.p + 64,
-			       r.mr->rkey, 1, 0);
+		vt_post_atomic(p.qp[0], 2, IBV_WR_ATOMIC_FETCH_AND_ADD, l.p, l.mr->lkey, IBV_SEND_SIGNALED,
+			       (uintptr_t)r.p + 64, r.mr->rkey, 1, 0);
 		struct ibv_wc wc;
 		uint64_t got;
 		if (vt_poll(p.scq[0], 1, &wc, VT_TIMEOUT_MS) != 1 || wc.status || (memcpy(&got, l.p, 8), got != v))
@@ -2383,9 +2458,12 @@ static void test_memory_hygiene(void)
 	}
 	size_t after = heap_in_use();
 	long grew = (long)after - (long)before;
-	KNOWN_BUG(grew < (1 << 20), "16 threads that polled CQs and exited: heap grew by %ld KiB (< 1 MiB)\t(softrdma "
-		  "keeps a 512 KiB receive buffer per thread that ever drove progress from ibv_poll_cq (static __thread "
-		  "rx_bufs in sr_roce_on_readable, src/roce/recv.c) and never frees it when the thread exits)", grew / 1024);
+	KNOWN_BUG(
+		grew < (1 << 20),
+		"16 threads that polled CQs and exited: heap grew by %ld KiB (< 1 MiB)\t(softrdma "
+		"keeps a 512 KiB receive buffer per thread that ever drove progress from ibv_poll_cq (static __thread "
+		"rx_bufs in sr_roce_on_readable, src/roce/recv.c) and never frees it when the thread exits)",
+		grew / 1024);
 	vt_pair_destroy(&p);
 
 	/* contexts */
@@ -2417,9 +2495,12 @@ static void test_memory_hygiene(void)
 		}
 		long g2 = (long)heap_in_use() - (long)b0;
 		if (round == 1)
-			KNOWN_BUG(g2 < (256 << 10), "6 contexts opened, used and closed: heap grew by %ld KiB (< 256 KiB)\t("
-				  "the progress thread's thread-local receive and transmit buffers (recv.c rx_bufs, req.c/resp.c "
-				  "tls_batch) are never freed when ibv_close_device ends the thread)", g2 / 1024);
+			KNOWN_BUG(
+				g2 < (256 << 10),
+				"6 contexts opened, used and closed: heap grew by %ld KiB (< 256 KiB)\t("
+				"the progress thread's thread-local receive and transmit buffers (recv.c rx_bufs, req.c/resp.c "
+				"tls_batch) are never freed when ibv_close_device ends the thread)",
+				g2 / 1024);
 	}
 	ibv_free_device_list(list);
 }
@@ -2428,7 +2509,10 @@ static void test_memory_hygiene(void)
 /* two flows on one UDP 4-tuple                                         */
 /* ------------------------------------------------------------------ */
 
-static uint16_t src_port_of(uint32_t qpn) { return (uint16_t)(0xC000u + ((qpn * 0x61C88647u) >> 18)); }
+static uint16_t src_port_of(uint32_t qpn)
+{
+	return (uint16_t)(0xC000u + ((qpn * 0x61C88647u) >> 18));
+}
 
 /* RoCEv2 peers pick their UDP source port from their QPN with a 14-bit
  * hash (rxe: 0xC000 + hash_32(qpn, 14)), so two remote QPs on one host can
@@ -2520,9 +2604,12 @@ static void test_source_port_taken(void)
 	for (int dir = 0; dir < 2; dir++) {
 		struct vt_pair q = p;
 		if (dir) { /* the other way round */
-			q.qp[0] = p.qp[1]; q.qp[1] = p.qp[0];
-			q.scq[0] = p.scq[1]; q.scq[1] = p.scq[0];
-			q.rcq[0] = p.rcq[1]; q.rcq[1] = p.rcq[0];
+			q.qp[0] = p.qp[1];
+			q.qp[1] = p.qp[0];
+			q.scq[0] = p.scq[1];
+			q.scq[1] = p.scq[0];
+			q.rcq[0] = p.rcq[1];
+			q.rcq[1] = p.rcq[0];
 		}
 		CHECK(one_send(&q, &s, &r, 65536, false, 700 + (uint32_t)dir), "SEND of 64 KiB, QP %u -> QP %u",
 		      q.qp[0]->qp_num, q.qp[1]->qp_num);
@@ -2561,7 +2648,8 @@ static void test_poll_reuse(void)
 		c.sq_sig_all = 0;
 		if (!vt_pair_setup(&D, &c, &p))
 			return;
-		bool ok = vt_pingpong_poll(p.qp[0], p.scq[0], D.pd, p.qp[1], p.scq[1], D.pd, lens[i], 2000, &done, &why);
+		bool ok =
+			vt_pingpong_poll(p.qp[0], p.scq[0], D.pd, p.qp[1], p.scq[1], D.pd, lens[i], 2000, &done, &why);
 		CHECK(ok, "%u-byte Writes: 2000 rounds, every marker seen\t(%d rounds; %s)", lens[i], done,
 		      why ? why : "ok");
 		vt_pair_destroy(&p);

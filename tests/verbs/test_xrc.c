@@ -30,7 +30,10 @@ static struct ibv_srq *xrc_srq(struct ibv_context *c, struct ibv_pd *pd, struct 
 	struct ibv_srq_init_attr_ex a = { .attr = { .max_wr = max_wr, .max_sge = 2 },
 					  .comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
 						       IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ,
-					  .srq_type = IBV_SRQT_XRC, .pd = pd, .xrcd = x, .cq = cq };
+					  .srq_type = IBV_SRQT_XRC,
+					  .pd = pd,
+					  .xrcd = x,
+					  .cq = cq };
 	errno = 0;
 	return ibv_create_srq_ex(c, &a);
 }
@@ -44,8 +47,11 @@ static struct ibv_qp *tgt_qp(struct ibv_context *c, struct ibv_xrcd *x)
 
 static struct ibv_qp *ini_qp(struct ibv_context *c, struct ibv_pd *pd, struct ibv_cq *cq)
 {
-	struct ibv_qp_init_attr_ex a = { .qp_type = IBV_QPT_XRC_SEND, .comp_mask = IBV_QP_INIT_ATTR_PD, .pd = pd,
-					 .send_cq = cq, .cap = { .max_send_wr = 64, .max_send_sge = 2 } };
+	struct ibv_qp_init_attr_ex a = { .qp_type = IBV_QPT_XRC_SEND,
+					 .comp_mask = IBV_QP_INIT_ATTR_PD,
+					 .pd = pd,
+					 .send_cq = cq,
+					 .cap = { .max_send_wr = 64, .max_send_sge = 2 } };
 	errno = 0;
 	return ibv_create_qp_ex(c, &a);
 }
@@ -55,7 +61,9 @@ static struct ibv_qp *ini_qp(struct ibv_context *c, struct ibv_pd *pd, struct ib
 static bool xrc_connect(struct ibv_qp *qp, uint32_t dest, uint32_t rq_psn, uint32_t sq_psn)
 {
 	bool ini = qp->qp_type == IBV_QPT_XRC_SEND;
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT,
+				 .pkey_index = 0,
+				 .port_num = 1,
 				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 						    IBV_ACCESS_REMOTE_ATOMIC };
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
@@ -85,16 +93,21 @@ static bool xrc_connect(struct ibv_qp *qp, uint32_t dest, uint32_t rq_psn, uint3
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;
 	a.max_rd_atomic = 16;
-	return !ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-					      IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+	return !ibv_modify_qp(qp, &a,
+			      IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				      IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 static int xrc_post(struct ibv_qp *qp, uint64_t id, enum ibv_wr_opcode op, void *addr, uint32_t len, uint32_t lkey,
 		    uint32_t srqn, uint64_t raddr, uint32_t rkey)
 {
 	struct ibv_sge sge = { (uintptr_t)addr, len, lkey };
-	struct ibv_send_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1, .opcode = op,
-				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_send_wr wr = { .wr_id = id,
+				  .sg_list = &sge,
+				  .num_sge = 1,
+				  .opcode = op,
+				  .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
 	wr.qp_type.xrc.remote_srqn = srqn;
 	wr.imm_data = htonl(0xfeed);
 	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
@@ -167,7 +180,9 @@ static void srq_and_qp_checks(void)
 	struct ibv_srq_init_attr_ex a = { .attr = { .max_wr = 4, .max_sge = 1 },
 					  .comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
 						       IBV_SRQ_INIT_ATTR_XRCD,
-					  .srq_type = IBV_SRQT_XRC, .pd = D.pd, .xrcd = x };
+					  .srq_type = IBV_SRQT_XRC,
+					  .pd = D.pd,
+					  .xrcd = x };
 	errno = 0;
 	struct ibv_srq *bad = ibv_create_srq_ex(D.ctx, &a);
 	CHECK_PTR_ERR(bad, errno, EINVAL, "an XRC SRQ without a CQ");
@@ -205,7 +220,9 @@ static void srq_and_qp_checks(void)
 	errno = 0;
 	struct ibv_qp *bq = ibv_create_qp_ex(D.ctx, &ta);
 	CHECK_PTR_ERR(bq, errno, EINVAL, "an XRC_RECV QP without a domain");
-	struct ibv_qp_init_attr_ex ia = { .qp_type = IBV_QPT_XRC_SEND, .comp_mask = IBV_QP_INIT_ATTR_PD, .pd = D.pd,
+	struct ibv_qp_init_attr_ex ia = { .qp_type = IBV_QPT_XRC_SEND,
+					  .comp_mask = IBV_QP_INIT_ATTR_PD,
+					  .pd = D.pd,
 					  .cap = { .max_send_wr = 4, .max_send_sge = 1 } };
 	errno = 0;
 	bq = ibv_create_qp_ex(D.ctx, &ia);
@@ -240,7 +257,9 @@ out:
  * delivers into SRQs of both, each checked against its own PD. */
 static void traffic(void)
 {
-	enum { LEN = 10000 }; /* 10 packets at MTU 1024 */
+	enum {
+		LEN = 10000
+	}; /* 10 packets at MTU 1024 */
 	int fd = open(xfile, O_RDONLY | O_CREAT, 0600);
 	struct ibv_context *c2 = ibv_open_device(D.ctx->device);
 	struct ibv_pd *pd2 = c2 ? ibv_alloc_pd(c2) : NULL;
@@ -315,8 +334,11 @@ static void traffic(void)
 	CHECK(*word == 42, "the word is 42\t(%" PRIu64 ")", *word);
 
 	/* ibv_open_qp from the other context; the creator's handle goes */
-	struct ibv_qp_open_attr oa = { .comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE,
-				       .qp_num = tgt->qp_num, .xrcd = x2, .qp_type = IBV_QPT_XRC_RECV };
+	struct ibv_qp_open_attr oa = { .comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD |
+						    IBV_QP_OPEN_ATTR_TYPE,
+				       .qp_num = tgt->qp_num,
+				       .xrcd = x2,
+				       .qp_type = IBV_QPT_XRC_RECV };
 	opened = ibv_open_qp(c2, &oa);
 	if (CHECK(opened, "ibv_open_qp of the TGT QP by its number from context 2\t(errno %d)", errno)) {
 		struct ibv_qp_attr qa;
@@ -386,7 +408,7 @@ static void wrong_srq(void)
 
 	memset(&b, 0, sizeof(b));
 	if (!CHECK(ini && !vt_buf_alloc(&b, D.pd, 64, 0, IBV_ACCESS_LOCAL_WRITE), "two domains, an SRQ in one, "
-		   "a TGT QP in the other") ||
+										  "a TGT QP in the other") ||
 	    !CHECK(xrc_connect(tgt, ini->qp_num, 0, 0) && xrc_connect(ini, tgt->qp_num, 0, 0), "connected"))
 		goto out;
 	ibv_get_srq_num(s, &n);

@@ -63,8 +63,8 @@ VT_STATIC pthread_mutex_t vt_print_lock = PTHREAD_MUTEX_INITIALIZER;
 VT_STATIC bool vt_list;
 
 /* Text after a TAB in a message is diagnostics: printed only on failure. */
-__attribute__((format(printf, 5, 6)))
-VT_STATIC bool vt_report(bool ok, const char *file, int line, const char *tag, const char *fmt, ...)
+__attribute__((format(printf, 5, 6))) VT_STATIC bool vt_report(bool ok, const char *file, int line, const char *tag,
+							       const char *fmt, ...)
 {
 	va_list ap;
 	char msg[2048];
@@ -105,67 +105,68 @@ VT_STATIC bool vt_report(bool ok, const char *file, int line, const char *tag, c
  * counts as a failure, but is labelled so nobody mistakes it for a flake. */
 #define KNOWN_BUG(cond, ...) vt_report(!!(cond), __FILE__, __LINE__, "KNOWN-BUG", __VA_ARGS__)
 
-#define NOTE(...)                                                  \
-	do {                                                       \
-		if (vt_list)                                       \
-			break;                                     \
-		pthread_mutex_lock(&vt_print_lock);                \
-		printf("  note  ");                                \
-		printf(__VA_ARGS__);                               \
-		printf("\n");                                      \
-		fflush(stdout);                                    \
-		pthread_mutex_unlock(&vt_print_lock);              \
+#define NOTE(...)                                     \
+	do {                                          \
+		if (vt_list)                          \
+			break;                        \
+		pthread_mutex_lock(&vt_print_lock);   \
+		printf("  note  ");                   \
+		printf(__VA_ARGS__);                  \
+		printf("\n");                         \
+		fflush(stdout);                       \
+		pthread_mutex_unlock(&vt_print_lock); \
 	} while (0)
 
-#define SECTION(...)                                               \
-	do {                                                       \
-		if (vt_list)                                       \
-			break;                                     \
-		printf("\n== ");                                   \
-		printf(__VA_ARGS__);                               \
-		printf("\n");                                      \
-		fflush(stdout);                                    \
+#define SECTION(...)                 \
+	do {                         \
+		if (vt_list)         \
+			break;       \
+		printf("\n== ");     \
+		printf(__VA_ARGS__); \
+		printf("\n");        \
+		fflush(stdout);      \
 	} while (0)
 
 /* An integer comparison that prints both values. */
-#define CHECK_INT(got, want, ...)                                                              \
-	({                                                                                     \
-		long long vt_g_ = (long long)(got), vt_w_ = (long long)(want);                 \
-		char vt_m_[512];                                                               \
-		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);                                   \
-		vt_report(vt_g_ == vt_w_, __FILE__, __LINE__, NULL, "%s\t(got %lld, want %lld)", \
-			  vt_m_, vt_g_, vt_w_);                                                 \
+#define CHECK_INT(got, want, ...)                                                                                      \
+	({                                                                                                             \
+		long long vt_g_ = (long long)(got), vt_w_ = (long long)(want);                                         \
+		char vt_m_[512];                                                                                       \
+		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);                                                           \
+		vt_report(vt_g_ == vt_w_, __FILE__, __LINE__, NULL, "%s\t(got %lld, want %lld)", vt_m_, vt_g_, vt_w_); \
 	})
 
 /* A verb returning an errno value (0 on success). */
-#define CHECK_RC(rc, want, ...)                                                                    \
-	({                                                                                         \
-		int vt_r_ = (rc), vt_e_ = (want);                                                  \
-		char vt_m_[512];                                                                   \
-		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);                                       \
-		vt_report(vt_r_ == vt_e_, __FILE__, __LINE__, NULL, "%s -> %s\t(got %d %s)", vt_m_,  \
-			  vt_e_ ? strerror(vt_e_) : "0", vt_r_, vt_r_ > 0 ? strerror(vt_r_) : ""); \
+#define CHECK_RC(rc, want, ...)                                                                     \
+	({                                                                                          \
+		int vt_r_ = (rc), vt_e_ = (want);                                                   \
+		char vt_m_[512];                                                                    \
+		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);                                        \
+		vt_report(vt_r_ == vt_e_, __FILE__, __LINE__, NULL, "%s -> %s\t(got %d %s)", vt_m_, \
+			  vt_e_ ? strerror(vt_e_) : "0", vt_r_, vt_r_ > 0 ? strerror(vt_r_) : "");  \
 	})
 
 /* A verb returning a pointer: NULL with errno == want (want 0: non-NULL). */
-#define CHECK_PTR_ERR(ptr, err_snapshot, want, ...)                                               \
-	({                                                                                        \
-		bool vt_ok_;                                                                      \
-		char vt_m_[512];                                                                  \
-		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);                                      \
-		if (want)                                                                         \
-			vt_ok_ = vt_report(!(ptr) && (err_snapshot) == (want), __FILE__, __LINE__, \
-					   NULL, "%s -> NULL, errno %s\t(got %p, errno %d %s)", vt_m_, \
-					   strerror(want), (void *)(ptr), (err_snapshot),           \
-					   strerror(err_snapshot));                                 \
-		else                                                                      \
-			vt_ok_ = vt_report(!!(ptr), __FILE__, __LINE__, NULL,                       \
-					   "%s -> success\t(got NULL, errno %d %s)", vt_m_,          \
-					   (err_snapshot), strerror(err_snapshot));                 \
-		vt_ok_;                                                                           \
+#define CHECK_PTR_ERR(ptr, err_snapshot, want, ...)                                                              \
+	({                                                                                                       \
+		bool vt_ok_;                                                                                     \
+		char vt_m_[512];                                                                                 \
+		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);                                                     \
+		if (want)                                                                                        \
+			vt_ok_ = vt_report(!(ptr) && (err_snapshot) == (want), __FILE__, __LINE__, NULL,         \
+					   "%s -> NULL, errno %s\t(got %p, errno %d %s)", vt_m_, strerror(want), \
+					   (void *)(ptr), (err_snapshot), strerror(err_snapshot));               \
+		else                                                                                             \
+			vt_ok_ = vt_report(!!(ptr), __FILE__, __LINE__, NULL,                                    \
+					   "%s -> success\t(got NULL, errno %d %s)", vt_m_, (err_snapshot),      \
+					   strerror(err_snapshot));                                              \
+		vt_ok_;                                                                                          \
 	})
 
-VT_STATIC const char *vt_status_str(int st) { return ibv_wc_status_str((enum ibv_wc_status)st); }
+VT_STATIC const char *vt_status_str(int st)
+{
+	return ibv_wc_status_str((enum ibv_wc_status)st);
+}
 
 VT_STATIC const char *vt_state_str(int s)
 {
@@ -223,7 +224,8 @@ VT_STATIC void vt_watchdog(int sig)
 	int n;
 	pid_t c;
 	(void)sig;
-	n = snprintf(buf, sizeof(buf), "\n  FAIL  WATCHDOG: %s did not finish in time (hung?); every thread:\n", vt_name);
+	n = snprintf(buf, sizeof(buf), "\n  FAIL  WATCHDOG: %s did not finish in time (hung?); every thread:\n",
+		     vt_name);
 	if (n > 0) {
 		ssize_t r = write(1, buf, (size_t)n);
 		(void)r;
@@ -352,8 +354,14 @@ VT_STATIC uint64_t vt_rand64_r(uint64_t *s)
 	return x * 0x2545F4914F6CDD1Dull;
 }
 
-VT_STATIC uint64_t vt_rand64(void) { return vt_rand64_r(&vt_rng_state); }
-VT_STATIC uint32_t vt_rand(uint32_t n) { return n ? (uint32_t)(vt_rand64() % n) : 0; }
+VT_STATIC uint64_t vt_rand64(void)
+{
+	return vt_rand64_r(&vt_rng_state);
+}
+VT_STATIC uint32_t vt_rand(uint32_t n)
+{
+	return n ? (uint32_t)(vt_rand64() % n) : 0;
+}
 
 /* Fill / verify a deterministic pattern that depends on seed and offset,
  * so a misplaced byte (right value, wrong place) is caught too. */
@@ -459,15 +467,18 @@ VT_STATIC bool vt_case_begin_(const char *name)
 #define VT_GUARD_DEFAULT 4096
 
 struct vt_buf {
-	uint8_t *base;   /* allocation: guard | payload | guard */
+	uint8_t *base; /* allocation: guard | payload | guard */
 	size_t total;
-	uint8_t *p;      /* the payload, page aligned */
+	uint8_t *p; /* the payload, page aligned */
 	size_t len;
 	size_t guard;
 	struct ibv_mr *mr;
 };
 
-VT_STATIC uint8_t vt_canary(size_t i) { return (uint8_t)(0xA5 ^ (i * 29) ^ (i >> 8)); }
+VT_STATIC uint8_t vt_canary(size_t i)
+{
+	return (uint8_t)(0xA5 ^ (i * 29) ^ (i >> 8));
+}
 
 /* len bytes of payload with guard bytes on both sides, the payload zeroed
  * and, if access >= 0, registered (the payload only, not the guards). */
@@ -516,21 +527,21 @@ VT_STATIC bool vt_buf_guard_ok_(struct vt_buf *b, const char *file, int line, co
 	}
 	return vt_report(true, file, line, NULL, "%s: guard bytes outside the registered range untouched", what);
 }
-#define CHECK_GUARDS(b, ...)                                        \
-	({                                                          \
-		char vt_m_[512];                                    \
-		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);        \
-		vt_buf_guard_ok_((b), __FILE__, __LINE__, vt_m_);   \
+#define CHECK_GUARDS(b, ...)                                      \
+	({                                                        \
+		char vt_m_[512];                                  \
+		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);      \
+		vt_buf_guard_ok_((b), __FILE__, __LINE__, vt_m_); \
 	})
 
 /* The payload must hold the pattern of seed (reports one check). */
-#define CHECK_DATA(ptr, len, seed, ...)                                                                  \
-	({                                                                                               \
-		long vt_off_ = vt_verify((ptr), (len), (seed));                                          \
-		char vt_m_[512];                                                                         \
-		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);                                             \
-		vt_report(vt_off_ < 0, __FILE__, __LINE__, NULL, "%s: %zu bytes correct\t(FIRST BAD BYTE AT OFFSET %ld)", \
-			  vt_m_, (size_t)(len), vt_off_);                                               \
+#define CHECK_DATA(ptr, len, seed, ...)                                                                            \
+	({                                                                                                         \
+		long vt_off_ = vt_verify((ptr), (len), (seed));                                                    \
+		char vt_m_[512];                                                                                   \
+		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);                                                       \
+		vt_report(vt_off_ < 0, __FILE__, __LINE__, NULL,                                                   \
+			  "%s: %zu bytes correct\t(FIRST BAD BYTE AT OFFSET %ld)", vt_m_, (size_t)(len), vt_off_); \
 	})
 
 VT_STATIC void vt_buf_free(struct vt_buf *b)
@@ -577,7 +588,7 @@ struct vt_dev {
 	struct ibv_pd *pd;
 	struct ibv_device_attr attr;
 	struct ibv_port_attr port;
-	union ibv_gid gid;   /* GID index 0 */
+	union ibv_gid gid; /* GID index 0 */
 	int gid_index;
 	char name[64];
 };
@@ -622,7 +633,10 @@ VT_STATIC void vt_close(struct vt_dev *d)
 	memset(d, 0, sizeof(*d));
 }
 
-VT_STATIC int vt_mtu_bytes(enum ibv_mtu m) { return m >= IBV_MTU_256 && m <= IBV_MTU_4096 ? 128 << m : 0; }
+VT_STATIC int vt_mtu_bytes(enum ibv_mtu m)
+{
+	return m >= IBV_MTU_256 && m <= IBV_MTU_4096 ? 128 << m : 0;
+}
 
 /* ------------------------------------------------------------------ */
 /* QPs                                                                  */
@@ -631,12 +645,12 @@ VT_STATIC int vt_mtu_bytes(enum ibv_mtu m) { return m >= IBV_MTU_256 && m <= IBV
 struct vt_qp_cfg {
 	enum ibv_qp_type type;
 	uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline;
-	int cqe;                       /* entries per CQ */
+	int cqe; /* entries per CQ */
 	int sq_sig_all;
-	struct ibv_srq *srq[2];        /* per side; NULL: own receive queue */
-	struct ibv_comp_channel *ch;   /* completion channel for the CQs */
-	uint64_t send_ops_flags;       /* != 0: ibv_create_qp_ex with these */
-	bool cq_ex;                    /* CQs from ibv_create_cq_ex */
+	struct ibv_srq *srq[2];	     /* per side; NULL: own receive queue */
+	struct ibv_comp_channel *ch; /* completion channel for the CQs */
+	uint64_t send_ops_flags;     /* != 0: ibv_create_qp_ex with these */
+	bool cq_ex;		     /* CQs from ibv_create_cq_ex */
 	uint64_t cq_ex_wc_flags;
 	/* connection */
 	enum ibv_mtu mtu;
@@ -658,10 +672,10 @@ VT_STATIC void vt_cfg_default(struct vt_qp_cfg *c, enum ibv_qp_type t)
 	c->max_inline = 64;
 	c->cqe = 256;
 	c->mtu = IBV_MTU_4096;
-	c->timeout = 14;        /* ~67 ms */
+	c->timeout = 14; /* ~67 ms */
 	c->retry_cnt = 7;
-	c->rnr_retry = 7;       /* infinite */
-	c->min_rnr_timer = 12;  /* 0.64 ms */
+	c->rnr_retry = 7;      /* infinite */
+	c->min_rnr_timer = 12; /* 0.64 ms */
 	c->max_rd_atomic = 16;
 	c->max_dest_rd_atomic = 16;
 	c->access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
@@ -675,7 +689,7 @@ VT_STATIC void vt_cfg_default(struct vt_qp_cfg *c, enum ibv_qp_type t)
 /* The attributes and mask that move a QP of type t into state `to` along
  * RESET->INIT->RTR->RTS (the required set, nothing optional). */
 VT_STATIC int vt_trans_attr(const struct vt_qp_cfg *c, enum ibv_qp_state to, uint32_t dest_qpn, uint32_t rq_psn,
-			 uint32_t sq_psn, const union ibv_gid *dgid, int sgid_index, struct ibv_qp_attr *a)
+			    uint32_t sq_psn, const union ibv_gid *dgid, int sgid_index, struct ibv_qp_attr *a)
 {
 	int mask = IBV_QP_STATE;
 	memset(a, 0, sizeof(*a));
@@ -740,7 +754,7 @@ VT_STATIC int vt_qp_state(struct ibv_qp *qp)
 
 /* Moves one QP RESET->INIT->RTR->RTS (or fewer: up to `to`). */
 VT_STATIC int vt_qp_connect(struct ibv_qp *qp, const struct vt_qp_cfg *c, enum ibv_qp_state to, uint32_t dest_qpn,
-			 uint32_t rq_psn, uint32_t sq_psn, const union ibv_gid *dgid, int sgid_index)
+			    uint32_t rq_psn, uint32_t sq_psn, const union ibv_gid *dgid, int sgid_index)
 {
 	struct ibv_qp_attr a;
 	int err;
@@ -762,7 +776,7 @@ struct vt_pair {
 	struct ibv_cq *scq[2], *rcq[2];
 	struct ibv_cq_ex *scqx[2], *rcqx[2];
 	struct ibv_qp *qp[2];
-	struct ibv_ah *ah[2];   /* UD: ah[i] addresses side !i */
+	struct ibv_ah *ah[2]; /* UD: ah[i] addresses side !i */
 	struct ibv_qp_cap cap[2];
 };
 
@@ -775,8 +789,8 @@ VT_STATIC struct ibv_cq *vt_make_cq(struct vt_dev *d, const struct vt_qp_cfg *c,
 		ca.cqe = (uint32_t)c->cqe;
 		ca.cq_context = cq_ctx;
 		ca.channel = c->ch;
-		ca.wc_flags = c->cq_ex_wc_flags ? c->cq_ex_wc_flags
-						: IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
+		ca.wc_flags = c->cq_ex_wc_flags ? c->cq_ex_wc_flags :
+						  IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
 							  IBV_WC_EX_WITH_SRC_QP;
 		*cqx = ibv_create_cq_ex(d->ctx, &ca);
 		return *cqx ? ibv_cq_ex_to_cq(*cqx) : NULL;
@@ -859,7 +873,8 @@ VT_STATIC bool vt_pair_connect(struct vt_pair *p)
 			ah.grh.sgid_index = (uint8_t)d->gid_index;
 			ah.grh.hop_limit = 64;
 			p->ah[i] = ibv_create_ah(d->pd, &ah);
-			if (!CHECK(p->ah[i], "ibv_create_ah to the loopback GID\t(errno %d %s)", errno, strerror(errno)))
+			if (!CHECK(p->ah[i], "ibv_create_ah to the loopback GID\t(errno %d %s)", errno,
+				   strerror(errno)))
 				return false;
 		}
 	}
@@ -925,7 +940,7 @@ VT_STATIC int vt_post_srq_recv(struct ibv_srq *srq, uint64_t wr_id, void *addr, 
 
 /* One-SGE send-side work request (num_sge 0 when len == 0 and !addr). */
 VT_STATIC int vt_post_send(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, void *addr, uint32_t len,
-			uint32_t lkey, unsigned flags, uint64_t raddr, uint32_t rkey, uint32_t imm_host)
+			   uint32_t lkey, unsigned flags, uint64_t raddr, uint32_t rkey, uint32_t imm_host)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
 	struct ibv_send_wr wr, *bad = NULL;
@@ -942,7 +957,7 @@ VT_STATIC int vt_post_send(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode
 }
 
 VT_STATIC int vt_post_atomic(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opcode op, void *res, uint32_t lkey,
-			  unsigned flags, uint64_t raddr, uint32_t rkey, uint64_t cmp_add, uint64_t swap)
+			     unsigned flags, uint64_t raddr, uint32_t rkey, uint64_t cmp_add, uint64_t swap)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)res, .length = 8, .lkey = lkey };
 	struct ibv_send_wr wr, *bad = NULL;
@@ -960,7 +975,7 @@ VT_STATIC int vt_post_atomic(struct ibv_qp *qp, uint64_t wr_id, enum ibv_wr_opco
 }
 
 VT_STATIC int vt_post_ud_send(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len, uint32_t lkey,
-			   unsigned flags, struct ibv_ah *ah, uint32_t rqpn, uint32_t qkey)
+			      unsigned flags, struct ibv_ah *ah, uint32_t rqpn, uint32_t qkey)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
 	struct ibv_send_wr wr, *bad = NULL;
@@ -1009,15 +1024,15 @@ VT_STATIC int vt_poll(struct ibv_cq *cq, int n, struct ibv_wc *wc, int timeout_m
 }
 
 /* Nothing arrives on cq for quiet_ms; reports one check. */
-#define CHECK_CQ_EMPTY(cq, quiet_ms, ...)                                                             \
-	({                                                                                            \
-		struct ibv_wc vt_w_;                                                                  \
-		int vt_n_ = vt_poll((cq), 1, &vt_w_, (quiet_ms));                                     \
-		char vt_m_[512];                                                                      \
-		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);                                          \
-		vt_report(vt_n_ == 0, __FILE__, __LINE__, NULL,                                       \
-			  "%s: no completion within %d ms\t(GOT ONE: %s wr_id %" PRIu64 ")", vt_m_,      \
-			  (quiet_ms), vt_status_str(vt_w_.status), vt_w_.wr_id);                          \
+#define CHECK_CQ_EMPTY(cq, quiet_ms, ...)                                                                       \
+	({                                                                                                      \
+		struct ibv_wc vt_w_;                                                                            \
+		int vt_n_ = vt_poll((cq), 1, &vt_w_, (quiet_ms));                                               \
+		char vt_m_[512];                                                                                \
+		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);                                                    \
+		vt_report(vt_n_ == 0, __FILE__, __LINE__, NULL,                                                 \
+			  "%s: no completion within %d ms\t(GOT ONE: %s wr_id %" PRIu64 ")", vt_m_, (quiet_ms), \
+			  vt_status_str(vt_w_.status), vt_w_.wr_id);                                            \
 	})
 
 #define VT_ANY_OPCODE (-1)
@@ -1026,7 +1041,7 @@ VT_STATIC int vt_poll(struct ibv_cq *cq, int n, struct ibv_wc *wc, int timeout_m
 /* Polls one completion and checks wr_id, status and (unless -1) opcode.
  * The completion is returned in *out (if not NULL). */
 VT_STATIC bool vt_expect_wc_(const char *file, int line, struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_status st,
-			  int opcode, struct ibv_wc *out, const char *what)
+			     int opcode, struct ibv_wc *out, const char *what)
 {
 	struct ibv_wc wc;
 	uint64_t t0 = vt_now_ms();
@@ -1039,19 +1054,20 @@ VT_STATIC bool vt_expect_wc_(const char *file, int line, struct ibv_cq *cq, uint
 				 what, wr_id, vt_status_str(st), VT_TIMEOUT_MS);
 	bool ok = wc.wr_id == wr_id && wc.status == st && (opcode < 0 || (int)wc.opcode == opcode);
 	return vt_report(ok, file, line, NULL,
-			 "%s: completion wr_id %" PRIu64 " status %s\t(got wr_id %" PRIu64 " status %s (%d), opcode %d, "
+			 "%s: completion wr_id %" PRIu64 " status %s\t(got wr_id %" PRIu64
+			 " status %s (%d), opcode %d, "
 			 "vendor_err 0x%x, after %" PRIu64 " ms)",
 			 what, wr_id, vt_status_str(st), wc.wr_id, vt_status_str(wc.status), wc.status, wc.opcode,
 			 wc.vendor_err, vt_now_ms() - t0);
 }
-#define EXPECT_WC(cq, wr_id, st, opcode, out, ...)                                            \
-	({                                                                                    \
-		char vt_m_[512];                                                              \
-		int vt_op_ = (opcode);                                                        \
-		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);                                  \
-		if (vt_op_ >= 0)                                                              \
+#define EXPECT_WC(cq, wr_id, st, opcode, out, ...)                                                              \
+	({                                                                                                      \
+		char vt_m_[512];                                                                                \
+		int vt_op_ = (opcode);                                                                          \
+		snprintf(vt_m_, sizeof(vt_m_), __VA_ARGS__);                                                    \
+		if (vt_op_ >= 0)                                                                                \
 			snprintf(vt_m_ + strlen(vt_m_), sizeof(vt_m_) - strlen(vt_m_), " [opcode %d]", vt_op_); \
-		vt_expect_wc_(__FILE__, __LINE__, (cq), (wr_id), (st), vt_op_, (out), vt_m_); \
+		vt_expect_wc_(__FILE__, __LINE__, (cq), (wr_id), (st), vt_op_, (out), vt_m_);                   \
 	})
 
 /* 127.0.0.1:port, and a port to try for a listener (tests retry on
@@ -1085,9 +1101,9 @@ struct vt_pp_end {
 	uint32_t len, lkey;
 	uint64_t raddr;
 	uint32_t rkey;
-	bool first;            /* writes first */
-	int rounds, done;      /* rounds asked, rounds completed */
-	const char *err;       /* NULL, or why it stopped */
+	bool first;	  /* writes first */
+	int rounds, done; /* rounds asked, rounds completed */
+	const char *err;  /* NULL, or why it stopped */
 };
 
 /* The sum of the counters in mask (1 << SR_STAT_...) over this process's
@@ -1175,13 +1191,17 @@ VT_STATIC void *vt_pp_thread(void *arg)
 
 			if (send) {
 				struct ibv_sge sge = { (uintptr_t)e->buf, e->len, e->lkey };
-				struct ibv_send_wr wr = { .wr_id = (uint64_t)i, .sg_list = &sge, .num_sge = 1,
-							  .opcode = IBV_WR_RDMA_WRITE }, *bad;
+				struct ibv_send_wr wr = { .wr_id = (uint64_t)i,
+							  .sg_list = &sge,
+							  .num_sge = 1,
+							  .opcode = IBV_WR_RDMA_WRITE },
+						   *bad;
 
 				for (uint32_t j = 0; j + 1 < e->len; j++)
 					e->buf[j] = (uint8_t)(m + j);
 				e->buf[e->len - 1] = m;
-				wr.send_flags = (e->len <= 64 ? IBV_SEND_INLINE : 0) | ((i & 15) == 15 ? IBV_SEND_SIGNALED : 0);
+				wr.send_flags = (e->len <= 64 ? IBV_SEND_INLINE : 0) |
+						((i & 15) == 15 ? IBV_SEND_SIGNALED : 0);
 				wr.wr.rdma.remote_addr = e->raddr;
 				wr.wr.rdma.rkey = e->rkey;
 				if (ibv_post_send(e->qp, &wr, &bad)) {
@@ -1237,10 +1257,24 @@ VT_STATIC bool vt_pingpong_poll(struct ibv_qp *qa, struct ibv_cq *ca, struct ibv
 		goto out;
 	/* at 48 bytes into the page, as malloc may place a buffer: a 64-byte
 	 * copy then spans two cache lines */
-	e[0] = (struct vt_pp_end){ .qp = qa, .scq = ca, .buf = ba + 48, .len = len, .lkey = ma->lkey,
-				   .raddr = (uintptr_t)bb + 48, .rkey = mb->rkey, .first = true, .rounds = rounds };
-	e[1] = (struct vt_pp_end){ .qp = qb, .scq = cb, .buf = bb + 48, .len = len, .lkey = mb->lkey,
-				   .raddr = (uintptr_t)ba + 48, .rkey = ma->rkey, .first = false, .rounds = rounds };
+	e[0] = (struct vt_pp_end){ .qp = qa,
+				   .scq = ca,
+				   .buf = ba + 48,
+				   .len = len,
+				   .lkey = ma->lkey,
+				   .raddr = (uintptr_t)bb + 48,
+				   .rkey = mb->rkey,
+				   .first = true,
+				   .rounds = rounds };
+	e[1] = (struct vt_pp_end){ .qp = qb,
+				   .scq = cb,
+				   .buf = bb + 48,
+				   .len = len,
+				   .lkey = mb->lkey,
+				   .raddr = (uintptr_t)ba + 48,
+				   .rkey = ma->rkey,
+				   .first = false,
+				   .rounds = rounds };
 	for (int i = 0; i < 2; i++)
 		pthread_create(&t[i], NULL, vt_pp_thread, &e[i]);
 	for (int i = 0; i < 2; i++)

@@ -39,8 +39,8 @@ VT_STATIC uint32_t vt_crc32_upd(uint32_t c, const uint8_t *p, size_t n)
 }
 
 /* pkt: the UDP payload, len bytes including the 4-byte ICRC slot. */
-VT_STATIC uint32_t vt_icrc_v4(const uint8_t src[4], const uint8_t dst[4], uint16_t ip_id, uint16_t flags_frag, uint16_t sport,
-			uint16_t dport, const uint8_t *pkt, size_t len)
+VT_STATIC uint32_t vt_icrc_v4(const uint8_t src[4], const uint8_t dst[4], uint16_t ip_id, uint16_t flags_frag,
+			      uint16_t sport, uint16_t dport, const uint8_t *pkt, size_t len)
 {
 	uint8_t ph[8 + 20 + 8 + 12];
 	uint8_t *ip = ph + 8, *udp = ip + 20;
@@ -73,8 +73,14 @@ VT_STATIC uint32_t vt_icrc_v4(const uint8_t src[4], const uint8_t dst[4], uint16
 	return ~c;
 }
 
-VT_STATIC uint32_t vt_le32(const uint8_t *p) { return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
-VT_STATIC uint16_t vt_be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+VT_STATIC uint32_t vt_le32(const uint8_t *p)
+{
+	return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+VT_STATIC uint16_t vt_be16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
 
 /* ---- packet building ---- */
 
@@ -84,7 +90,8 @@ VT_STATIC const uint8_t VT_LO2[4] = { 127, 0, 0, 2 };
  * covers it): 127.0.0.1 unless a test plays a peer at another address. */
 VT_STATIC const uint8_t *vt_src_ip = VT_LO;
 
-VT_STATIC size_t vt_put_bth(uint8_t *p, uint8_t opcode, uint8_t pad, uint16_t pkey, uint32_t dqpn, bool ackreq, uint32_t psn)
+VT_STATIC size_t vt_put_bth(uint8_t *p, uint8_t opcode, uint8_t pad, uint16_t pkey, uint32_t dqpn, bool ackreq,
+			    uint32_t psn)
 {
 	p[0] = opcode;
 	p[1] = (uint8_t)(pad << 4);
@@ -125,7 +132,7 @@ VT_STATIC size_t vt_seal(uint8_t *pkt, size_t n, uint16_t sport, bool good_icrc)
 
 /* RC/UC WRITE_ONLY (opcode base + 0x0a) with RETH and payload. */
 VT_STATIC size_t vt_mk_write_only(uint8_t *p, uint8_t base, uint16_t pkey, uint32_t dqpn, uint32_t psn, uint64_t va,
-			    uint32_t rkey, const uint8_t *data, uint32_t len, uint16_t sport, bool good)
+				  uint32_t rkey, const uint8_t *data, uint32_t len, uint16_t sport, bool good)
 {
 	uint32_t pad = (4 - len % 4) % 4;
 	size_t n = vt_put_bth(p, base + 0x0a, (uint8_t)pad, pkey, dqpn, true, psn);
@@ -139,8 +146,8 @@ VT_STATIC size_t vt_mk_write_only(uint8_t *p, uint8_t base, uint16_t pkey, uint3
 	return vt_seal(p, n, sport, good);
 }
 
-VT_STATIC size_t vt_mk_send_only(uint8_t *p, uint8_t base, uint16_t pkey, uint32_t dqpn, uint32_t psn, const uint8_t *data,
-			   uint32_t len, uint16_t sport, bool good)
+VT_STATIC size_t vt_mk_send_only(uint8_t *p, uint8_t base, uint16_t pkey, uint32_t dqpn, uint32_t psn,
+				 const uint8_t *data, uint32_t len, uint16_t sport, bool good)
 {
 	uint32_t pad = (4 - len % 4) % 4;
 	size_t n = vt_put_bth(p, base + 0x04, (uint8_t)pad, pkey, dqpn, true, psn);
@@ -151,8 +158,8 @@ VT_STATIC size_t vt_mk_send_only(uint8_t *p, uint8_t base, uint16_t pkey, uint32
 	return vt_seal(p, n, sport, good);
 }
 
-VT_STATIC size_t vt_mk_ud_send(uint8_t *p, uint16_t pkey, uint32_t dqpn, uint32_t qkey, uint32_t sqpn, const uint8_t *data,
-			 uint32_t len, uint16_t sport, bool good)
+VT_STATIC size_t vt_mk_ud_send(uint8_t *p, uint16_t pkey, uint32_t dqpn, uint32_t qkey, uint32_t sqpn,
+			       const uint8_t *data, uint32_t len, uint16_t sport, bool good)
 {
 	uint32_t pad = (4 - len % 4) % 4;
 	size_t n = vt_put_bth(p, 0x64 /* UD SEND_ONLY */, (uint8_t)pad, pkey, dqpn, false, 0);
@@ -221,7 +228,6 @@ VT_STATIC void vt_send_to_4791(int fd, const uint8_t *p, size_t n)
 	}
 }
 
-
 /* ---- a peer on the wire: the test plays a QP's peer ----
  * The QP is connected (RTS) to QPN qpn at 127.0.0.2; tx is the test's
  * socket there (the QP learns its port from the first packet in
@@ -233,7 +239,7 @@ VT_STATIC void vt_send_to_4791(int fd, const uint8_t *p, size_t n)
 struct vt_wire_peer {
 	int tx, rx;
 	uint16_t sport; /* tx's port */
-	uint32_t qpn;   /* the peer QPN the QP is connected to */
+	uint32_t qpn;	/* the peer QPN the QP is connected to */
 };
 
 VT_STATIC bool vt_wire_peer_open(struct vt_wire_peer *w, struct vt_dev *d, struct ibv_qp *qp, const struct vt_qp_cfg *c,
@@ -289,7 +295,8 @@ VT_STATIC int vt_sniff_open(void)
 	int fd = socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, htons(ETH_P_IP));
 	if (fd < 0)
 		return -1;
-	struct sockaddr_ll a = { .sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_IP),
+	struct sockaddr_ll a = { .sll_family = AF_PACKET,
+				 .sll_protocol = htons(ETH_P_IP),
 				 .sll_ifindex = (int)if_nametoindex("lo") };
 	if (bind(fd, (struct sockaddr *)&a, sizeof(a))) {
 		close(fd);
@@ -323,7 +330,10 @@ VT_STATIC uint16_t vt_sniff_port(int fd, uint32_t dqpn, int ms)
 
 /* A socket to send IPv4 packets whose headers the caller writes; -1
  * without CAP_NET_RAW. */
-VT_STATIC int vt_raw_socket(void) { return socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW); }
+VT_STATIC int vt_raw_socket(void)
+{
+	return socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+}
 
 /* pkt (a RoCE datagram sealed for sport) from 127.0.0.1:sport to
  * 127.0.0.1:4791, with DF and IPv4 ID 0 as vt_seal assumed. */

@@ -121,8 +121,9 @@ VT_STATIC void vt_burst_check(const struct vt_burst *b, unsigned long max, const
 		NOTE("%s: the posting thread was preempted in each of %d tries: sendmsg calls not counted", what,
 		     b->tries);
 	else
-		CHECK(b->best <= max, "%s: at most %lu sendmsg calls while posting (best of %d tries without preemption: %lu)",
-		      what, max, b->clean, b->best);
+		CHECK(b->best <= max,
+		      "%s: at most %lu sendmsg calls while posting (best of %d tries without preemption: %lu)", what,
+		      max, b->clean, b->best);
 #else
 	NOTE("%s: sanitizer build: sendmsg calls are not counted, only the data checked", what);
 #endif

@@ -20,20 +20,26 @@ const struct sr_rdmap_opinfo sr_rdmap_op[SR_RDMAP_NOPS] = {
 				 false },
 	[SR_RDMAP_IMM] = { "Immediate Data", false, SR_DDP_QN_SEND, U, true, false, false },
 	[SR_RDMAP_IMM_SE] = { "Immediate Data with Solicited Event", false, SR_DDP_QN_SEND, U, true, false, true },
-	[SR_RDMAP_ATOMIC_REQ] = { "Atomic Request", false, SR_DDP_QN_ATOMIC, U + SR_RDMAP_ATOMIC_REQ_LEN, false,
-				  false, false },
+	[SR_RDMAP_ATOMIC_REQ] = { "Atomic Request", false, SR_DDP_QN_ATOMIC, U + SR_RDMAP_ATOMIC_REQ_LEN, false, false,
+				  false },
 	[SR_RDMAP_ATOMIC_RESP] = { "Atomic Response", false, SR_DDP_QN_ATOMIC, U + SR_RDMAP_ATOMIC_RESP_LEN, false,
 				   false, false },
 };
 #undef T
 #undef U
 
-static inline uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+static inline uint16_t get16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
 static inline uint32_t get32(const uint8_t *p)
 {
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
-static inline uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) << 32 | get32(p + 4); }
+static inline uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) << 32 | get32(p + 4);
+}
 static inline void put16(uint8_t *p, uint16_t v)
 {
 	p[0] = (uint8_t)(v >> 8);
@@ -72,8 +78,7 @@ uint32_t sr_iw_hdr_need(const uint8_t ctrl[2], uint32_t ulpdu_len)
 {
 	uint8_t op = ctrl[1] & 0x0f;
 
-	if ((ctrl[0] & SR_DDP_DV_MASK) != SR_DDP_VERSION || (ctrl[1] >> 6) != SR_RDMAP_VERSION ||
-	    op >= SR_RDMAP_NOPS)
+	if ((ctrl[0] & SR_DDP_DV_MASK) != SR_DDP_VERSION || (ctrl[1] >> 6) != SR_RDMAP_VERSION || op >= SR_RDMAP_NOPS)
 		return 0;
 	if (op == SR_RDMAP_TERMINATE)
 		return ulpdu_len < SR_IW_MAX_HDR ? ulpdu_len : SR_IW_MAX_HDR;

@@ -24,10 +24,10 @@
 #define SR_MPA_KEY_LEN 16
 #define SR_MPA_KEY_REQ "MPA ID Req Frame"
 #define SR_MPA_KEY_REP "MPA ID Rep Frame"
-#define SR_MPA_RR_HDR_LEN 20       /* key, flags, revision, PD length */
-#define SR_MPA_MAX_PD 512          /* RFC 5044: private data is at most 512 bytes */
-#define SR_MPA_V2_LEN 4            /* RFC 6581 IRD/ORD block at the start of the private data */
-#define SR_MPA_IRD_ORD_MAX 0x3fff  /* 14-bit IRD and ORD */
+#define SR_MPA_RR_HDR_LEN 20	  /* key, flags, revision, PD length */
+#define SR_MPA_MAX_PD 512	  /* RFC 5044: private data is at most 512 bytes */
+#define SR_MPA_V2_LEN 4		  /* RFC 6581 IRD/ORD block at the start of the private data */
+#define SR_MPA_IRD_ORD_MAX 0x3fff /* 14-bit IRD and ORD */
 
 /* The flags byte: M, C, R and five reserved bits, of which siw and
  * cxgb4 use 0x10 to say "the private data starts with the RFC 6581
@@ -39,7 +39,7 @@
 #define SR_MPA_FLAG_RES_MASK 0x1f
 
 /* RFC 6581 IRD and ORD words: two control bits above a 14-bit count. */
-#define SR_MPA_V2_P2P 0x8000       /* IRD word: peer-to-peer mode (an RTR message follows) */
+#define SR_MPA_V2_P2P 0x8000	   /* IRD word: peer-to-peer mode (an RTR message follows) */
 #define SR_MPA_V2_ZERO_RTR 0x4000  /* IRD word: zero-length Send as RTR */
 #define SR_MPA_V2_WRITE_RTR 0x8000 /* ORD word: zero-length RDMA Write as RTR */
 #define SR_MPA_V2_READ_RTR 0x4000  /* ORD word: zero-length RDMA Read as RTR */
@@ -48,27 +48,33 @@
  * RFC 6581 peer-to-peer exchange (and the responder waits for). */
 enum sr_mpa_rtr {
 	SR_MPA_RTR_NONE = 0,
-	SR_MPA_RTR_SEND = 1,   /* zero-length Send (QN 0) */
-	SR_MPA_RTR_WRITE = 2,  /* zero-length RDMA Write */
-	SR_MPA_RTR_READ = 3,   /* zero-length RDMA Read Request, answered by a zero-length Read Response */
+	SR_MPA_RTR_SEND = 1,  /* zero-length Send (QN 0) */
+	SR_MPA_RTR_WRITE = 2, /* zero-length RDMA Write */
+	SR_MPA_RTR_READ = 3,  /* zero-length RDMA Read Request, answered by a zero-length Read Response */
 };
 
 struct sr_mpa_rr {
-	bool reply;            /* "MPA ID Rep Frame" rather than "... Req ..." */
+	bool reply; /* "MPA ID Rep Frame" rather than "... Req ..." */
 	bool markers, crc, reject;
-	uint8_t res;           /* the five low flag bits, as on the wire (enhanced included) */
-	uint8_t rev;           /* 1 or 2 */
+	uint8_t res; /* the five low flag bits, as on the wire (enhanced included) */
+	uint8_t rev; /* 1 or 2 */
 	/* RFC 6581 enhanced connection data: present iff rev >= 2 and the
 	 * SR_MPA_FLAG_ENHANCED bit is set (as siw and cxgb4 send it) */
 	bool enhanced;
-	uint16_t ird_word, ord_word;  /* raw words: control bits and counts */
+	uint16_t ird_word, ord_word; /* raw words: control bits and counts */
 	/* private data of the ULP (rdma_cm), after the enhanced block */
 	const uint8_t *pd;
 	uint16_t pd_len;
 };
 
-static inline uint16_t sr_mpa_ird(const struct sr_mpa_rr *rr) { return rr->ird_word & SR_MPA_IRD_ORD_MAX; }
-static inline uint16_t sr_mpa_ord(const struct sr_mpa_rr *rr) { return rr->ord_word & SR_MPA_IRD_ORD_MAX; }
+static inline uint16_t sr_mpa_ird(const struct sr_mpa_rr *rr)
+{
+	return rr->ird_word & SR_MPA_IRD_ORD_MAX;
+}
+static inline uint16_t sr_mpa_ord(const struct sr_mpa_rr *rr)
+{
+	return rr->ord_word & SR_MPA_IRD_ORD_MAX;
+}
 /* The RTR message an enhanced frame announces (none, or the first of
  * Write, Read, Send that is set). */
 enum sr_mpa_rtr sr_mpa_rr_rtr(const struct sr_mpa_rr *rr);
@@ -134,12 +140,12 @@ static inline uint32_t sr_mpa_crc_load(const uint8_t in[4])
 /* One FPDU found in a buffer. */
 struct sr_mpa_fpdu {
 	uint16_t ulpdu_len;
-	const uint8_t *ulpdu;  /* into the buffer */
-	uint8_t pad;           /* pad bytes (their value in pad_nonzero) */
+	const uint8_t *ulpdu; /* into the buffer */
+	uint8_t pad;	      /* pad bytes (their value in pad_nonzero) */
 	bool pad_nonzero;
-	uint32_t crc;          /* as received */
-	uint32_t crc_calc;     /* computed over the FPDU */
-	size_t len;            /* whole FPDU */
+	uint32_t crc;	   /* as received */
+	uint32_t crc_calc; /* computed over the FPDU */
+	size_t len;	   /* whole FPDU */
 };
 /* Split the FPDU at buf.  Returns its length, -EAGAIN if it is not all
  * there yet. */
@@ -156,13 +162,13 @@ int sr_mpa_fpdu_split(struct sr_mpa_fpdu *f, const uint8_t *buf, size_t len);
 #define SR_DDP_RSVD_MASK 0x3c
 #define SR_DDP_DV_MASK 0x03
 
-#define SR_DDP_TAGGED_HDR 14       /* ctrl, RsvdULP(1), STag, TO */
-#define SR_DDP_UNTAGGED_HDR 18     /* ctrl, RsvdULP(5), QN, MSN, MO */
-#define SR_RDMAP_RREQ_LEN 28       /* sink STag/TO, size, source STag/TO */
+#define SR_DDP_TAGGED_HDR 14   /* ctrl, RsvdULP(1), STag, TO */
+#define SR_DDP_UNTAGGED_HDR 18 /* ctrl, RsvdULP(5), QN, MSN, MO */
+#define SR_RDMAP_RREQ_LEN 28   /* sink STag/TO, size, source STag/TO */
 #define SR_RDMAP_TERM_CTRL_LEN 4
 #define SR_RDMAP_ATOMIC_REQ_LEN 52
 #define SR_RDMAP_ATOMIC_RESP_LEN 12
-#define SR_RDMAP_IMM_LEN 8         /* Immediate Data payload */
+#define SR_RDMAP_IMM_LEN 8 /* Immediate Data payload */
 /* The largest DDP+RDMAP header: a Terminate carrying an untagged DDP
  * header and a Read Request header. */
 #define SR_IW_MAX_HDR (SR_DDP_UNTAGGED_HDR + SR_RDMAP_TERM_CTRL_LEN + 2 + SR_DDP_UNTAGGED_HDR + SR_RDMAP_RREQ_LEN)
@@ -176,10 +182,10 @@ enum sr_rdmap_opcode {
 	SR_RDMAP_SEND_SE = 0x5,
 	SR_RDMAP_SEND_SE_INV = 0x6,
 	SR_RDMAP_TERMINATE = 0x7,
-	SR_RDMAP_IMM = 0x8,          /* RFC 7306 Immediate Data */
-	SR_RDMAP_IMM_SE = 0x9,       /* RFC 7306 Immediate Data with Solicited Event */
-	SR_RDMAP_ATOMIC_REQ = 0xa,   /* RFC 7306 */
-	SR_RDMAP_ATOMIC_RESP = 0xb,  /* RFC 7306 */
+	SR_RDMAP_IMM = 0x8,	    /* RFC 7306 Immediate Data */
+	SR_RDMAP_IMM_SE = 0x9,	    /* RFC 7306 Immediate Data with Solicited Event */
+	SR_RDMAP_ATOMIC_REQ = 0xa,  /* RFC 7306 */
+	SR_RDMAP_ATOMIC_RESP = 0xb, /* RFC 7306 */
 	SR_RDMAP_NOPS = 0xc,
 };
 
@@ -195,12 +201,12 @@ enum sr_ddp_qn {
 /* Per-opcode facts, table-driven as rxe_opcode.c. */
 struct sr_rdmap_opinfo {
 	const char *name;
-	bool tagged;           /* DDP buffer model */
-	uint8_t qn;            /* untagged: the queue */
-	uint8_t hdr_len;       /* DDP + RDMAP header bytes (Terminate: the fixed part) */
-	bool payload;          /* carries ULP payload */
-	bool inval;            /* RsvdULP carries the Invalidate STag */
-	bool se;               /* solicited event */
+	bool tagged;	 /* DDP buffer model */
+	uint8_t qn;	 /* untagged: the queue */
+	uint8_t hdr_len; /* DDP + RDMAP header bytes (Terminate: the fixed part) */
+	bool payload;	 /* carries ULP payload */
+	bool inval;	 /* RsvdULP carries the Invalidate STag */
+	bool se;	 /* solicited event */
 };
 extern const struct sr_rdmap_opinfo sr_rdmap_op[SR_RDMAP_NOPS];
 
@@ -214,8 +220,16 @@ struct sr_rdmap_rreq {
 };
 
 /* Terminate (RFC 5040 4.8): layers, error types and codes. */
-enum sr_term_layer { SR_TERM_LAYER_RDMAP = 0, SR_TERM_LAYER_DDP = 1, SR_TERM_LAYER_LLP = 2 };
-enum sr_term_rdmap_etype { SR_TERM_RDMAP_CATASTROPHIC = 0, SR_TERM_RDMAP_PROTECTION = 1, SR_TERM_RDMAP_OPERATION = 2 };
+enum sr_term_layer {
+	SR_TERM_LAYER_RDMAP = 0,
+	SR_TERM_LAYER_DDP = 1,
+	SR_TERM_LAYER_LLP = 2
+};
+enum sr_term_rdmap_etype {
+	SR_TERM_RDMAP_CATASTROPHIC = 0,
+	SR_TERM_RDMAP_PROTECTION = 1,
+	SR_TERM_RDMAP_OPERATION = 2
+};
 enum sr_term_rdmap_ecode {
 	SR_TERM_RDMAP_INV_STAG = 0x00,
 	SR_TERM_RDMAP_BASE_BOUNDS = 0x01,
@@ -229,7 +243,11 @@ enum sr_term_rdmap_ecode {
 	SR_TERM_RDMAP_CANNOT_INVALIDATE = 0x09,
 	SR_TERM_RDMAP_UNSPECIFIED = 0xff,
 };
-enum sr_term_ddp_etype { SR_TERM_DDP_CATASTROPHIC = 0, SR_TERM_DDP_TAGGED = 1, SR_TERM_DDP_UNTAGGED = 2 };
+enum sr_term_ddp_etype {
+	SR_TERM_DDP_CATASTROPHIC = 0,
+	SR_TERM_DDP_TAGGED = 1,
+	SR_TERM_DDP_UNTAGGED = 2
+};
 enum sr_term_ddp_ecode {
 	SR_TERM_DDP_T_INV_STAG = 0x00,
 	SR_TERM_DDP_T_BASE_BOUNDS = 0x01,
@@ -243,36 +261,41 @@ enum sr_term_ddp_ecode {
 	SR_TERM_DDP_U_TOO_LONG = 0x05,
 	SR_TERM_DDP_U_VERSION = 0x06,
 };
-enum sr_term_llp_etype { SR_TERM_LLP_MPA = 0 };
+enum sr_term_llp_etype {
+	SR_TERM_LLP_MPA = 0
+};
 enum sr_term_llp_ecode {
 	SR_TERM_MPA_TCP_LOST = 0x01,
 	SR_TERM_MPA_CRC = 0x02,
-	SR_TERM_MPA_FPDU = 0x03,      /* marker / ULPDU length mismatch: a framing error */
+	SR_TERM_MPA_FPDU = 0x03, /* marker / ULPDU length mismatch: a framing error */
 	SR_TERM_MPA_REQ_RESP = 0x04,
-	SR_TERM_MPA_LOCAL_CATASTROPHIC = 0x05,  /* RFC 6581 */
-	SR_TERM_MPA_INSUFFICIENT_IRD = 0x06,    /* RFC 6581 */
-	SR_TERM_MPA_NO_MATCHING_RTR = 0x07,     /* RFC 6581 */
+	SR_TERM_MPA_LOCAL_CATASTROPHIC = 0x05, /* RFC 6581 */
+	SR_TERM_MPA_INSUFFICIENT_IRD = 0x06,   /* RFC 6581 */
+	SR_TERM_MPA_NO_MATCHING_RTR = 0x07,    /* RFC 6581 */
 };
-#define SR_TERM_HDRCT_M 0x80    /* DDP Segment Length valid */
-#define SR_TERM_HDRCT_D 0x40    /* terminated DDP header included */
-#define SR_TERM_HDRCT_R 0x20    /* terminated RDMA header included */
+#define SR_TERM_HDRCT_M 0x80 /* DDP Segment Length valid */
+#define SR_TERM_HDRCT_D 0x40 /* terminated DDP header included */
+#define SR_TERM_HDRCT_R 0x20 /* terminated RDMA header included */
 
 struct sr_rdmap_term {
 	uint8_t layer, etype, ecode;
-	uint8_t hdrct;          /* SR_TERM_HDRCT_* */
-	uint16_t rsvd;          /* the 13 reserved bits */
+	uint8_t hdrct; /* SR_TERM_HDRCT_* */
+	uint16_t rsvd; /* the 13 reserved bits */
 	/* present when M or D is set: */
 	uint16_t ddp_seg_len;
 	uint8_t ddp_hdr[SR_DDP_UNTAGGED_HDR];
-	uint8_t ddp_hdr_len;    /* 14 (tagged) or 18 (untagged), by the copied header's T flag */
+	uint8_t ddp_hdr_len; /* 14 (tagged) or 18 (untagged), by the copied header's T flag */
 	/* present when R is set: */
 	uint8_t rdma_hdr[SR_RDMAP_RREQ_LEN];
 };
 
 /* RFC 7306 atomics */
-enum sr_rdmap_atomic_op { SR_ATOMIC_FETCH_ADD = 0x0, SR_ATOMIC_CMP_SWAP = 0x2 };
+enum sr_rdmap_atomic_op {
+	SR_ATOMIC_FETCH_ADD = 0x0,
+	SR_ATOMIC_CMP_SWAP = 0x2
+};
 struct sr_rdmap_atomic_req {
-	uint32_t op_word;       /* 28 reserved bits, 4-bit atomic opcode */
+	uint32_t op_word; /* 28 reserved bits, 4-bit atomic opcode */
 	uint32_t req_id;
 	uint32_t stag;
 	uint64_t to;
@@ -288,17 +311,17 @@ struct sr_rdmap_atomic_resp {
 struct sr_iw_hdr {
 	/* DDP control */
 	bool tagged, last;
-	uint8_t ddp_rsvd;       /* the four reserved bits, in place (mask 0x3c) */
+	uint8_t ddp_rsvd; /* the four reserved bits, in place (mask 0x3c) */
 	uint8_t ddp_version;
 	/* RDMAP control */
 	uint8_t rdmap_version;
-	uint8_t rdmap_rsvd;     /* two reserved bits, in place (mask 0x30) */
+	uint8_t rdmap_rsvd; /* two reserved bits, in place (mask 0x30) */
 	uint8_t opcode;
 	/* tagged buffer model */
 	uint32_t stag;
 	uint64_t to;
 	/* untagged buffer model */
-	uint32_t rsvdulp;       /* RDMAP: reserved, or the Invalidate STag */
+	uint32_t rsvdulp; /* RDMAP: reserved, or the Invalidate STag */
 	uint32_t qn, msn, mo;
 	union {
 		struct sr_rdmap_rreq rreq;
@@ -306,18 +329,18 @@ struct sr_iw_hdr {
 		struct sr_rdmap_atomic_req areq;
 		struct sr_rdmap_atomic_resp aresp;
 	};
-	uint32_t hdr_len;       /* DDP+RDMAP header bytes */
+	uint32_t hdr_len; /* DDP+RDMAP header bytes */
 };
 
 /* Parse errors; each tells what Terminate it deserves. */
 enum sr_iw_parse_err {
 	SR_IW_OK = 0,
-	SR_IW_EAGAIN = -1,       /* not enough bytes yet */
+	SR_IW_EAGAIN = -1, /* not enough bytes yet */
 	SR_IW_EDDP_VERSION = -2,
 	SR_IW_ERDMAP_VERSION = -3,
-	SR_IW_EOPCODE = -4,      /* unknown opcode, or tagged flag wrong for it */
-	SR_IW_ESHORT = -5,       /* ULPDU shorter than the header it announces */
-	SR_IW_ETERM = -6,        /* Terminate whose optional parts don't fit its length */
+	SR_IW_EOPCODE = -4, /* unknown opcode, or tagged flag wrong for it */
+	SR_IW_ESHORT = -5,  /* ULPDU shorter than the header it announces */
+	SR_IW_ETERM = -6,   /* Terminate whose optional parts don't fit its length */
 };
 
 /* Header bytes needed to parse the segment whose first two ULPDU bytes

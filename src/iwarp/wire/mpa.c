@@ -7,7 +7,10 @@
 #include "iwarp/wire/iwarp_wire.h"
 #include "roce/wire/roce_hdr.h" /* sr_crc32c_update: one CRC implementation for both transports */
 
-static inline uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+static inline uint16_t get16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
 static inline void put16(uint8_t *p, uint16_t v)
 {
 	p[0] = (uint8_t)(v >> 8);

@@ -89,7 +89,7 @@ static void fold_init(void)
 			uint64_t *k;
 			unsigned int bits;
 		} set[] = { { fold_k[i].k2048, 2048 }, { fold_k[i].k1024, 1024 }, { fold_k[i].k512, 512 },
-			    { fold_k[i].k384, 384 },   { fold_k[i].k256, 256 },   { fold_k[i].k128, 128 } };
+			    { fold_k[i].k384, 384 },   { fold_k[i].k256, 256 },	  { fold_k[i].k128, 128 } };
 
 		for (size_t j = 0; j < sizeof(set) / sizeof(set[0]); j++) {
 			set[j].k[0] = xpow_mod(polys[i], 64 + set[j].bits - 1);
@@ -109,15 +109,13 @@ static void fold_init(void)
 
 FOLD_TARGET static inline __m256i fold256(__m256i a, __m256i k, __m256i data)
 {
-	return _mm256_xor_si256(_mm256_xor_si256(_mm256_clmulepi64_epi128(a, k, 0x00),
-						 _mm256_clmulepi64_epi128(a, k, 0x11)),
-				data);
+	return _mm256_xor_si256(
+		_mm256_xor_si256(_mm256_clmulepi64_epi128(a, k, 0x00), _mm256_clmulepi64_epi128(a, k, 0x11)), data);
 }
 
 FOLD_TARGET static inline __m128i fold128(__m128i a, __m128i k, __m128i data)
 {
-	return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(a, k, 0x00), _mm_clmulepi64_si128(a, k, 0x11)),
-			     data);
+	return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(a, k, 0x00), _mm_clmulepi64_si128(a, k, 0x11)), data);
 }
 
 /* Folds the nblk 128-byte blocks at p (nblk >= 1), the register value crc
@@ -145,10 +143,9 @@ FOLD_TARGET static void fold_blocks(const struct fold_consts *c, uint32_t crc, c
 	/* eight lanes, in message order, into the last */
 	__m128i k1 = _mm_set_epi64x((long long)c->k128[1], (long long)c->k128[0]);
 	__m128i lanes[8] = {
-		_mm256_castsi256_si128(a0), _mm256_extracti128_si256(a0, 1),
-		_mm256_castsi256_si128(a1), _mm256_extracti128_si256(a1, 1),
-		_mm256_castsi256_si128(a2), _mm256_extracti128_si256(a2, 1),
-		_mm256_castsi256_si128(a3), _mm256_extracti128_si256(a3, 1),
+		_mm256_castsi256_si128(a0),	 _mm256_extracti128_si256(a0, 1), _mm256_castsi256_si128(a1),
+		_mm256_extracti128_si256(a1, 1), _mm256_castsi256_si128(a2),	  _mm256_extracti128_si256(a2, 1),
+		_mm256_castsi256_si128(a3),	 _mm256_extracti128_si256(a3, 1),
 	};
 	__m128i acc = lanes[0];
 

@@ -151,8 +151,7 @@ uint32_t sr_pkt_build_hdr(uint8_t *hdr, const struct sr_pkt *pkt)
 
 	hdr[0] = pkt->opcode;
 	hdr[1] = (uint8_t)((pkt->se ? BTH_SE : 0) | (pkt->mig ? BTH_MIG : 0) |
-			   (pkt->pad & BTH_PAD_MASK) << BTH_PAD_SHIFT |
-			   (pkt->tver & BTH_TVER_MASK));
+			   (pkt->pad & BTH_PAD_MASK) << BTH_PAD_SHIFT | (pkt->tver & BTH_TVER_MASK));
 	put16(hdr + 2, pkt->pkey);
 	hdr[4] = 0;
 	put24(hdr + 5, pkt->dqpn & SR_QPN_MASK);
@@ -209,10 +208,9 @@ uint32_t sr_pkt_build_hdr(uint8_t *hdr, const struct sr_pkt *pkt)
 /* IBTA vol. 1 table 45, in microseconds.  Code 0 is the longest wait,
  * not the shortest: it sits at the end of the scale, wrapped to the front. */
 static const uint32_t rnr_timer_usec[32] = {
-	655360, 10,    20,    30,    40,    60,     80,     120,
-	160,    240,   320,   480,   640,   960,    1280,   1920,
-	2560,   3840,  5120,  7680,  10240, 15360,  20480,  30720,
-	40960,  61440, 81920, 122880, 163840, 245760, 327680, 491520,
+	655360, 10,    20,    30,    40,    60,	    80,	    120,    160,    240,    320,
+	480,	640,   960,   1280,  1920,  2560,   3840,   5120,   7680,   10240,  15360,
+	20480,	30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
 };
 
 uint32_t sr_rnr_timer_usec(uint8_t code)

@@ -31,8 +31,8 @@
 
 #include "roce/wire/roce_hdr.h"
 
-#define CRC32_POLY 0xedb88320u   /* 0x04C11DB7 reflected */
-#define CRC32C_POLY 0x82f63b78u  /* 0x1EDC6F41 reflected */
+#define CRC32_POLY 0xedb88320u	/* 0x04C11DB7 reflected */
+#define CRC32C_POLY 0x82f63b78u /* 0x1EDC6F41 reflected */
 
 /* ---- portable slice-by-8 ---- */
 
@@ -79,10 +79,8 @@ static uint32_t crc_slice8(const uint32_t tab[8][256], uint32_t crc, const uint8
 		uint32_t lo = load_le32(p) ^ crc;
 		uint32_t hi = load_le32(p + 4);
 
-		crc = tab[7][lo & 0xff] ^ tab[6][(lo >> 8) & 0xff] ^
-		      tab[5][(lo >> 16) & 0xff] ^ tab[4][lo >> 24] ^
-		      tab[3][hi & 0xff] ^ tab[2][(hi >> 8) & 0xff] ^
-		      tab[1][(hi >> 16) & 0xff] ^ tab[0][hi >> 24];
+		crc = tab[7][lo & 0xff] ^ tab[6][(lo >> 8) & 0xff] ^ tab[5][(lo >> 16) & 0xff] ^ tab[4][lo >> 24] ^
+		      tab[3][hi & 0xff] ^ tab[2][(hi >> 8) & 0xff] ^ tab[1][(hi >> 16) & 0xff] ^ tab[0][hi >> 24];
 		p += 8;
 		len -= 8;
 	}
@@ -181,8 +179,8 @@ static inline void put_be16(uint8_t *p, uint32_t v)
 
 /* Writes the masked LRH stand-in, IP and UDP headers for a datagram whose
  * UDP payload (BTH through ICRC) is udp_len bytes; returns their length. */
-static size_t icrc_pseudo_hdr(uint8_t *ph, const struct sr_icrc_env *env, size_t udp_len,
-			      uint16_t ipv4_id, bool ipv4_df)
+static size_t icrc_pseudo_hdr(uint8_t *ph, const struct sr_icrc_env *env, size_t udp_len, uint16_t ipv4_id,
+			      bool ipv4_df)
 {
 	uint8_t *ip = ph + LRH_STANDIN_BYTES;
 	uint8_t *udp;
@@ -190,13 +188,13 @@ static size_t icrc_pseudo_hdr(uint8_t *ph, const struct sr_icrc_env *env, size_t
 	memset(ph, 0xff, LRH_STANDIN_BYTES);
 	if (!env->ipv6) {
 		ip[0] = 0x45;
-		ip[1] = 0xff;  /* TOS */
+		ip[1] = 0xff; /* TOS */
 		put_be16(ip + 2, (uint32_t)(IPV4_HDR_BYTES + UDP_HDR_BYTES + udp_len));
 		put_be16(ip + 4, ipv4_id);
 		put_be16(ip + 6, ipv4_df ? IP_DF : 0);
-		ip[8] = 0xff;  /* TTL */
+		ip[8] = 0xff; /* TTL */
 		ip[9] = IPPROTO_UDP;
-		ip[10] = ip[11] = 0xff;  /* header checksum */
+		ip[10] = ip[11] = 0xff; /* header checksum */
 		memcpy(ip + 12, &env->saddr.s6_addr[12], 4);
 		memcpy(ip + 16, &env->daddr.s6_addr[12], 4);
 		udp = ip + IPV4_HDR_BYTES;
@@ -206,7 +204,7 @@ static size_t icrc_pseudo_hdr(uint8_t *ph, const struct sr_icrc_env *env, size_t
 		ip[1] = ip[2] = ip[3] = 0xff;
 		put_be16(ip + 4, (uint32_t)(UDP_HDR_BYTES + udp_len));
 		ip[6] = IPPROTO_UDP;
-		ip[7] = 0xff;  /* hop limit */
+		ip[7] = 0xff; /* hop limit */
 		memcpy(ip + 8, &env->saddr, 16);
 		memcpy(ip + 24, &env->daddr, 16);
 		udp = ip + IPV6_HDR_BYTES;
@@ -214,7 +212,7 @@ static size_t icrc_pseudo_hdr(uint8_t *ph, const struct sr_icrc_env *env, size_t
 	put_be16(udp, env->sport);
 	put_be16(udp + 2, env->dport);
 	put_be16(udp + 4, (uint32_t)(UDP_HDR_BYTES + udp_len));
-	udp[6] = udp[7] = 0xff;  /* checksum */
+	udp[6] = udp[7] = 0xff; /* checksum */
 	return (size_t)(udp + UDP_HDR_BYTES - ph);
 }
 
@@ -222,8 +220,8 @@ static size_t icrc_pseudo_hdr(uint8_t *ph, const struct sr_icrc_env *env, size_t
  * The BTH is gathered into the pseudo-header buffer so that its variant
  * byte can be masked without touching the caller's memory, and the whole
  * packet still costs a single pass. */
-static uint32_t icrc_iov(const struct sr_icrc_env *env, uint16_t ipv4_id, bool ipv4_df,
-			 const struct iovec *iov, int iovcnt, size_t total)
+static uint32_t icrc_iov(const struct sr_icrc_env *env, uint16_t ipv4_id, bool ipv4_df, const struct iovec *iov,
+			 int iovcnt, size_t total)
 {
 	uint8_t ph[PSEUDO_MAX];
 	size_t n = icrc_pseudo_hdr(ph, env, total + SR_ICRC_BYTES, ipv4_id, ipv4_df);
@@ -250,8 +248,7 @@ static uint32_t icrc_iov(const struct sr_icrc_env *env, uint16_t ipv4_id, bool i
 
 	crc = sr_crc32_update(0xffffffffu, ph, n + bth);
 	for (; i < iovcnt; i++, off = 0)
-		crc = sr_crc32_update(crc, (const uint8_t *)iov[i].iov_base + off,
-				      iov[i].iov_len - off);
+		crc = sr_crc32_update(crc, (const uint8_t *)iov[i].iov_base + off, iov[i].iov_len - off);
 	return ~crc;
 }
 
@@ -337,14 +334,13 @@ static uint32_t ipv4_id_unshift_factor(size_t len)
 	return gf2_mulmod(unshift_lo[len & 0xff], unshift_hi[(len >> 8) & 0xff]);
 }
 
-bool sr_icrc_verify_ipv4_id(const struct sr_icrc_env *env, const uint8_t *buf, size_t len,
-			    uint16_t *ipv4_id, bool *ipv4_df)
+bool sr_icrc_verify_ipv4_id(const struct sr_icrc_env *env, const uint8_t *buf, size_t len, uint16_t *ipv4_id,
+			    bool *ipv4_df)
 {
 	uint32_t got, want, w;
 	uint8_t d_id_hi, d_id_lo, d_flags, d_frag;
 
-	if (!buf || len < SR_BTH_BYTES + SR_ICRC_BYTES ||
-	    len > (env->ipv6 ? UDP_PAYLOAD_MAX_V6 : UDP_PAYLOAD_MAX_V4))
+	if (!buf || len < SR_BTH_BYTES + SR_ICRC_BYTES || len > (env->ipv6 ? UDP_PAYLOAD_MAX_V6 : UDP_PAYLOAD_MAX_V4))
 		return false;
 	want = sr_icrc_load(buf + len - SR_ICRC_BYTES);
 	got = sr_icrc_compute(env, buf, len);

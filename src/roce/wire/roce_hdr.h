@@ -39,30 +39,30 @@ enum sr_op_mask {
 	SR_OP_IMMDT = 1u << 4,
 	SR_OP_IETH = 1u << 5,
 	SR_OP_DETH = 1u << 6,
-	SR_OP_PAYLOAD = 1u << 7,   /* carries data payload */
-	SR_OP_REQ = 1u << 8,       /* sent by a requester */
-	SR_OP_ACK = 1u << 9,       /* sent by a responder (ACK, read response, atomic ack) */
+	SR_OP_PAYLOAD = 1u << 7, /* carries data payload */
+	SR_OP_REQ = 1u << 8,	 /* sent by a requester */
+	SR_OP_ACK = 1u << 9,	 /* sent by a responder (ACK, read response, atomic ack) */
 	SR_OP_SEND = 1u << 10,
 	SR_OP_WRITE = 1u << 11,
-	SR_OP_READ = 1u << 12,     /* read request (REQ) or read response (ACK) */
+	SR_OP_READ = 1u << 12, /* read request (REQ) or read response (ACK) */
 	SR_OP_ATOMIC = 1u << 13,
 	SR_OP_FIRST = 1u << 14,
 	SR_OP_MIDDLE = 1u << 15,
 	SR_OP_LAST = 1u << 16,
 	SR_OP_ONLY = SR_OP_FIRST | SR_OP_LAST,
-	SR_OP_RWR = 1u << 17,      /* consumes a receive WQE at the responder */
-	SR_OP_COMP = 1u << 18,     /* completes a message at the responder (last/only) */
+	SR_OP_RWR = 1u << 17,  /* consumes a receive WQE at the responder */
+	SR_OP_COMP = 1u << 18, /* completes a message at the responder (last/only) */
 	SR_OP_RC = 1u << 19,
 	SR_OP_UC = 1u << 20,
 	SR_OP_UD = 1u << 21,
-	SR_OP_XRCETH = 1u << 22,   /* an XRC request: the XRCETH names the SRQ */
+	SR_OP_XRCETH = 1u << 22, /* an XRC request: the XRCETH names the SRQ */
 	SR_OP_XRC = 1u << 23,
 };
 
 struct sr_opcode_info {
-	const char *name;    /* e.g. "RC SEND_FIRST"; NULL = opcode not supported */
-	uint32_t mask;       /* enum sr_op_mask */
-	uint8_t hdr_len;     /* BTH + extension headers, bytes */
+	const char *name; /* e.g. "RC SEND_FIRST"; NULL = opcode not supported */
+	uint32_t mask;	  /* enum sr_op_mask */
+	uint8_t hdr_len;  /* BTH + extension headers, bytes */
 };
 
 /* Indexed by opcode byte. Unsupported opcodes have name == NULL. */
@@ -72,10 +72,10 @@ extern const struct sr_opcode_info sr_opcode[256];
  * imm_data, which stays in network order as ibv_wc.imm_data is. */
 struct sr_pkt {
 	uint8_t opcode;
-	uint32_t mask;        /* sr_opcode[opcode].mask */
+	uint32_t mask; /* sr_opcode[opcode].mask */
 	/* BTH */
 	bool se, mig;
-	uint8_t pad;          /* 0..3 pad bytes before the ICRC */
+	uint8_t pad; /* 0..3 pad bytes before the ICRC */
 	uint8_t tver;
 	uint16_t pkey;
 	uint32_t dqpn;
@@ -128,10 +128,10 @@ static inline uint32_t sr_bth_dqpn(const uint8_t *bth)
 uint32_t sr_pkt_build_hdr(uint8_t *hdr, const struct sr_pkt *pkt);
 
 /* AETH syndromes (IBTA 9.7.5.2). */
-#define SR_AETH_ACK 0x00          /* 000 + credit count (we send 0x1f: unlimited/invalid) */
+#define SR_AETH_ACK 0x00 /* 000 + credit count (we send 0x1f: unlimited/invalid) */
 #define SR_AETH_ACK_UNLIMITED 0x1f
-#define SR_AETH_RNR_NAK 0x20      /* 001 + 5-bit RNR timer code */
-#define SR_AETH_NAK 0x60          /* 011 + NAK code */
+#define SR_AETH_RNR_NAK 0x20 /* 001 + 5-bit RNR timer code */
+#define SR_AETH_NAK 0x60     /* 011 + NAK code */
 #define SR_AETH_NAK_PSN_SEQ 0x60
 #define SR_AETH_NAK_INVALID_REQ 0x61
 #define SR_AETH_NAK_REM_ACCESS 0x62
@@ -157,10 +157,10 @@ uint32_t sr_rnr_timer_usec(uint8_t code);
  * version 4, IHL 5, ID 0, DF set, protocol UDP; IPv6 next header UDP. */
 struct sr_icrc_env {
 	bool ipv6;
-	struct in6_addr saddr, daddr;  /* IPv4 as IPv4-mapped */
-	uint16_t sport, dport;         /* host order */
-	uint16_t ipv4_id;              /* host order; 0 for our own sends */
-	bool ipv4_df;                  /* true for our own sends */
+	struct in6_addr saddr, daddr; /* IPv4 as IPv4-mapped */
+	uint16_t sport, dport;	      /* host order */
+	uint16_t ipv4_id;	      /* host order; 0 for our own sends */
+	bool ipv4_df;		      /* true for our own sends */
 };
 
 /* ICRC of the packet buf[0..len) (len includes the 4 ICRC bytes, which are
@@ -209,8 +209,7 @@ static inline void sr_icrc_store(uint8_t *dst, uint32_t icrc)
 
 static inline uint32_t sr_icrc_load(const uint8_t *src)
 {
-	return (uint32_t)src[0] | (uint32_t)src[1] << 8 | (uint32_t)src[2] << 16 |
-	       (uint32_t)src[3] << 24;
+	return (uint32_t)src[0] | (uint32_t)src[1] << 8 | (uint32_t)src[2] << 16 | (uint32_t)src[3] << 24;
 }
 
 /* sr_icrc_verify for IPv4, also reporting the Identification and DF flag
@@ -218,8 +217,8 @@ static inline uint32_t sr_icrc_load(const uint8_t *src)
  * otherwise the solved values).  Returns false, leaving *ipv4_id and
  * *ipv4_df untouched, when no ID/DF makes the ICRC match; for IPv6 it is
  * sr_icrc_verify. */
-bool sr_icrc_verify_ipv4_id(const struct sr_icrc_env *env, const uint8_t *buf, size_t len,
-			    uint16_t *ipv4_id, bool *ipv4_df);
+bool sr_icrc_verify_ipv4_id(const struct sr_icrc_env *env, const uint8_t *buf, size_t len, uint16_t *ipv4_id,
+			    bool *ipv4_df);
 
 /* The portable slice-by-8 implementations behind sr_crc32_update and
  * sr_crc32c_update, always built, so that tests can hold the ISA-L build
