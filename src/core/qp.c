@@ -821,7 +821,8 @@ int sr_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		return err;
 	struct ibv_qp *q = handle_qp(o, ibqp);
 	err = modify_qp(q, attr, mask);
-	ibqp->state = q->state;
+	if (q != ibqp)
+		ibqp->state = q->state; /* an opened handle shows its QP's state */
 	sr_obj_put(o);
 	return err;
 }

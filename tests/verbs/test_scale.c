@@ -19,8 +19,13 @@
 #include <sys/resource.h>
 
 #include "common/rlimit.h"
+#include "common/tsan.h"
 
+#ifdef SR_TSAN
+#define NQP 2000 /* the race detector's build serves a fifth of the QPs within their timeout */
+#else
 #define NQP 10000
+#endif
 #define SLOT 64
 #define QP_WR 128	    /* per queue, as softrdma-qpmem and bench/run.sh count */
 #define MAX_KIB_PER_QP 32.0 /* issue 12: memory per idle RC QP */
