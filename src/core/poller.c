@@ -19,8 +19,9 @@
  * anyone, and takes them in one pass.  A ping-pong never triggers it (one
  * message in flight, under the threshold up to 64 KiB); above, a nap
  * delays the next message's first datagrams, which come a round trip
- * later anyway.  RoCE only: on a TCP stream (Soft-iWARP) it made 4 KiB
- * Writes 16% slower.  SOFTRDMA_RX_COALESCE_US sets the nap (0: off). */
+ * later anyway.  RoCE only: a TCP stream (Soft-iWARP) already delivers
+ * in large reads, and a nap only delays it.  SOFTRDMA_RX_COALESCE_US
+ * sets the nap (0: off). */
 #define SR_RX_COALESCE_MIN_BYTES 131072
 #define SR_RX_COALESCE_DEFAULT_US 20
 #define SR_RX_COALESCE_MAX_US 1000
@@ -38,33 +39,25 @@ static uint64_t rx_coalesce_ns(void)
  * poller_recheck_ns). */
 #define SR_POLLER_BULK_BYTES 16384
 
-/* Pollers nap too, where they know a stream is coming.  A requester of
- * large RDMA Reads (ib_read_bw 64 KiB: 2 MiB of responses in flight)
- * polls its CQ without pause, and each empty poll was a recvmmsg on the
- * socket the responder was filling: the poller took the responses a
- * datagram or two at a time (34 KiB per pass on average) and the
- * responder's sends, contending for that socket's queue with a thread
- * that never stopped, cost it 40-50% more CPU per response than with a
- * requester sleeping on a completion channel (933-1051 ms against
- * 613-734 ms for 40,000 responses).  So after a poll that received
- * SR_POLLER_BULK_BYTES or more while the QPs it served still await
- * SR_POLLER_NAP_EXPECTED_BYTES of Read responses (sr_rx_expected),
- * pollers leave the sockets alone for rx_coalesce_ns, pausing the CPU
- * between looks at their CQ (poller_nap_relax): the responses queue and
- * leave in larger passes.  What is still awaited arrives in more than
- * a nap at the rates of this machine (128 KiB at 4 GB/s: 32 us), so the
- * nap ends before the data does: a Read completes no later than without
- * it.  A ping-pong never naps (it awaits one message), nor does any
- * stream the poller cannot foresee (Sends, Write ACKs). */
+/* Pollers nap too, where they know a stream is coming.  After a poll
+ * that received SR_POLLER_BULK_BYTES or more while the QPs it served
+ * still await SR_POLLER_NAP_EXPECTED_BYTES of Read responses
+ * (sr_rx_expected), pollers leave the sockets alone for rx_coalesce_ns,
+ * pausing the CPU between looks at their CQ (poller_nap_relax): the
+ * responses queue and are taken in larger passes.  Why: a poller that
+ * never pauses takes a datagram or two per pass, and the responder's
+ * sends contend with it for the socket's queue.  The threshold is chosen
+ * so that what is still awaited takes longer to arrive than one nap: a
+ * Read completes no later than without the nap.  A ping-pong never naps
+ * (it awaits one message), nor does any stream the poller cannot foresee
+ * (Sends, Write ACKs). */
 #define SR_POLLER_NAP_EXPECTED_BYTES 131072
 
 __thread uint64_t sr_rx_expected;
 
 /* An empty poll during a nap: a moment without system calls or shared
  * cache lines, so that the application's loop of empty polls (each takes
- * the progress lock and reads the clock) runs slower.  With it, napping
- * pollers gave ib_read_bw 64 KiB 3047-3755 MB/s against 2959-3429
- * without (4 alternating pairs: a gain inside the runs' spread). */
+ * the progress lock and reads the clock) runs slower. */
 static void poller_nap_relax(void)
 {
 	for (int i = 0; i < 32; i++) {
@@ -127,17 +120,14 @@ void sr_progress_poll(struct sr_context *ctx)
  *
  * Where pollers receive a stream (a poll took SR_POLLER_BULK_BYTES or
  * more in the last SR_POLLER_BULK_RECHECK_NS), the thread stays out for
- * SR_POLLER_BULK_RECHECK_NS instead.  A stream's poller finds its CQ
- * stocked for longer stretches (RDMA READ responses of 4-16 KiB complete
- * in bursts), and after 100 us the thread took the receiving back, then
- * ran beside the poller on two cores shared by three busy threads:
- * ib_read_bw 4 KiB moved 3194 MB/s before and 4675 after, 16 KiB 1467
- * and 1763 (alternating pairs on a quiet 2-core VM); 64 KiB and above,
- * Writes and Sends were unchanged within the spread.  A ping-pong never
- * qualifies, so an application that spins on memory between polls (a
- * Write latency test) still has the thread back within 100 us; a
- * stream's last transfer may wait up to 1 ms (the retransmission timer
- * is at least 4 ms) if its poller stops polling before it arrives. */
+ * SR_POLLER_BULK_RECHECK_NS instead: a stream's poller finds its CQ
+ * stocked for longer stretches (Read responses complete in bursts), and
+ * a thread that took the receiving back meanwhile would run beside the
+ * poller.  A ping-pong never qualifies, so an application that spins on
+ * memory between polls (a Write latency test) still has the thread back
+ * within SR_POLLER_RECHECK_NS; a stream's last transfer may wait up to
+ * SR_POLLER_BULK_RECHECK_NS (below the least retransmission timeout) if
+ * its poller stops polling before it arrives. */
 #define SR_POLLER_RECENT_NS 20000ull /* a poll this recent: a poller is at work */
 #define SR_POLLER_RECHECK_NS 100000ull
 #define SR_POLLER_BULK_RECHECK_NS 1000000ull
@@ -162,12 +152,10 @@ static void data_arm(struct sr_context *ctx, bool on)
 /* Is there input that pollers leave alone?  Input waiting now, and
  * still waiting after the grace time, during which no poll received
  * anything.  (A level-triggered epoll_wait that takes nothing away.)
- * Where pollers receive a stream, the sockets are never empty: new
- * datagrams come while the poller takes the last ones.  Asking only
- * whether input waits after the grace then called every stream's input
- * left alone, and the thread, armed for good, received beside the poller
- * (ib_read_bw 64 KiB: the requester's thread took 43% of the datagrams,
- * with the application polling on the other core). */
+ * The "no poll received" test is needed because where pollers receive a
+ * stream, the sockets are never empty: new datagrams come while the
+ * poller takes the last ones, and waiting input alone would call every
+ * stream's input left alone. */
 static bool data_left(struct sr_context *ctx)
 {
 	struct epoll_event ev;
