@@ -42,14 +42,11 @@ bool sr_probe_read(const void *p, size_t n);
 bool sr_atomic_guarded(uint64_t *p, bool cas, uint64_t compare_add, uint64_t swap, uint64_t *orig);
 
 /* Counts this thread as guarding from now until the matching release
- * (they nest): the accesses in between skip the per-access count.  Each
- * guarded access counted itself with two atomic read-modify-writes on a
- * global, and the second, a full barrier, waited for the access's stores
- * to drain: run_guarded was 5.5% of an RDMA READ requester's samples
- * (perf, ib_read_bw 64 KiB), 0.15% with the receive batch held, the
- * copies' own share up by about 2 points.  While a hold lasts, another
- * thread's own fault has the handler read that thread's slot (empty: not
- * ours, handed on), as when a guarded access is under way anywhere.
+ * (they nest): the accesses in between skip the per-access count, two
+ * atomic read-modify-writes on a global of which the second, a full
+ * barrier, waits for the access's stores to drain.  While a hold lasts,
+ * another thread's own fault has the handler read that thread's slot
+ * (empty: not ours, handed on), as when a guarded access is under way anywhere.
  * Hold around bounded work (a receive batch). */
 void sr_guard_hold(void);
 void sr_guard_release(void);

@@ -33,9 +33,8 @@
 #define SR_IW_LA (SR_MPA_LEN_BYTES + SR_DDP_TAGGED_HDR)
 
 /* Where FPDUs are small, a system call each costs more than the copy it
- * saves (1.2 us for a null system call on the 2-core VMs of this
- * project, a 4 KiB copy 0.2-0.4): after two FPDUs in a row whose ULPDUs
- * are at most SR_IW_LA_BIG_MAX_PAY bytes, the look-ahead takes up to SR_IW_LA_BIG
+ * saves (a null system call costs several 4 KiB copies): after two
+ * FPDUs in a row whose ULPDUs are at most SR_IW_LA_BIG_MAX_PAY bytes, the look-ahead takes up to SR_IW_LA_BIG
  * bytes of the stream instead (struct sr_iw_qp.rx_big, allocated on first
  * use), and the FPDUs in it are checked and copied out of it, each byte
  * still placed only after its segment's header was checked.  Larger FPDUs

@@ -41,9 +41,8 @@ static void set_retrans(struct sr_qp *qp, uint64_t now, uint64_t wait)
 
 /* The clock of what is handled now: within a receive batch the batch's
  * (sr_rx_batch_ns, read once per recvmmsg in roce/recv.c) rather than a
- * clock read per packet, which was 2.4% of an RDMA READ requester's
- * samples (16 responses per 64 KiB READ); it is at most one batch's
- * handling early. */
+ * clock read per packet, which a stream of Read responses would pay per
+ * response; it is at most one batch's handling early. */
 static uint64_t comp_now(void)
 {
 	return sr_rx_batch_ns ? sr_rx_batch_ns : sr_now_ns();

@@ -17,10 +17,9 @@
  * CRCs.
  *
  * Where the CPU has AVX-512 too, 256-byte blocks go through sixteen lanes
- * in four 512-bit registers instead (twice the bytes per step; on the
- * 2-core AMD EPYC VMs of this project 30 GB/s became 60, ISA-L's own
- * AVX-512 CRC-32 speed), which fold together at the end by 512, 384, 256
- * and 128 bits rather than one lane after the other.
+ * in four 512-bit registers instead (twice the bytes per step), which
+ * fold together at the end by 512, 384, 256 and 128 bits rather than
+ * one lane after the other.
  *
  * Used where the CPU has VPCLMULQDQ and AVX2 (checked at run time), for
  * buffers of at least SR_CRC_FOLD_MIN bytes; anything else takes the

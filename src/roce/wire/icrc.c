@@ -146,10 +146,9 @@ uint32_t sr_crc32_update(uint32_t crc, const void *buf, size_t len)
 uint32_t sr_crc32c_update(uint32_t crc, const void *buf, size_t len)
 {
 #ifndef SR_HAVE_ISAL
-	/* ISA-L's CRC-32C is as fast as folding: 17-21 GB/s against 11-19
-	 * from 1 to 64 KiB on a VM without AVX-512, 65 against 58-65 on one
-	 * with it.  Its CRC-32 is what folding beats where ISA-L has no
-	 * AVX-512 (8-10 GB/s); with it, both run at about 60. */
+	/* Folding only without ISA-L: ISA-L's CRC-32C (the crc32
+	 * instruction) is at least as fast as folding at every length,
+	 * while its CRC-32 is not, hence sr_crc32_update always folds. */
 	if (sr_crc_fold_update(1, &crc, buf, len, crc32c_bytewise))
 		return crc;
 #endif
