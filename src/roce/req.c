@@ -184,8 +184,9 @@ static void req_local_error(struct sr_qp *qp, struct sr_send_wqe *w, enum ibv_wc
 	sr_qp_to_error(qp, (enum ibv_event_type) - 1);
 }
 
-/* Send the next packet(s) of w. Returns false when the window (or the
- * read/atomic limit) stops us. */
+/* Adds packet h (payload pay, paylen bytes) for av to batch b, which
+ * sends what it holds first when av differs or it is full: one batch, one
+ * destination.  An XRC INI end's requests take the XRC opcodes here. */
 static void batch_add(struct sr_tx_batch *b, const struct sr_av *av, struct sr_pkt *h, const struct iovec *pay,
 		      int npay, uint32_t paylen)
 {
@@ -199,6 +200,8 @@ static void batch_add(struct sr_tx_batch *b, const struct sr_av *av, struct sr_p
 	}
 }
 
+/* Send the next packet(s) of w. Returns false when the window (or the
+ * read/atomic limit) stops us. */
 static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_batch *b)
 {
 	struct sr_roce_qp *r = rqp(qp);

@@ -135,10 +135,10 @@ struct sr_roce_qp {
 	uint64_t stat_drop;
 	uint64_t stat_sport_fallback; /* tx sockets bound to a kernel-chosen port */
 	uint64_t stat_wrong_port;     /* dropped: from the peer's address, not its port */
-	bool no_gso;
-	bool tx_hold;  /* small requests may wait for a batch (req.c; SOFTRDMA_TX_HOLD=0: never) */
-	bool ack_hold; /* ACKs may wait for a request (resp.c; SOFTRDMA_ACK_HOLD=0: never) */
-	int rcvbuf; /* granted SO_RCVBUF of rx_fd */ /* the kernel refused UDP_SEGMENT: one datagram per sendmsg */
+	bool no_gso;		      /* the kernel refused UDP_SEGMENT: one datagram per sendmsg */
+	bool tx_hold;		      /* small requests may wait for a batch (req.c; SOFTRDMA_TX_HOLD=0: never) */
+	bool ack_hold;		      /* ACKs may wait for a request (resp.c; SOFTRDMA_ACK_HOLD=0: never) */
+	int rcvbuf;		      /* granted SO_RCVBUF of rx_fd */
 };
 
 static inline struct sr_roce_qp *rqp(struct sr_qp *qp)

@@ -850,14 +850,11 @@ void ds_progress(struct rsocket *rs, bool force)
  * channel (ibv_req_notify_cq -> sr_progress_chan_armed).  While an
  * application thread polls the CQ, the progress thread leaves receiving
  * to it and looks again only every 0.1 ms, or 1 ms after a poll that
- * received 16 KiB (core/poller.c).  Sleeping on a CQ left armed from an
- * earlier sleep said nothing: the next datagram waited for that recheck,
- * so a round trip took over 1 ms, udpong's client resent (it waits 1 ms)
- * and every resend left one more stale echo queued for good (it reads one
- * datagram per send).  Once backlogged, polls took 16 KiB and more, the
- * recheck became 1 ms, and the duplicates fed themselves: the livelock of
- * udpong -T e -T a -T b and of its default suite.  Returns true if a CQ
- * was not armed: completions before this raised no event, poll again. */
+ * received 16 KiB (core/poller.c).  A sleep on a CQ left armed from an
+ * earlier sleep would say nothing, and the next datagram would wait for
+ * that recheck: longer than a peer that resends after 1 ms waits.
+ * Returns true if a CQ was not armed: completions before this raised no
+ * event, poll again. */
 bool ds_arm(struct rsocket *rs)
 {
 	bool armed = false;
