@@ -17,33 +17,11 @@
 # takes a network namespace of its own; SR_BUILD_DIR names the build
 # (default build/).  Benchmarks are not tests: nothing here passes or fails.
 set -uo pipefail
-case ${1:-} in
--h | --help)
-	sed -n '2,/^set -uo/{/^set -uo/d;s/^# \{0,1\}//;p}' "$0"
-	exit 0
-	;;
--*)
-	echo "usage: bench/ceph.sh [OUTDIR]  (--help)" >&2
-	exit 2
-	;;
-esac
 here=$(cd "$(dirname "$0")/.." && pwd)
-export SR_SOURCE_DIR=$here SR_BUILD_DIR=${SR_BUILD_DIR:-$here/build}
-out=${1:-$here/bench/results/ceph-$(date +%Y%m%d-%H%M%S)}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
+# shellcheck source=bench/lib.sh
+. "$here/bench/lib.sh"
+bench_start ceph "bench/ceph.sh [OUTDIR]" "messenger,object,mode,mbs,iops,lat_ms" "$@"
 DUR=${BENCH_SECONDS:-5}
-if [ "${SR_PRIVATE_NETNS:-1}" = 1 ] && [ -z "${SR_IN_PRIVATE_NETNS:-}" ] && [ "$(id -u)" -eq 0 ] &&
-	unshare -n true 2>/dev/null; then
-	export SR_IN_PRIVATE_NETNS=1
-	# shellcheck disable=SC2016 # expanded by the inner shell
-	exec unshare -n -- bash -c 'ip link set lo up && exec bash "$0" "$1"' "$0" "$out"
-fi
-csv=$out/results.csv
-log=$out/log.txt
-echo "messenger,object,mode,mbs,iops,lat_ms" >"$csv"
-: >"$log"
-load0=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # shellcheck source=tests/conformance/lib.sh
 . "$here/tests/conformance/lib.sh"

@@ -39,25 +39,12 @@
 # here passes or fails.
 set -uo pipefail
 quick=${BENCH_QUICK:-0}
-case ${1:-} in
--h | --help)
-	sed -n '2,/^set -uo/{/^set -uo/d;s/^# \{0,1\}//;p}' "$0"
-	exit 0
-	;;
---quick) quick=1 && shift ;;
--*)
-	echo "usage: bench/consumers.sh [--quick] [OUTDIR]  (--help)" >&2
-	exit 2
-	;;
-esac
+[ "${1:-}" = --quick ] && quick=1 && shift
 export BENCH_QUICK=$quick
 here=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
 . "$here/bench/lib.sh"
-export SR_SOURCE_DIR=$here SR_BUILD_DIR=${SR_BUILD_DIR:-$here/build}
-out=${1:-$here/bench/results/consumers-$(date +%Y%m%d-%H%M%S)}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-bench_own_netns "$0" "$out"
+bench_start consumers "bench/consumers.sh [--quick] [OUTDIR]" "topology,program,transport,metric,size,value,unit" "$@"
 SECTIONS=" ${BENCH_SECTIONS:-mpi ucx perftest iser ceph} "
 want() { case $SECTIONS in *" $1 "*) return 0 ;; esac; return 1; }
 TOPOS=${BENCH_TOPOLOGIES:-loopback netns}
@@ -66,11 +53,6 @@ if [ "$quick" = 1 ]; then
 else
 	DUR=${BENCH_SECONDS:-3} LAT_ITERS=${BENCH_ITERS:-10000} BW_ITERS=2000 MPI_SCALE=4
 fi
-csv=$out/results.csv
-log=$out/log.txt
-echo "topology,program,transport,metric,size,value,unit" >"$csv"
-: >"$log"
-load0=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # shellcheck source=tests/conformance/lib.sh
 . "$here/tests/conformance/lib.sh"

@@ -35,6 +35,41 @@ bench_own_netns() {
 	fi
 }
 
+# bench_start NAME USAGE HEADER [OUTDIR]: the common start of a bench
+# script, called at its top level with the script's arguments after its
+# own options: --help prints the script's header comment, another option
+# is a usage error (USAGE is the line shown); sets `out` to OUTDIR
+# (default bench/results/NAME-<timestamp>), made and absolute; as root
+# moves the run into a network namespace of its own (bench_own_netns);
+# then starts `csv` (HEADER its first line) and `log`, and keeps the load
+# average at the start in `load0`, to print beside the results.
+# shellcheck disable=SC2154 # here: the calling script's source root
+bench_start() {
+	local name=$1 usage=$2 header=$3
+	shift 3
+	case ${1:-} in
+	-h | --help)
+		sed -n '2,/^set -uo/{/^set -uo/d;s/^# \{0,1\}//;p}' "$0"
+		exit 0
+		;;
+	-*)
+		echo "usage: $usage  (--help)" >&2
+		exit 2
+		;;
+	esac
+	export SR_SOURCE_DIR=$here SR_BUILD_DIR=${SR_BUILD_DIR:-$here/build}
+	out=${1:-$here/bench/results/$name-$(date +%Y%m%d-%H%M%S)}
+	mkdir -p "$out"
+	out=$(cd "$out" && pwd)
+	bench_own_netns "$0" "$out"
+	csv=$out/results.csv
+	log=$out/log.txt
+	echo "$header" >"$csv"
+	: >"$log"
+	# shellcheck disable=SC2034 # read by the calling script
+	load0=$(cut -d' ' -f1-3 /proc/loadavg)
+}
+
 # bench_ucx LOG SERVER-AT CLIENT-AT NS ADDR TLS DEVICES TEST SIZE ITERS:
 # one ucx_perftest pair, UCX_TLS=TLS and UCX_NET_DEVICES=DEVICES on both
 # ends; SERVER-AT and CLIENT-AT name arrays holding each end's command

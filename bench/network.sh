@@ -34,36 +34,17 @@
 # nothing here passes or fails.  Takes about 8 minutes at 5 s a run.
 # BENCH_SECTIONS (default "loss rtt bottleneck iser") picks the parts.
 set -uo pipefail
-case ${1:-} in
--h | --help)
-	sed -n '2,/^set -uo/{/^set -uo/d;s/^# \{0,1\}//;p}' "$0"
-	exit 0
-	;;
--*)
-	echo "usage: bench/network.sh [OUTDIR]  (--help)" >&2
-	exit 2
-	;;
-esac
 here=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
 . "$here/bench/lib.sh"
-export SR_SOURCE_DIR=$here SR_BUILD_DIR=${SR_BUILD_DIR:-$here/build}
-out=${1:-$here/bench/results/network-$(date +%Y%m%d-%H%M%S)}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
 [ "$(id -u)" -eq 0 ] || {
 	echo "bench/network.sh needs root (network namespaces, nftables, tc)" >&2
 	exit 77
 }
-# the whole run in a network namespace of its own, as bench/storage.sh
-bench_own_netns "$0" "$out"
+bench_start network "bench/network.sh [OUTDIR]" "section,transport,condition,value,unit" "$@"
 DUR=${BENCH_SECONDS:-5}
 SECTIONS=" ${BENCH_SECTIONS:-loss rtt bottleneck iser} "
 want() { case $SECTIONS in *" $1 "*) return 0 ;; esac; return 1; }
-csv=$out/results.csv
-log=$out/log.txt
-echo "section,transport,condition,value,unit" >"$csv"
-: >"$log"
-load0=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # shellcheck source=tests/conformance/lib.sh
 . "$here/tests/conformance/lib.sh"

@@ -21,34 +21,13 @@
 # SR_BUILD_DIR names the build (default build/).  Benchmarks are not
 # tests: nothing here passes or fails.
 set -uo pipefail
-case ${1:-} in
--h | --help)
-	sed -n '2,/^set -uo/{/^set -uo/d;s/^# \{0,1\}//;p}' "$0"
-	exit 0
-	;;
--*)
-	echo "usage: bench/storage.sh [OUTDIR]  (--help)" >&2
-	exit 2
-	;;
-esac
 here=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
 . "$here/bench/lib.sh"
-export SR_SOURCE_DIR=$here SR_BUILD_DIR=${SR_BUILD_DIR:-$here/build}
-out=${1:-$here/bench/results/storage-$(date +%Y%m%d-%H%M%S)}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
+# as root, in a network namespace of its own (SR_PRIVATE_NETNS=0 keeps the
+# caller's): its softrdmad and ports are its own
+bench_start storage "bench/storage.sh [OUTDIR]" "topology,transport,metric,value,unit" "$@"
 DUR=${BENCH_SECONDS:-5}
-# As root, the whole run moves into a network namespace of its own (lo
-# only; ip netns still makes the two hosts inside it), so its softrdmad
-# and ports are its own (lib.sh's re-run for tests would drop OUTDIR).
-# SR_PRIVATE_NETNS=0 keeps the caller's.
-bench_own_netns "$0" "$out"
-csv=$out/results.csv
-log=$out/log.txt
-echo "topology,transport,metric,value,unit" >"$csv"
-: >"$log"
-# the load others put on the machine meanwhile, beside the numbers
-load0=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # lib.sh (the conformance tests' harness) starts and stops tgtd, makes
 # the namespaces and cleans up at exit; its check lines go to the log.
