@@ -94,13 +94,10 @@ static void restart_timer(struct sr_qp *qp)
 uint64_t sr_comp_deadline(struct sr_qp *qp)
 {
 	struct sr_roce_qp *r = rqp(qp);
-	uint64_t d = 0, c[3] = { r->retrans_deadline, r->rnr_deadline, r->ack_deadline };
 	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD)
 		return 0;
-	for (int i = 0; i < 3; i++)
-		if (c[i] && (!d || c[i] < d))
-			d = c[i];
-	return d;
+	uint64_t d = r->retrans_deadline, rnr = r->rnr_deadline;
+	return !d || (rnr && rnr < d) ? rnr : d; /* the earlier, 0 = none */
 }
 
 /* Fail the WQE holding psn with status and take the QP to error. */
@@ -405,8 +402,6 @@ void sr_comp_timer(struct sr_qp *qp, uint64_t now)
 
 	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD)
 		return;
-	if (r->ack_deadline && now >= r->ack_deadline)
-		sr_resp_flush_ack(qp); /* no request came to carry it */
 	if (r->rnr_deadline && now >= r->rnr_deadline) {
 		r->rnr_deadline = 0;
 		sr_req_go_back(qp, r->rnr_psn);

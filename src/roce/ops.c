@@ -192,6 +192,7 @@ static void roce_rq_kick(struct sr_qp *qp)
 
 static void roce_on_timer(struct sr_qp *qp, uint64_t now)
 {
+	sr_resp_timer(qp, now);
 	sr_comp_timer(qp, now);
 	if (sr_faults_on(qp))
 		sr_roce_fault_timer(qp, now);
@@ -201,9 +202,10 @@ static uint64_t roce_next_deadline(struct sr_qp *qp)
 {
 	if (!qp->tp)
 		return 0;
+	uint64_t d = sr_fault_earlier(sr_comp_deadline(qp), sr_resp_deadline(qp));
 	if (sr_faults_on(qp))
-		return sr_fault_earlier(sr_comp_deadline(qp), sr_fault_deadline(qp));
-	return sr_comp_deadline(qp);
+		return sr_fault_earlier(d, sr_fault_deadline(qp));
+	return d;
 }
 
 const struct sr_transport_ops sr_roce_ops = {

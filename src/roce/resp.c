@@ -160,6 +160,23 @@ void sr_resp_flush_ack(struct sr_qp *qp)
 /* A QP that posted a send this recently is in a conversation. */
 #define SR_ACK_CONVERSATION_NS 1000000ull
 
+uint64_t sr_resp_deadline(struct sr_qp *qp)
+{
+	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD)
+		return 0;
+	return rqp(qp)->ack_deadline;
+}
+
+void sr_resp_timer(struct sr_qp *qp, uint64_t now)
+{
+	struct sr_roce_qp *r = rqp(qp);
+
+	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD)
+		return;
+	if (r->ack_deadline && now >= r->ack_deadline)
+		sr_resp_flush_ack(qp); /* no request came to carry it */
+}
+
 void sr_resp_end_batch(struct sr_qp *qp)
 {
 	struct sr_roce_qp *r = rqp(qp);

@@ -224,6 +224,10 @@ void sr_resp_flush_ack(struct sr_qp *qp);
  * message then arrives before our ACK, and a peer polling for the ACK
  * receives it too, with no thread handoff). */
 void sr_resp_end_batch(struct sr_qp *qp);
+/* The held ACK's deadline (0: none, or the QP neither RTS nor SQD) ... */
+uint64_t sr_resp_deadline(struct sr_qp *qp);
+/* ... and the QP's timer pass at now: the ACK goes if that is due. */
+void sr_resp_timer(struct sr_qp *qp, uint64_t now);
 /* While qp (NULL: none) receives a batch on this thread, its responses to
  * small READs and its atomic ACKs wait to leave together at
  * sr_resp_end_batch, in one sendmmsg, instead of one each; NULL also
