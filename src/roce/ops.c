@@ -58,11 +58,11 @@ static int roce_qp_create(struct sr_qp *qp)
 	 * each RoCE packet as the wire carries it) */
 	const char *gso = getenv("SOFTRDMA_GSO");
 	r->no_gso = gso && !strcmp(gso, "0");
-	/* the batching of small requests and the holding of ACKs can be
+	/* deferring small requests for a batch and delaying ACKs can be
 	 * turned off, to compare (bench/run.sh) */
 	const char *th = getenv("SOFTRDMA_TX_HOLD"), *ah = getenv("SOFTRDMA_ACK_HOLD");
-	r->tx_hold = !th || strcmp(th, "0");
-	r->ack_hold = !ah || strcmp(ah, "0");
+	r->tx_defer_on = !th || strcmp(th, "0");
+	r->delayed_ack_on = !ah || strcmp(ah, "0");
 	r->tx4 = r->tx6 = r->rx_fd = -1;
 	qp->tp = r;
 	return 0;

@@ -324,7 +324,7 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
  * newly posted WQE waits to leave together with those posted after it, in
  * one sendmsg, instead of a system call each.  The ACK that comes back
  * releases them (the receive path calls sr_req_progress), as does a full
- * batch.  The last packet sent before a hold asked for an ACK: it was the
+ * batch.  The last packet sent before a deferral asked for an ACK: it was the
  * last WQE queued when it left.
  *
  * With less in flight, a message goes at once (a ping-pong, the start of
@@ -333,26 +333,26 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
  * poll (or arming a CQ) releases the burst (sr_qp_park), as does the ACK
  * of what is in flight.  An application that spins on memory
  * instead of polling never has its sends parked this way: the ACK it would
- * wait for may itself wait for its next request (resp.c, ack_hold). */
-#define SR_TX_HOLD_INFLIGHT 8 /* packets unacknowledged */
-#define SR_TX_HOLD_WQES 32    /* waiting WQEs that make a batch worth sending */
-#define SR_TX_HOLD_LEN 16384u /* only messages this small wait */
+ * wait for may itself wait for its next request (resp.c, delayed_ack_on). */
+#define SR_TX_DEFER_INFLIGHT 8 /* packets unacknowledged */
+#define SR_TX_DEFER_WQES 32    /* waiting WQEs that make a batch worth sending */
+#define SR_TX_DEFER_LEN 16384u /* only messages this small wait */
 
-static bool tx_hold(struct sr_qp *qp, uint64_t now)
+static bool tx_defer(struct sr_qp *qp, uint64_t now)
 {
 	struct sr_roce_qp *r = rqp(qp);
 	struct sr_sq *sq = &qp->sq;
 
-	if (!r->tx_hold || sr_qp_transport(qp) != IBV_QPT_RC || qp->attr.qp_state != IBV_QPS_RTS)
+	if (!r->tx_defer_on || sr_qp_transport(qp) != IBV_QPT_RC || qp->attr.qp_state != IBV_QPS_RTS)
 		return false;
 	bool burst = sr_post_in_burst(qp, now);
-	if (sq->head - sq->cur >= SR_TX_HOLD_WQES)
+	if (sq->head - sq->cur >= SR_TX_DEFER_WQES)
 		return false;
 	struct sr_send_wqe *w = sr_sq_wqe(sq, sq->head - 1);
-	if (w->state != SR_WQE_POSTED || w->length > SR_TX_HOLD_LEN)
+	if (w->state != SR_WQE_POSTED || w->length > SR_TX_DEFER_LEN)
 		return false;
 	int inflight = psn_diff(r->next_psn, r->una_psn);
-	if (inflight >= SR_TX_HOLD_INFLIGHT)
+	if (inflight >= SR_TX_DEFER_INFLIGHT)
 		return true;
 	return inflight > 0 && burst && sr_qp_park(qp);
 }
@@ -372,7 +372,7 @@ bool sr_req_progress_kick(struct sr_qp *qp, bool kick)
 			sr_resp_flush_ack(qp); /* the application posted: no request will carry it */
 		return false;
 	}
-	if (kick && tx_hold(qp, r->last_post_ns)) {
+	if (kick && tx_defer(qp, r->last_post_ns)) {
 		if (r->ack_deadline)
 			sr_resp_flush_ack(qp); /* our requests wait: the peer's may wait for this */
 		return false;

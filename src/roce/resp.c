@@ -156,7 +156,7 @@ void sr_resp_flush_ack(struct sr_qp *qp)
 
 /* Longest an ACK waits for the QP's next request; an application that
  * answers a message does so within microseconds unless descheduled. */
-#define SR_ACK_HOLD_NS 50000ull
+#define SR_DELAYED_ACK_MAX_NS 50000ull
 /* A QP that posted a send this recently is in a conversation. */
 #define SR_ACK_CONVERSATION_NS 1000000ull
 
@@ -183,21 +183,21 @@ void sr_resp_end_batch(struct sr_qp *qp)
 	resp_tx_flush(qp);
 	if (!r || !r->ack_pending)
 		return;
-	/* Hold it only between messages (mid-message ACKs keep the peer's
+	/* Delay it only between messages (mid-message ACKs keep the peer's
 	 * window open) and only on a QP whose application sends too: a
 	 * one-way stream's receiver never posts, and gets its ACKs at once.
-	 * What can be held is the ACK of plain WRITEs: a message with a
+	 * What can be delayed is the ACK of plain WRITEs: a message with a
 	 * receive completion was acknowledged before its completion
 	 * (ack_before_completion).  A process that sees a WRITE's data and
-	 * _exits within SR_ACK_HOLD_NS without posting or destroying the QP
+	 * _exits within SR_DELAYED_ACK_MAX_NS without posting or destroying the QP
 	 * takes the ACK with it (the peer retries, then fails): the price of
 	 * a WRITE ping-pong with no thread handoff. */
 	uint64_t now = sr_now_ns();
-	if (r->ack_hold && sr_qp_transport(qp) == IBV_QPT_RC && qp->attr.qp_state == IBV_QPS_RTS && !r->in_send &&
+	if (r->delayed_ack_on && sr_qp_transport(qp) == IBV_QPT_RC && qp->attr.qp_state == IBV_QPS_RTS && !r->in_send &&
 	    !r->in_write && r->last_post_ns && now - r->last_post_ns < SR_ACK_CONVERSATION_NS) {
 		if (!r->ack_deadline) {
-			r->ack_deadline = now + SR_ACK_HOLD_NS;
-			sr_qp_timer_arm_slack(qp, r->ack_deadline, 4 * SR_ACK_HOLD_NS);
+			r->ack_deadline = now + SR_DELAYED_ACK_MAX_NS;
+			sr_qp_timer_arm_slack(qp, r->ack_deadline, 4 * SR_DELAYED_ACK_MAX_NS);
 		}
 		if (now < r->ack_deadline)
 			return;

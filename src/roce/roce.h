@@ -122,8 +122,8 @@ struct sr_roce_qp {
 	uint64_t write_resid; /* bytes the RETH announced that are still due */
 	uint32_t write_len;   /* RETH length, for WRITE_WITH_IMM byte_len */
 	bool ack_pending;
-	/* An ACK held back to leave behind this QP's next request (see
-	 * sr_resp_end_batch): when it must go at the latest, 0 = not held */
+	/* A delayed ACK, waiting to leave behind this QP's next request (see
+	 * sr_resp_end_batch): when it must go at the latest, 0 = none */
 	uint64_t ack_deadline;
 	uint64_t last_post_ns;	 /* the application last posted a send WR */
 	bool uc_drop;		 /* UC: dropping the rest of a damaged message */
@@ -136,9 +136,9 @@ struct sr_roce_qp {
 	uint64_t stat_sport_fallback; /* tx sockets bound to a kernel-chosen port */
 	uint64_t stat_wrong_port;     /* dropped: from the peer's address, not its port */
 	bool no_gso;		      /* the kernel refused UDP_SEGMENT: one datagram per sendmsg */
-	bool tx_hold;		      /* small requests may wait for a batch (req.c; SOFTRDMA_TX_HOLD=0: never) */
-	bool ack_hold;		      /* ACKs may wait for a request (resp.c; SOFTRDMA_ACK_HOLD=0: never) */
-	int rcvbuf;		      /* granted SO_RCVBUF of rx_fd */
+	bool tx_defer_on; /* small requests may be deferred for a batch (req.c, tx_defer; SOFTRDMA_TX_HOLD=0: never) */
+	bool delayed_ack_on; /* ACKs may be delayed for a request (resp.c; SOFTRDMA_ACK_HOLD=0: never) */
+	int rcvbuf;	     /* granted SO_RCVBUF of rx_fd */
 };
 
 static inline struct sr_roce_qp *rqp(struct sr_qp *qp)
@@ -220,7 +220,7 @@ uint64_t sr_timeout_ns(uint8_t timeout);
 void sr_resp_rx(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_env *env);
 void sr_resp_flush_ack(struct sr_qp *qp);
 /* After a batch of received packets: send the ACK they asked for now, or
- * hold it for the QP's next request (a conversation: the peer's next
+ * delay it for the QP's next request (a conversation: the peer's next
  * message then arrives before our ACK, and a peer polling for the ACK
  * receives it too, with no thread handoff). */
 void sr_resp_end_batch(struct sr_qp *qp);
