@@ -339,7 +339,7 @@ static int iw_qp_create(struct sr_qp *qp)
 	qp->ibqp.qp_base.qp_num = qpn;
 	pthread_mutex_unlock(&ctx->lock);
 	const char *th = getenv("SOFTRDMA_TX_HOLD");
-	w->tx_hold = !th || strcmp(th, "0");
+	w->tx_defer_on = !th || strcmp(th, "0");
 	qp->tp = w;
 	return 0;
 }
@@ -477,18 +477,18 @@ static bool iw_drained(struct sr_qp *qp)
  * do messages while a batch is still going out.  An application that
  * posts a burst and then does not poll has it sent by the progress
  * thread (sr_qp_park). */
-#define SR_IW_HOLD_WQES 16    /* waiting messages that make a batch */
-#define SR_IW_HOLD_LEN 16384u /* only messages this small wait */
+#define SR_IW_DEFER_WQES 16    /* waiting messages that make a batch */
+#define SR_IW_DEFER_LEN 16384u /* only messages this small wait */
 
-static bool iw_tx_hold(struct sr_qp *qp, uint64_t now)
+static bool iw_tx_defer(struct sr_qp *qp, uint64_t now)
 {
 	struct sr_iw_qp *w = iqp(qp);
 	struct sr_sq *sq = &qp->sq;
 
-	if (!w->tx_hold || !w->connected || qp->attr.qp_state != IBV_QPS_RTS)
+	if (!w->tx_defer_on || !w->connected || qp->attr.qp_state != IBV_QPS_RTS)
 		return false;
-	if (!sr_post_in_burst(qp, now) || w->txb.sent != w->txb.total || sq->head - sq->cur >= SR_IW_HOLD_WQES ||
-	    sr_sq_wqe(sq, sq->head - 1)->length > SR_IW_HOLD_LEN)
+	if (!sr_post_in_burst(qp, now) || w->txb.sent != w->txb.total || sq->head - sq->cur >= SR_IW_DEFER_WQES ||
+	    sr_sq_wqe(sq, sq->head - 1)->length > SR_IW_DEFER_LEN)
 		return false;
 	return sr_qp_park(qp);
 }
@@ -498,9 +498,9 @@ static void iw_sq_kick(struct sr_qp *qp)
 	struct sr_iw_qp *w = iqp(qp);
 	uint64_t now = sr_now_ns();
 
-	/* held for a burst, or the socket is full: then the progress thread
+	/* deferred for a burst, or the socket is full: then the progress thread
 	 * sends it on EPOLLOUT, and a sendmsg now would only fail */
-	if (w && (iw_tx_hold(qp, now) || w->epollout)) {
+	if (w && (iw_tx_defer(qp, now) || w->epollout)) {
 		qp->post_end_ns = now;
 		return;
 	}

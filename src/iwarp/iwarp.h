@@ -262,8 +262,8 @@ struct sr_iw_qp {
 	bool close_pending, close_fired;
 	enum sr_iw_close_reason close_reason;
 	uint64_t stat_fpdus_rx, stat_fpdus_tx;
-	/* a burst of small posts held for one sendmsg (iwarp.c, iw_tx_hold) */
-	bool tx_hold; /* allowed (SOFTRDMA_TX_HOLD=0: never) */
+	/* a burst of small posts deferred for one sendmsg (iwarp.c, iw_tx_defer) */
+	bool tx_defer_on; /* allowed (SOFTRDMA_TX_HOLD=0: never) */
 };
 
 static inline struct sr_iw_qp *iqp(struct sr_qp *qp)
