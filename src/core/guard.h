@@ -28,7 +28,7 @@
 /* Installs the handler (once per process). */
 void sr_guard_init(void);
 
-/* sr_place (sr.h) under the guard: false if a page of dst was not
+/* sr_place (core/place.h) under the guard: false if a page of dst was not
  * there to write. */
 bool sr_place_guarded(void *dst, const void *src, size_t n);
 

@@ -1,6 +1,6 @@
 /* Protection domains, memory regions and the key table.
  *
- * A key is 32 random bits (sr.h, sr_key_slot): its upper 24 are unique
+ * A key is 32 random bits (core/loc.h, sr_key_slot): its upper 24 are unique
  * among the context's live keys and find the region's slot through a
  * hash map, so no table index shows in a key (rxe builds its keys from
  * the index and 8 random bits).  A peer that saw keys cannot guess the

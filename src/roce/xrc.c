@@ -9,7 +9,7 @@
 #include "roce/roce.h"
 
 /* Requests to a TGT QP (qp->lock held): bound to their SRQ while the
- * responder handles them (core/sr.h: qp->srq, rcq and rpd). */
+ * responder handles them (core/obj_queue.h: qp->srq, rcq and rpd). */
 void sr_roce_xrc_resp_rx(struct sr_qp *qp, struct sr_pkt *pkt, const struct sr_rx_env *env)
 {
 	struct sr_srq *srq = sr_xrc_srq_find(qp, pkt->xrc_srqn);

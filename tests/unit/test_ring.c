@@ -1,4 +1,4 @@
-/* The work queues' rings (core/sr.h): free-running 32-bit indices name
+/* The work queues' rings (core/obj_queue.h): free-running 32-bit indices name
  * consecutive slots everywhere, across 2^32 too, so that no max_wr
  * outstanding WQEs ever share a slot however long a QP lives; the ring
  * has room for max_wr; a UD slot's destination is found back from its
