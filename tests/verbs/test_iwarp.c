@@ -33,99 +33,6 @@
 #define MiB (1024u * 1024u)
 
 /* ------------------------------------------------------------------ */
-/* sockets and MPA                                                      */
-/* ------------------------------------------------------------------ */
-
-/* A connected pair over 127.0.0.1 (fds[0] connected, fds[1] accepted). */
-static bool tcp_pair(int fds[2])
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t al = sizeof(a);
-	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-
-	fds[0] = fds[1] = -1;
-	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1) ||
-	    getsockname(l, (struct sockaddr *)&a, &al)) {
-		if (l >= 0)
-			close(l);
-		return false;
-	}
-	fds[0] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fds[0] < 0 || connect(fds[0], (struct sockaddr *)&a, sizeof(a))) {
-		close(l);
-		return false;
-	}
-	fds[1] = accept4(l, NULL, NULL, SOCK_CLOEXEC);
-	close(l);
-	setsockopt(fds[0], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	setsockopt(fds[1], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	return fds[1] >= 0;
-}
-
-struct mpa_opts {
-	bool crc;
-	uint8_t rev;
-	uint16_t ird, ord;
-	int rtr;    /* enum sr_mpa_rtr: peer-to-peer with this RTR */
-	int sndbuf; /* SO_SNDBUF of both sockets, 0 for the default */
-};
-
-/* The MPA exchange as the CM does it: fds[0] is the initiator.  Fills the
- * conn params of both ends from what was negotiated. */
-static bool mpa_exchange(int fds[2], const struct mpa_opts *o, struct sr_iw_conn_params p[2])
-{
-	static const char pd_req[] = "softrdma test: request", pd_rep[] = "reply";
-	uint8_t buf[600];
-	struct sr_mpa_rr req, rep, got_req, got_rep;
-	int n;
-
-	memset(&req, 0, sizeof(req));
-	req.rev = o->rev;
-	req.crc = o->crc;
-	if (o->rev >= 2)
-		sr_mpa_rr_set_v2(&req, o->ird, o->ord, o->rtr != 0, o->rtr ? 1u << o->rtr : 0);
-	req.pd = (const uint8_t *)pd_req;
-	req.pd_len = sizeof(pd_req);
-	n = sr_mpa_rr_build(buf, sizeof(buf), &req);
-	if (n <= 0 || !vt_write_all(fds[0], buf, (size_t)n))
-		return false;
-	if (!vt_read_mpa(fds[1], buf, &got_req) || got_req.reply || got_req.pd_len != sizeof(pd_req) ||
-	    memcmp(got_req.pd, pd_req, sizeof(pd_req)))
-		return false;
-	memset(&rep, 0, sizeof(rep));
-	rep.reply = true;
-	rep.rev = got_req.rev;
-	rep.crc = got_req.crc;
-	if (got_req.enhanced)
-		sr_mpa_rr_set_v2(&rep, sr_mpa_ord(&got_req), sr_mpa_ird(&got_req), o->rtr != 0,
-				 o->rtr ? 1u << sr_mpa_rr_rtr(&got_req) : 0);
-	rep.pd = (const uint8_t *)pd_rep;
-	rep.pd_len = sizeof(pd_rep);
-	n = sr_mpa_rr_build(buf, sizeof(buf), &rep);
-	if (n <= 0 || !vt_write_all(fds[1], buf, (size_t)n))
-		return false;
-	if (!vt_read_mpa(fds[0], buf, &got_rep) || !got_rep.reply || got_rep.pd_len != sizeof(pd_rep))
-		return false;
-	memset(p, 0, 2 * sizeof(*p));
-	for (int i = 0; i < 2; i++) {
-		p[i].fd = fds[i];
-		p[i].crc = got_req.crc || got_rep.crc;
-		p[i].mpa_rev = got_rep.rev;
-		p[i].rtr = sr_mpa_rr_rtr(&got_rep);
-		p[i].initiator = i == 0;
-	}
-	/* each side's IRD is what it offered, its ORD what the other offered */
-	p[0].ird = sr_mpa_ird(&req);
-	p[0].ord = sr_mpa_ird(&got_rep);
-	p[1].ird = sr_mpa_ird(&got_rep);
-	p[1].ord = sr_mpa_ird(&got_req);
-	if (!got_req.enhanced) {
-		p[0].ird = p[0].ord = p[1].ird = p[1].ord = 16;
-	}
-	return true;
-}
-
-/* ------------------------------------------------------------------ */
 /* QPs                                                                  */
 /* ------------------------------------------------------------------ */
 
@@ -235,19 +142,19 @@ struct conn {
 	int fds[2];
 };
 
-static bool conn_up(struct side s[2], const struct mpa_opts *o, struct conn *c)
+static bool conn_up(struct side s[2], const struct vt_mpa_opts *o, struct conn *c)
 {
 	struct sr_iw_conn_params p[2];
 
 	c->s = s;
-	if (!tcp_pair(c->fds))
+	if (!vt_tcp_pair(c->fds))
 		return false;
 	if (o->sndbuf) {
 		/* small buffers: sendmsg takes part of a batch of FPDUs */
 		for (int i = 0; i < 2; i++)
 			setsockopt(c->fds[i], SOL_SOCKET, SO_SNDBUF, &o->sndbuf, sizeof(o->sndbuf));
 	}
-	if (!mpa_exchange(c->fds, o, p))
+	if (!vt_mpa_exchange(c->fds, o, p))
 		return false;
 	for (int i = 0; i < 2; i++) {
 		p[i].on_close = on_close;
@@ -856,7 +763,7 @@ static void test_late_receive(struct side s[2], const char *tag)
  * held QP no kick, the QP looks at the SRQ again every ms. */
 static void test_late_receive_srq(void)
 {
-	struct mpa_opts o = { .crc = true, .rev = 2, .ird = 4, .ord = 4 };
+	struct vt_mpa_opts o = { .crc = true, .rev = 2, .ird = 4, .ord = 4 };
 	struct side s[2];
 	struct ibv_srq *srq = NULL;
 	struct conn c;
@@ -896,7 +803,7 @@ static void test_late_receive_srq(void)
 }
 
 /* Reads need REMOTE_READ on the target; give b that too. */
-static void test_data(const struct mpa_opts *o, const char *tag, bool throughput)
+static void test_data(const struct vt_mpa_opts *o, const char *tag, bool throughput)
 {
 	struct side s[2];
 	struct conn c;
@@ -981,7 +888,7 @@ static void test_unmapped(void)
 		{ "a 6000-byte Read", IBV_WR_RDMA_READ, 6000 },
 	};
 	const unsigned acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-	struct mpa_opts o = { .crc = true, .rev = 2, .ird = 4, .ord = 4 };
+	struct vt_mpa_opts o = { .crc = true, .rev = 2, .ird = 4, .ord = 4 };
 
 	SECTION("a Write or Read aimed at registered memory the application unmapped");
 #ifdef SR_TSAN
@@ -1051,7 +958,7 @@ static void test_sge_bounds(void)
 		  IBV_WC_GENERAL_ERR },
 	};
 	const unsigned acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-	struct mpa_opts o = { .crc = true, .rev = 2, .ird = 4, .ord = 4 };
+	struct vt_mpa_opts o = { .crc = true, .rev = 2, .ird = 4, .ord = 4 };
 	const uint32_t len = 200, blen = 8192;
 
 	SECTION("SGEs past their region's bounds, and a bad lkey: siw's statuses");
@@ -1119,7 +1026,7 @@ struct raw {
 static bool raw_up(struct raw *r, bool crc, int rtr, bool post_recv)
 {
 	const unsigned acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-	struct mpa_opts o = { .crc = crc, .rev = 2, .ird = 4, .ord = 4, .rtr = rtr };
+	struct vt_mpa_opts o = { .crc = crc, .rev = 2, .ird = 4, .ord = 4, .rtr = rtr };
 	struct sr_iw_conn_params p[2];
 	int fds[2];
 
@@ -1137,7 +1044,7 @@ static bool raw_up(struct raw *r, bool crc, int rtr, bool post_recv)
 	memcpy(r->snap, r->tgt.p, 8192);
 	if (post_recv && vt_post_recv(r->v.qp, 77, r->rbuf.p, 200, r->rbuf.mr->lkey))
 		return false;
-	if (!tcp_pair(fds) || !mpa_exchange(fds, &o, p))
+	if (!vt_tcp_pair(fds) || !vt_mpa_exchange(fds, &o, p))
 		return false;
 	r->fd = fds[0];
 	p[1].on_close = on_close;
@@ -1861,7 +1768,7 @@ static void test_device(void)
 		p.fd = socket(AF_INET, SOCK_STREAM, 0);
 		CHECK_RC(sr_iw_qp_connect(s.qp, &p), ENOTCONN, "sr_iw_qp_connect on an unconnected socket");
 		close(p.fd);
-		if (tcp_pair(fds)) {
+		if (vt_tcp_pair(fds)) {
 			p.fd = fds[0];
 			p.mpa_rev = 3;
 			CHECK_RC(sr_iw_qp_connect(s.qp, &p), EINVAL, "MPA revision 3");
@@ -1883,28 +1790,28 @@ static void test_device(void)
 
 int main(int argc, char **argv)
 {
-	struct mpa_opts o;
+	struct vt_mpa_opts o;
 
 	vt_begin_args("test_iwarp", 240, argc, argv);
 	vt_seed(0x1fa4c3);
 	VT_RUN(test_device());
 
-	o = (struct mpa_opts){ .crc = true, .rev = 2, .ird = 16, .ord = 16 };
+	o = (struct vt_mpa_opts){ .crc = true, .rev = 2, .ird = 16, .ord = 16 };
 	VT_CASE("MPA rev 2, CRC on", test_data(&o, "MPA rev 2, CRC on", true));
-	o = (struct mpa_opts){ .crc = false, .rev = 2, .ird = 4, .ord = 4 };
+	o = (struct vt_mpa_opts){ .crc = false, .rev = 2, .ird = 4, .ord = 4 };
 	VT_CASE("CRC off, IRD/ORD 4", test_data(&o, "CRC off, IRD/ORD 4", true));
-	o = (struct mpa_opts){ .crc = true, .rev = 1 };
+	o = (struct vt_mpa_opts){ .crc = true, .rev = 1 };
 	VT_CASE("MPA rev 1", test_data(&o, "MPA rev 1", false));
 	/* Read Responses go out in batches; with the socket taking a part at
 	 * a time, the IRQ slot of each must be free once its last byte is
 	 * out, or the peer's next Read overflows the IRD it was granted */
-	o = (struct mpa_opts){ .crc = true, .rev = 2, .ird = 8, .ord = 8, .sndbuf = 4096 };
+	o = (struct vt_mpa_opts){ .crc = true, .rev = 2, .ird = 8, .ord = 8, .sndbuf = 4096 };
 	VT_CASE("small socket buffers", test_data(&o, "small socket buffers (partial sends), IRD/ORD 8", false));
 	for (int rtr = SR_MPA_RTR_SEND; rtr <= SR_MPA_RTR_READ; rtr++) {
 		static const char *n[] = { "", "peer to peer, Send RTR", "peer to peer, Write RTR",
 					   "peer to peer, Read RTR" };
 
-		o = (struct mpa_opts){ .crc = true, .rev = 2, .ird = 2, .ord = 2, .rtr = rtr };
+		o = (struct vt_mpa_opts){ .crc = true, .rev = 2, .ird = 2, .ord = 2, .rtr = rtr };
 		VT_CASE(n[rtr], test_data(&o, n[rtr], false));
 	}
 	VT_RUN(test_late_receive_srq());
