@@ -350,27 +350,40 @@ out:
 	CHECK_RC(ibv_destroy_comp_channel(r.ch), 0, "ibv_destroy_comp_channel: every event acked");
 }
 
+/* A channel, a connected pair on it and a 4 KiB buffer: side 1 has one
+ * receive posted (wr_id 7, the buffer's second half) and its receive CQ
+ * armed.  False (and nothing left) if any of it fails. */
+static bool cw_one_recv_armed(struct ibv_comp_channel **ch, struct vt_pair *p, struct vt_buf *b)
+{
+	struct vt_qp_cfg c;
+
+	*ch = ibv_create_comp_channel(D.ctx);
+	if (!CHECK(*ch, "ibv_create_comp_channel"))
+		return false;
+	vt_cfg_default(&c, IBV_QPT_RC);
+	c.ch = *ch;
+	if (!vt_pair_setup(&D, &c, p)) {
+		vt_pair_destroy(p);
+		ibv_destroy_comp_channel(*ch);
+		return false;
+	}
+	vt_buf_alloc(b, D.pd, 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_post_recv(p->qp[1], 7, b->p + 2048, 2048, b->mr->lkey);
+	CHECK_RC(ibv_req_notify_cq(p->rcq[1], 0), 0, "arm the receive CQ");
+	return true;
+}
+
 /* With no input, the channel's fd stays quiet; a SEND to an armed CQ
  * makes it readable and ibv_get_cq_event on it returns the event. */
 static void cw_fd_quiet(void)
 {
 	SECTION("the channel's fd: not readable without an event or input, readable for a SEND");
-	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
-	struct vt_qp_cfg c;
+	struct ibv_comp_channel *ch;
 	struct vt_pair p;
 	struct vt_buf b;
 
-	if (!CHECK(ch, "ibv_create_comp_channel"))
+	if (!cw_one_recv_armed(&ch, &p, &b))
 		return;
-	vt_cfg_default(&c, IBV_QPT_RC);
-	c.ch = ch;
-	if (!vt_pair_setup(&D, &c, &p)) {
-		ibv_destroy_comp_channel(ch);
-		return;
-	}
-	vt_buf_alloc(&b, D.pd, 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
-	vt_post_recv(p.qp[1], 7, b.p + 2048, 2048, b.mr->lkey);
-	CHECK_RC(ibv_req_notify_cq(p.rcq[1], 0), 0, "arm the receive CQ");
 	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
 	CHECK_INT(poll(&pfd, 1, 100), 0, "poll() on the fd: nothing to read while nothing moves");
 	vt_post_send(p.qp[0], 1, IBV_WR_SEND, b.p, 16, b.mr->lkey, 0, 0, 0, 0);
@@ -420,22 +433,12 @@ static void cw_restart(void)
 	NOTE("not in a ThreadSanitizer build: its runtime intercepts sigaction and delivers signals itself");
 	return;
 #endif
-	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
-	struct vt_qp_cfg c;
+	struct ibv_comp_channel *ch;
 	struct vt_pair p;
 	struct vt_buf b;
 
-	if (!CHECK(ch, "ibv_create_comp_channel"))
+	if (!cw_one_recv_armed(&ch, &p, &b))
 		return;
-	vt_cfg_default(&c, IBV_QPT_RC);
-	c.ch = ch;
-	if (!vt_pair_setup(&D, &c, &p)) {
-		ibv_destroy_comp_channel(ch);
-		return;
-	}
-	vt_buf_alloc(&b, D.pd, 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
-	vt_post_recv(p.qp[1], 7, b.p + 2048, 2048, b.mr->lkey);
-	CHECK_RC(ibv_req_notify_cq(p.rcq[1], 0), 0, "arm the receive CQ");
 	struct sigaction sa = { .sa_handler = cw_nosig, .sa_flags = SA_RESTART }, old;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGUSR2, &sa, &old);
