@@ -8,8 +8,10 @@
  * lost wake-up: a lost one stalls the ping-pong, which fails as a stall,
  * not a hang).  The sleeper does the receive work itself: the progress
  * thread, which used to receive each message and then wake the sleeper,
- * stays asleep (its context switches are counted).  Every case runs on
- * Soft-RoCE and, in a child (--iwarp), on Soft-iWARP. */
+ * stays asleep (its context switches are counted).  And perftest's
+ * bandwidth loop in event mode: unsignaled SENDs with a signaled one every
+ * CW_MOD.  Every case runs on Soft-RoCE and, in a child (--iwarp), on
+ * Soft-iWARP. */
 #include "vt_mpa.h"
 #include "common/tsan.h"
 
@@ -470,6 +472,175 @@ static void cw_restart(void)
 	CHECK_RC(ibv_destroy_comp_channel(ch), 0, "ibv_destroy_comp_channel");
 }
 
+/* perftest's bandwidth loop in event mode (ib_send_bw -e): 8-byte SENDs,
+ * only every CW_MOD-th signaled, at most CW_TX_DEPTH (the send queue's
+ * size) in flight, as many as the receiver has receives posted (iWARP has
+ * no RNR retry); the receiver reposts each receive; every completion is
+ * taken by event, one thread for both ends.  A signaled completion gives
+ * back the slots of the unsignaled WRs before it (or ibv_post_send fails
+ * with the queue full); each arming brings one event once a completion
+ * comes (or the loop stalls); the messages arrive once each, in order. */
+#define CW_MOD 100
+#define CW_TX_DEPTH 128
+#define CW_RX_DEPTH 512
+#define CW_SMALL 8
+
+struct cw_mod_run {
+	struct vt_pair p;
+	struct vt_buf buf; /* CW_TX_DEPTH send slots, then CW_RX_DEPTH receive slots */
+	uint32_t nsends, scnt, ccnt, rcnt;
+	int events;
+	bool armed[2]; /* p.scq[0], p.rcq[1] */
+	char err[160];
+};
+
+static uint8_t *cw_mod_slot(struct cw_mod_run *m, bool recv, uint32_t n)
+{
+	uint32_t i = recv ? CW_TX_DEPTH + n % CW_RX_DEPTH : n % CW_TX_DEPTH;
+
+	return m->buf.p + (size_t)i * CW_SMALL;
+}
+
+static bool cw_mod_post_recv(struct cw_mod_run *m, uint32_t n)
+{
+	return vt_post_recv(m->p.qp[1], n, cw_mod_slot(m, true, n), CW_SMALL, m->buf.mr->lkey) == 0;
+}
+
+/* Posts what both windows allow; false (err set) if a post fails. */
+static bool cw_mod_post_sends(struct cw_mod_run *m)
+{
+	while (m->scnt < m->nsends && m->scnt - m->ccnt < CW_TX_DEPTH && m->scnt - m->rcnt < CW_RX_DEPTH) {
+		uint32_t n = m->scnt;
+		bool sig = n % CW_MOD == CW_MOD - 1 || n == m->nsends - 1;
+		uint8_t *msg = cw_mod_slot(m, false, n);
+
+		memcpy(msg, &n, sizeof(n));
+		int rc = vt_post_send(m->p.qp[0], n, IBV_WR_SEND, msg, CW_SMALL, m->buf.mr->lkey,
+				      sig ? IBV_SEND_SIGNALED : 0, 0, 0, 0);
+		if (rc) {
+			snprintf(m->err, sizeof(m->err),
+				 "ibv_post_send of SEND %u failed (%d %s) with %u posted, %u "
+				 "completed: a slot was not "
+				 "given back",
+				 n, rc, strerror(rc), m->scnt, m->ccnt);
+			return false;
+		}
+		m->scnt++;
+	}
+	return true;
+}
+
+/* Takes the completions of one CQ: sends (a signaled WR completes every
+ * WR before it) or receives (each reposted). */
+static bool cw_mod_drain(struct cw_mod_run *m, struct ibv_cq *cq)
+{
+	struct ibv_wc wc[16];
+	int n;
+
+	while ((n = ibv_poll_cq(cq, 16, wc)) > 0) {
+		for (int i = 0; i < n; i++) {
+			uint32_t id = (uint32_t)wc[i].wr_id, got = ~0u;
+			if (wc[i].status != IBV_WC_SUCCESS) {
+				snprintf(m->err, sizeof(m->err), "a completion with %s",
+					 ibv_wc_status_str(wc[i].status));
+				return false;
+			}
+			if (cq == m->p.scq[0]) {
+				if (id < m->ccnt || (id % CW_MOD != CW_MOD - 1 && id != m->nsends - 1)) {
+					snprintf(m->err, sizeof(m->err),
+						 "a send completion for WR %u (signaled? done?)", id);
+					return false;
+				}
+				m->ccnt = id + 1;
+				continue;
+			}
+			memcpy(&got, cw_mod_slot(m, true, id), sizeof(got));
+			if (id != m->rcnt || got != m->rcnt || wc[i].byte_len != CW_SMALL) {
+				snprintf(m->err, sizeof(m->err), "receive %u: WR %u holds message %u (%u bytes)",
+					 m->rcnt, id, got, wc[i].byte_len);
+				return false;
+			}
+			m->rcnt++;
+			if (!cw_mod_post_recv(m, id + CW_RX_DEPTH)) {
+				snprintf(m->err, sizeof(m->err), "ibv_post_recv");
+				return false;
+			}
+		}
+	}
+	return n == 0;
+}
+
+/* Waits (up to VT_STALL_MS) for one event, re-arms its CQ and drains it. */
+static bool cw_mod_event(struct cw_mod_run *m, struct ibv_comp_channel *ch)
+{
+	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
+	struct ibv_cq *cq;
+	void *ctx;
+
+	if (poll(&pfd, 1, VT_STALL_MS) <= 0 || ibv_get_cq_event(ch, &cq, &ctx)) {
+		snprintf(m->err, sizeof(m->err),
+			 "stalled: no event with %u sends posted, %u completed, %u "
+			 "received (armed: send CQ %d, "
+			 "receive CQ %d)",
+			 m->scnt, m->ccnt, m->rcnt, m->armed[0], m->armed[1]);
+		return false;
+	}
+	int k = cq == m->p.scq[0] ? 0 : cq == m->p.rcq[1] ? 1 : -1;
+	if (k < 0 || !m->armed[k]) {
+		snprintf(m->err, sizeof(m->err), "an event for a CQ not armed");
+		return false;
+	}
+	m->events++;
+	ibv_ack_cq_events(cq, 1);
+	m->armed[k] = !ibv_req_notify_cq(cq, 0);
+	return cw_mod_drain(m, cq);
+}
+
+static void cw_moderated(uint32_t nsends)
+{
+	SECTION("%u SENDs of %d bytes, one in %d signaled, %d in flight, %d "
+		"receives: completions by event "
+		"(ib_send_bw -e)",
+		nsends, CW_SMALL, CW_MOD, CW_TX_DEPTH, CW_RX_DEPTH);
+	static struct cw_mod_run m;
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(D.ctx);
+	struct vt_qp_cfg c;
+
+	memset(&m, 0, sizeof(m));
+	m.nsends = nsends;
+	if (!CHECK(ch, "ibv_create_comp_channel"))
+		return;
+	fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+	vt_cfg_default(&c, IBV_QPT_RC);
+	c.ch = ch;
+	c.max_send_wr = CW_TX_DEPTH;
+	c.max_recv_wr = CW_RX_DEPTH;
+	c.cqe = CW_RX_DEPTH;
+	if (!cw_pair_setup(&c, &m.p))
+		goto out;
+	vt_buf_alloc(&m.buf, D.pd, (CW_TX_DEPTH + CW_RX_DEPTH) * CW_SMALL, 4096, IBV_ACCESS_LOCAL_WRITE);
+	bool ok = true;
+	for (uint32_t i = 0; i < CW_RX_DEPTH && ok; i++)
+		ok = cw_mod_post_recv(&m, i);
+	m.armed[0] = !ibv_req_notify_cq(m.p.scq[0], 0);
+	m.armed[1] = !ibv_req_notify_cq(m.p.rcq[1], 0);
+	if (!CHECK(ok && m.armed[0] && m.armed[1], "%d receives posted, both CQs armed", CW_RX_DEPTH))
+		goto out;
+	while ((m.ccnt < nsends || m.rcnt < nsends) && cw_mod_post_sends(&m) && cw_mod_event(&m, ch))
+		;
+	CHECK(!m.err[0], "no error, no stall\t(%s)", m.err[0] ? m.err : "none");
+	CHECK(m.ccnt == nsends && m.rcnt == nsends, "every SEND completed and was received once, in order\t(%u, %u)",
+	      m.ccnt, m.rcnt);
+	/* one per signaled send at most, one per receive at most */
+	CHECK(m.events >= 2 && (uint32_t)m.events <= nsends + nsends / CW_MOD + 1,
+	      "events: at most one per completion\t(%d)", m.events);
+out:
+	if (m.buf.p)
+		vt_buf_free(&m.buf);
+	vt_pair_destroy(&m.p);
+	CHECK_RC(ibv_destroy_comp_channel(ch), 0, "ibv_destroy_comp_channel: every event acked");
+}
+
 int main(int argc, char **argv)
 {
 	cw_iwarp = argc > 1 && !strcmp(argv[1], "--iwarp");
@@ -485,6 +656,7 @@ int main(int argc, char **argv)
 	VT_RUN(cw_pingpong(CW_GET_EVENT, 3, 3, 300, false));
 	VT_RUN(cw_pingpong(CW_POLL_FD, 1, 1, 500, false));
 	VT_RUN(cw_pingpong(CW_POLL_FD, 3, 2, 300, false));
+	VT_RUN(cw_moderated(5000));
 	vt_close(&D);
 	if (!cw_iwarp && !vt_list)
 		vt_iwarp_child(argv[0], "--iwarp", "completion channels");
