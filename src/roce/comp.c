@@ -48,16 +48,14 @@ static uint64_t comp_now(void)
 	return sr_rx_batch_ns ? sr_rx_batch_ns : sr_now_ns();
 }
 
-/* How long the retransmission timer runs (to: the QP's timeout).  While
- * a READ or atomic awaits its response, the QP's timeout: the kernel's
- * rxe serves a repeated READ only within the one it served, and an early
- * go-back, cut to a smaller window, asks across its end (make
- * test-interop, ib_read_bw against rxe, failed with RETRY_EXC_ERR). */
+/* How long the retransmission timer runs (to: the QP's timeout,
+ * recovery.h).  A tail-loss probe re-sends a SEND or WRITE packet
+ * (sr_req_probe): while a READ or atomic awaits its response, the next
+ * step is the retransmission timeout, which asks again from the oldest
+ * unanswered PSN, each READ within the one it repeats (sr_rec_read_room). */
 static uint64_t retrans_wait(struct sr_qp *qp, uint64_t to, bool probe)
 {
-	if (rqp(qp)->rd_outstanding)
-		return to;
-	return sr_rec_wait(&rqp(qp)->rec, to, probe);
+	return sr_rec_wait(&rqp(qp)->rec, to, probe && !rqp(qp)->rd_outstanding);
 }
 
 /* Arms the retransmission timer while packets are outstanding (recovery.h
@@ -415,10 +413,6 @@ void sr_comp_timer(struct sr_qp *qp, uint64_t now)
 		/* the QP's own timeout has run out since the last progress (a
 		 * timer fires up to a tick late, never early) */
 		bool expired = now - r->rec.epoch_ns >= to - to / 8;
-		if (!expired && r->rd_outstanding) {
-			set_retrans(qp, now, to - (now - r->rec.epoch_ns)); /* retrans_wait */
-			return;
-		}
 		if (!expired && !r->rec.tlp_sent && sr_req_probe(qp)) {
 			SR_DBG("QP %u: tail-loss probe", sr_roce_qpn(qp));
 			r->rec.stat_tlp++;

@@ -25,6 +25,37 @@ void sr_rec_sent(struct sr_roce_rec *c, uint32_t psn, uint32_t n, bool ackreq)
 	}
 }
 
+void sr_rec_read_sent(struct sr_roce_rec *c, uint32_t psn, uint32_t n)
+{
+	uint32_t end = psn_add(psn, n - 1);
+	if (c->rd_count && psn_diff(end, c->rd_end[(c->rd_head + c->rd_count - 1) % SR_MAX_RD_ATOMIC]) <= 0)
+		return; /* sent again: the first request's end stays */
+	if (c->rd_count == SR_MAX_RD_ATOMIC)
+		return; /* unreachable: no more READs are outstanding (qp.c) */
+	c->rd_end[(c->rd_head + c->rd_count++) % SR_MAX_RD_ATOMIC] = end;
+}
+
+uint32_t sr_rec_read_room(const struct sr_roce_rec *c, uint32_t psn, uint32_t n)
+{
+	for (uint32_t i = 0; i < c->rd_count; i++) {
+		uint32_t end = c->rd_end[(c->rd_head + i) % SR_MAX_RD_ATOMIC];
+		if (psn_diff(end, psn) >= 0) {
+			uint32_t room = (uint32_t)psn_diff(end, psn) + 1;
+			return n < room ? n : room;
+		}
+	}
+	return n;
+}
+
+/* READ requests answered in full (everything before una) are forgotten. */
+static void read_acked(struct sr_roce_rec *c, uint32_t una)
+{
+	while (c->rd_count && psn_diff(una, c->rd_end[c->rd_head]) > 0) {
+		c->rd_head = (c->rd_head + 1) % SR_MAX_RD_ATOMIC;
+		c->rd_count--;
+	}
+}
+
 void sr_rec_go_back(struct sr_roce_rec *c, uint32_t psn)
 {
 	if (c->sample_on && psn_diff(c->sample_psn, psn) >= 0)
@@ -45,6 +76,7 @@ void sr_rec_progress(struct sr_roce_rec *c, uint32_t una, uint64_t now)
 			c->srtt = (7 * c->srtt + m) / 8;
 		}
 	}
+	read_acked(c, una);
 	c->backoff = 0;
 	c->tlp_sent = false;
 	c->epoch_ns = now;

@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/limits.h"
+
 #define SR_RTO_MIN_NS 4000000ull /* below: a descheduled peer is not a lost packet (as rxe's jiffy timers) */
 #define SR_PTO_MIN_NS 1000000ull /* beyond what a peer holds an ACK (resp.c), or parks a request */
 
@@ -28,6 +30,10 @@ struct sr_roce_rec {
 	bool in_recovery;  /* the window was decreased for the loss before recover_psn */
 	uint32_t recover_psn;
 	uint64_t stat_tlp, stat_rto;
+	/* last PSNs of the READ requests sent and not yet answered, oldest
+	 * first: a request sent again ends within the one it repeats */
+	uint32_t rd_end[SR_MAX_RD_ATOMIC];
+	uint32_t rd_head, rd_count;
 };
 
 /* The send queue starts at psn (modify to RTS, or RESET). */
@@ -43,6 +49,13 @@ void sr_rec_progress(struct sr_roce_rec *c, uint32_t una, uint64_t now);
  * (ns, nonzero): until the tail-loss probe if one may go (probe_ok), else
  * until the timeout; backed off, at most qp_to. */
 uint64_t sr_rec_wait(const struct sr_roce_rec *c, uint64_t qp_to, bool probe_ok);
+/* A READ request for the response PSNs [psn, psn + n) leaves. */
+void sr_rec_read_sent(struct sr_roce_rec *c, uint32_t psn, uint32_t n);
+/* How many of n response PSNs from psn a READ request may ask for: a
+ * request sent again ends where the one it repeats ended, since a
+ * responder (kernel rxe) serves a repeated READ only within the READ it
+ * served. */
+uint32_t sr_rec_read_room(const struct sr_roce_rec *c, uint32_t psn, uint32_t n);
 /* A loss is detected with next_psn the next new PSN: true if the window
  * decreases for it (once per window of data). */
 bool sr_rec_loss(struct sr_roce_rec *c, uint32_t una, uint32_t next_psn);

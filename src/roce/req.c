@@ -228,7 +228,7 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
 			if (r->rd_outstanding >= (qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1))
 				return false;
 			uint32_t room = r->cwnd - (uint32_t)(inflight > 0 ? inflight : 0);
-			uint32_t n = w->npkts - w->sent_pkts;
+			uint32_t n = sr_rec_read_room(&r->rec, psn, w->npkts - w->sent_pkts);
 			/* No silly window: with the window nearly full, a piece
 			 * as small as the room that has just opened would cost
 			 * a request, a responder pass and a sendmsg for a packet
@@ -252,6 +252,7 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
 			h.ackreq = true;
 			batch_add(b, av, &h, NULL, 0, 0);
 			sr_rec_sent(&r->rec, psn, n, true);
+			sr_rec_read_sent(&r->rec, psn, n);
 			w->sent_pkts += n;
 			r->rd_outstanding++;
 			r->rd_resp_pkts += n;

@@ -18,8 +18,8 @@
  *    RDMA READs and FETCH_ADDs of 1 byte to 200 KB, every byte checked;
  *    goodput printed beside the fault-free run's; the injected faults
  *    counted by `softrdma-cfg statistic qp show pid PID`;
- *  - RC one-packet WRITEs at 10% loss: each lost tail recovered in
- *    round trips, not the QP's timeout;
+ *  - RC one-packet WRITEs, READs and FETCH_ADDs at 10% loss: each lost
+ *    tail recovered in round trips, not the QP's timeout;
  *  - delay: no RC round trip quicker than the delay less its jitter, UD
  *    datagrams in the order sent however the jitter falls, RC data intact
  *    under delay, jitter and loss;
@@ -412,44 +412,63 @@ out:
 	return vt_end();
 }
 
-/* RC one-packet WRITEs A -> B, one at a time: each is a tail, the last
- * packet sent before A waits, so that its loss is noticed by no gap, only
- * by a timer.  The QP's timeout is 537 ms; prints "RESULT
- * tail_total_ms=... tail_max_ms=..." and the counters. */
+/* RC one-packet requests of A's, one at a time: each is a tail, the last
+ * packet A sends before it waits, so that its loss is noticed by no gap,
+ * only by a timer.  op: WRITEs A -> B, READs of B's memory, or
+ * FETCH_ADDs on B's counter (a lost request, or a lost ACK of A's for B's
+ * READ responses, waits for A's retransmission).  The QP's timeout is
+ * 537 ms; prints "RESULT tail_total_ms=... tail_max_ms=..." and the
+ * counters. */
 #define TAIL_N 100
-static int child_tail(void)
+static int child_tail(enum ibv_wr_opcode op)
 {
 	struct side s[2];
 	struct vt_qp_cfg c;
 	struct vt_buf a, b;
 	uint64_t total = 0, worst = 0;
 	int bad = 0, i;
+	const int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			IBV_ACCESS_REMOTE_ATOMIC;
 
 	vt_cfg_default(&c, IBV_QPT_RC);
 	c.timeout = 17;
 	memset(s, 0, sizeof(s));
 	if (!sides_setup(s, &c))
 		goto out;
-	if (vt_buf_alloc(&a, s[0].d.pd, 512, 0, IBV_ACCESS_LOCAL_WRITE) ||
-	    vt_buf_alloc(&b, s[1].d.pd, 512 * TAIL_N, 0, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)) {
+	if (vt_buf_alloc(&a, s[0].d.pd, 512, 0, acc) || vt_buf_alloc(&b, s[1].d.pd, 512 * TAIL_N, 0, acc)) {
 		CHECK(0, "buffers");
 		goto out;
 	}
+	if (op == IBV_WR_RDMA_READ)
+		for (i = 0; i < TAIL_N; i++)
+			vt_fill(b.p + 512u * (unsigned)i, 512, (uint32_t)i);
 	for (i = 0; i < TAIL_N; i++) {
-		uint64_t t0 = vt_now_ms();
+		uint64_t t0 = vt_now_ms(), raddr = (uintptr_t)b.p + 512u * (unsigned)i;
 
-		vt_fill(a.p, 512, (uint32_t)i);
-		vt_post_send(s[0].qp, 2, IBV_WR_RDMA_WRITE, a.p, 512, a.mr->lkey, IBV_SEND_SIGNALED,
-			     (uintptr_t)b.p + 512u * (unsigned)i, b.mr->rkey, 0);
-		if (!done(s, 0, 512, false, i, "WRITE A->B"))
+		if (op == IBV_WR_ATOMIC_FETCH_AND_ADD)
+			vt_post_atomic(s[0].qp, 2, op, a.p, a.mr->lkey, IBV_SEND_SIGNALED, (uintptr_t)b.p, b.mr->rkey,
+				       1, 0);
+		else {
+			vt_fill(a.p, 512, op == IBV_WR_RDMA_WRITE ? (uint32_t)i : ~0u);
+			vt_post_send(s[0].qp, 2, op, a.p, 512, a.mr->lkey, IBV_SEND_SIGNALED, raddr, b.mr->rkey, 0);
+		}
+		if (!done(s, 0, 512, false, i, "request A->B"))
 			goto out;
 		t0 = vt_now_ms() - t0;
 		total += t0;
 		worst = t0 > worst ? t0 : worst;
+		/* a READ's data, an atomic's original value: as B holds them */
+		if (op == IBV_WR_RDMA_READ)
+			bad += vt_verify(a.p, 512, (uint32_t)i) >= 0;
+		else if (op == IBV_WR_ATOMIC_FETCH_AND_ADD)
+			bad += *(uint64_t *)a.p != (uint64_t)i;
 	}
-	for (i = 0; i < TAIL_N; i++)
-		bad += vt_verify(b.p + 512u * (unsigned)i, 512, (uint32_t)i) >= 0;
-	CHECK(bad == 0, "%d WRITEs: every byte as sent\t(%d corrupted)", TAIL_N, bad);
+	if (op == IBV_WR_RDMA_WRITE)
+		for (i = 0; i < TAIL_N; i++)
+			bad += vt_verify(b.p + 512u * (unsigned)i, 512, (uint32_t)i) >= 0;
+	else if (op == IBV_WR_ATOMIC_FETCH_AND_ADD)
+		bad += *(uint64_t *)b.p != TAIL_N; /* each applied once */
+	CHECK(bad == 0, "%d requests: every result as B held it\t(%d wrong)", TAIL_N, bad);
 	printf("RESULT tail_total_ms=%llu tail_max_ms=%llu\n", (unsigned long long)total, (unsigned long long)worst);
 	print_counters();
 	vt_buf_free(&a);
@@ -733,22 +752,38 @@ static void test_rc(void)
  * timeout from the round-trip time, within a few round trips, not the
  * QP's timeout: 100 tails at drop=10% lose about ten, each of which would
  * cost the 537 ms timeout, 5 s in all; a floor of 4 timeouts leaves room
- * for a loaded machine's stalls. */
-static void test_tail(void)
+ * for a loaded machine's stalls.  The same for READ and atomic requests,
+ * which are asked again from the round-trip time as well. */
+static void test_tail(const char *mode, const char *what)
 {
 	struct run *r = calloc(1, sizeof(*r));
 
-	SECTION("RC: a lost last packet is recovered in round trips, not the QP's timeout");
-	run_child("tail", "drop=10%,seed=3", NULL, r);
+	SECTION("RC: a lost last packet of a %s is recovered in round trips, not the QP's timeout", what);
+	run_child(mode, "drop=10%,seed=3", NULL, r);
 	if (child_ok(r, "drop=10%,seed=3")) {
 		double drops = result(r, "fault_drop"), ms = result(r, "tail_total_ms");
 
-		NOTE("%d one-packet WRITEs, %.0f packets dropped: %.0f ms in all, the slowest %.0f ms (QP timeout 537 ms)",
-		     TAIL_N, drops, ms, result(r, "tail_max_ms"));
+		NOTE("%d one-packet %ss, %.0f packets dropped: %.0f ms in all, the slowest %.0f ms (QP timeout 537 ms)",
+		     TAIL_N, what, drops, ms, result(r, "tail_max_ms"));
 		CHECK(drops >= 5, "drop=10%%: packets were lost\t(%.0f)", drops);
 		CHECK(ms >= 0 && ms < 4 * 537, "%.0f losses took less than 4 QP timeouts in all\t(%.0f ms)", drops, ms);
 	}
 	free(r);
+}
+
+static void test_tail_write(void)
+{
+	test_tail("tail", "WRITE");
+}
+
+static void test_tail_read(void)
+{
+	test_tail("tail-read", "READ");
+}
+
+static void test_tail_atomic(void)
+{
+	test_tail("tail-atomic", "FETCH_ADD");
 }
 
 static void test_bad_spec(void)
@@ -770,7 +805,11 @@ int main(int argc, char **argv)
 	if (argc == 3 && !strcmp(argv[1], "--child")) {
 		vt_begin(argv[2], 240);
 		if (!strcmp(argv[2], "tail"))
-			return child_tail();
+			return child_tail(IBV_WR_RDMA_WRITE);
+		if (!strcmp(argv[2], "tail-read"))
+			return child_tail(IBV_WR_RDMA_READ);
+		if (!strcmp(argv[2], "tail-atomic"))
+			return child_tail(IBV_WR_ATOMIC_FETCH_AND_ADD);
 		return !strcmp(argv[2], "ud") ? child_ud() : !strcmp(argv[2], "rtt") ? child_rtt() : child_rc();
 	}
 	vt_begin_args("test_faults", 300, argc, argv);
@@ -781,7 +820,9 @@ int main(int argc, char **argv)
 	VT_RUN(test_ud());
 	VT_RUN(test_delay());
 	VT_RUN(test_rc());
-	VT_RUN(test_tail());
+	VT_RUN(test_tail_write());
+	VT_RUN(test_tail_read());
+	VT_RUN(test_tail_atomic());
 	{
 		char p[600];
 

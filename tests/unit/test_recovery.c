@@ -1,0 +1,75 @@
+/* The RC requester's loss recovery (src/roce/recovery.c) on its own: the
+ * bounds of a READ request sent again, the retransmission wait. */
+#include "../../src/roce/recovery.c"
+
+#include "ut.h"
+
+static uint64_t fake_now;
+
+uint64_t sr_now_ns(void)
+{
+	return fake_now;
+}
+
+/* Sent again, a READ asks for no PSN beyond the end of the request it
+ * repeats, however the window has changed; new ones are bounded only by
+ * what the caller asks. */
+static void test_read_room(void)
+{
+	struct sr_roce_rec c;
+
+	memset(&c, 0, sizeof(c));
+	sr_rec_init(&c, 100);
+	CHECK(sr_rec_read_room(&c, 100, 64) == 64, "nothing sent: what is asked");
+	sr_rec_read_sent(&c, 100, 16); /* [100, 116) */
+	sr_rec_sent(&c, 100, 16, true);
+	sr_rec_read_sent(&c, 116, 4); /* [116, 120) */
+	sr_rec_sent(&c, 116, 4, true);
+	CHECK(sr_rec_read_room(&c, 100, 64) == 16, "again from the first: its 16");
+	CHECK(sr_rec_read_room(&c, 110, 64) == 6, "again from within it: up to its end");
+	CHECK(sr_rec_read_room(&c, 110, 3) == 3, "fewer than that: as asked");
+	CHECK(sr_rec_read_room(&c, 116, 64) == 4, "the second: its 4");
+	CHECK(sr_rec_read_room(&c, 120, 64) == 64, "beyond both: new");
+	/* sent again in smaller pieces: the first request's ends stay */
+	sr_rec_read_sent(&c, 100, 8);
+	CHECK(sr_rec_read_room(&c, 108, 64) == 8, "the rest of the first after a smaller repeat");
+	/* answered through 115: the first is forgotten */
+	sr_rec_progress(&c, 116, 1000);
+	CHECK(c.rd_count == 1, "one request left unanswered (%u)", c.rd_count);
+	CHECK(sr_rec_read_room(&c, 116, 64) == 4, "the second still bounded");
+	sr_rec_progress(&c, 120, 2000);
+	CHECK(c.rd_count == 0, "all answered (%u)", c.rd_count);
+	/* across the PSN space's wrap */
+	sr_rec_init(&c, 0xfffff8);
+	sr_rec_read_sent(&c, 0xfffff8, 16); /* ends at 7 */
+	CHECK(sr_rec_read_room(&c, 0xfffffc, 64) == 12, "within a request that wraps");
+	CHECK(sr_rec_read_room(&c, 8, 64) == 64, "past it");
+}
+
+/* The wait: the QP's timeout before a sample; srtt + 4 rttvar (at least
+ * SR_RTO_MIN_NS) after; the probe at 2 srtt when allowed; never beyond
+ * the QP's timeout. */
+static void test_wait(void)
+{
+	struct sr_roce_rec c;
+	const uint64_t to = 67000000;
+
+	memset(&c, 0, sizeof(c));
+	sr_rec_init(&c, 0);
+	CHECK(sr_rec_wait(&c, to, true) == to, "no sample: the QP's timeout");
+	fake_now = 1000000;
+	sr_rec_sent(&c, 0, 1, true);
+	sr_rec_progress(&c, 1, fake_now + 2000000); /* one 2 ms sample */
+	CHECK(c.srtt == 2000000, "srtt from the sample (%llu)", (unsigned long long)c.srtt);
+	CHECK(sr_rec_wait(&c, to, false) == 6000000, "srtt + 4 rttvar (%llu)",
+	      (unsigned long long)sr_rec_wait(&c, to, false));
+	CHECK(sr_rec_wait(&c, to, true) == 4000000, "the probe at 2 srtt");
+	CHECK(sr_rec_wait(&c, 5000000, false) == 5000000, "at most the QP's timeout");
+}
+
+int main(void)
+{
+	test_read_room();
+	test_wait();
+	return ut_end("test_recovery");
+}
