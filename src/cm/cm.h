@@ -166,6 +166,7 @@ struct sr_cm_id {
 	bool iw_crc;			   /* passive: CRC the Reply will say */
 	bool iw_enhanced;		   /* RFC 6581 block in the frames */
 	uint8_t iw_rev;			   /* MPA revision of the connection */
+	uint32_t iw_qpn;		   /* an application's own QP (conn_param's qp_num), if no id.qp */
 	uint8_t iw_rtr;			   /* enum sr_mpa_rtr agreed (passive: offered by the Request) */
 	uint16_t iw_peer_ird, iw_peer_ord; /* the peer's frame's IRD/ORD */
 	bool iw_connecting;		   /* active: TCP connect under way (or to retry) */
@@ -278,5 +279,6 @@ void sr_iwcm_release(struct sr_cm_id *c);				   /* lock held */
 bool sr_iwcm_on_fd(int fd);						   /* CM thread, lock not held */
 void sr_iwcm_timeout(struct sr_cm_id *c);				   /* lock held */
 int sr_iwcm_qp_attr(struct sr_cm_id *c, struct ibv_qp_attr *a, int *mask); /* lock held */
+struct ibv_qp *sr_iwcm_qp(struct sr_cm_id *c); /* the QP the id connects: id.qp or the application's own */
 
 #endif

@@ -1165,9 +1165,11 @@ int sr_cm_qp_to_rtr_rts(struct sr_cm_id *c)
 void sr_cm_qp_to_err(struct sr_cm_id *c)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	/* on iWARP the CM drives an application's own QP too, as iw_cm does */
+	struct ibv_qp *qp = sr_iwcm_id(c) ? sr_iwcm_qp(c) : c->id.qp;
 
-	if (c->id.qp)
-		ibv_modify_qp(c->id.qp, &a, IBV_QP_STATE);
+	if (qp)
+		ibv_modify_qp(qp, &a, IBV_QP_STATE);
 }
 
 /* ---- listen, connect, accept, reject, disconnect ---- */

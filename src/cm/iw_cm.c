@@ -251,11 +251,27 @@ static void qp_closed(void *arg, enum sr_iw_close_reason reason)
 	pthread_mutex_unlock(&sr_cm.lock);
 }
 
+struct ibv_qp *sr_iwcm_qp(struct sr_cm_id *c)
+{
+	return c->id.qp ? c->id.qp : sr_iw_qp_lookup(c->id.verbs, c->iw_qpn);
+}
+
+/* Takes the QP an active or passive id connects: its own, or else the
+ * application's own named by p->qp_num (as the kernel's iw_cm, which
+ * finds it by number); false if there is none. */
+static bool take_qp(struct sr_cm_id *c, const struct rdma_conn_param *p)
+{
+	if (!c->id.qp)
+		c->iw_qpn = p ? p->qp_num : 0;
+	return sr_iwcm_qp(c) != NULL;
+}
+
 /* INIT with the access an RDMA connection needs (reads and writes from the
  * peer, as the kernel's iw_cm_init_qp_attr gives), then onto the stream. */
 static int qp_go(struct sr_cm_id *c, bool initiator, bool crc, uint16_t ird, uint16_t ord, enum sr_mpa_rtr rtr)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT,
+				 .port_num = 1,
 				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 						    IBV_ACCESS_REMOTE_ATOMIC };
 	struct sr_iw_conn_params p = {
@@ -269,14 +285,18 @@ static int qp_go(struct sr_cm_id *c, bool initiator, bool crc, uint16_t ird, uin
 		.on_close = qp_closed,
 		.close_arg = (void *)(uintptr_t)c->serial,
 	};
+	struct ibv_qp *qp = sr_iwcm_qp(c);
 	int err;
 
-	if (!c->id.qp)
+	if (!qp)
 		return -EINVAL;
-	if (c->id.qp->state == IBV_QPS_INIT)
-		ibv_modify_qp(c->id.qp, &a, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS);
+	/* an application's own QP may still be in RESET, which siw connects too */
+	if (qp->state == IBV_QPS_RESET)
+		ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_PORT);
+	else if (qp->state == IBV_QPS_INIT)
+		ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS);
 	unpoll(c);
-	err = sr_iw_qp_connect(c->id.qp, &p);
+	err = sr_iw_qp_connect(qp, &p);
 	if (err)
 		return -err;
 	c->iw_fd = -1; /* the QP's now */
@@ -634,7 +654,7 @@ int sr_iwcm_connect(struct sr_cm_id *c, const struct rdma_conn_param *p)
 	uint16_t ird, ord;
 	int n, err;
 
-	if (c->state != CM_ROUTE_RESOLVED || !c->id.qp)
+	if (c->state != CM_ROUTE_RESOLVED || !take_qp(c, p))
 		return -EINVAL; /* iWARP connects a QP: siw refuses a connect without one */
 	ird = c->resp_res = cap16(p->responder_resources, c->dev->max_dest_rd_atomic);
 	ord = c->init_depth = cap16(p->initiator_depth, c->dev->max_rd_atomic);
@@ -752,7 +772,7 @@ int sr_iwcm_accept(struct sr_cm_id *c, const struct rdma_conn_param *p)
 	uint16_t ird = c->resp_res, ord = c->init_depth;
 	int n, err;
 
-	if (c->state != CM_REQ_RCVD || !c->id.qp)
+	if (c->state != CM_REQ_RCVD || !take_qp(c, p))
 		return -EINVAL;
 	if (c->iw_fd < 0)
 		return -ECONNRESET;
@@ -810,11 +830,12 @@ int sr_iwcm_reject(struct sr_cm_id *c, const void *pdata, uint8_t len)
 int sr_iwcm_disconnect(struct sr_cm_id *c)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_SQD };
+	struct ibv_qp *qp = sr_iwcm_qp(c);
 
 	switch (c->state) {
 	case CM_ESTABLISHED:
 		/* as rdma-core on iWARP: SQD, the QP drains and closes */
-		if (c->id.qp && c->id.qp->state == IBV_QPS_RTS && !ibv_modify_qp(c->id.qp, &a, IBV_QP_STATE)) {
+		if (qp && qp->state == IBV_QPS_RTS && !ibv_modify_qp(qp, &a, IBV_QP_STATE)) {
 			c->state = CM_DREQ_SENT;
 			return 0;
 		}

@@ -801,6 +801,22 @@ out:
 	return err;
 }
 
+SR_EXPORT struct ibv_qp *sr_iw_qp_lookup(struct ibv_context *ibctx, uint32_t qpn)
+{
+	struct sr_context *ctx;
+	struct sr_qp *qp;
+
+	if (!ibctx || !qpn)
+		return NULL;
+	ctx = to_sctx(ibctx);
+	if (ctx->dev->conf.type != SR_DEV_IWARP)
+		return NULL;
+	pthread_mutex_lock(&ctx->lock);
+	qp = sr_ctx_find_qp(ctx, qpn);
+	pthread_mutex_unlock(&ctx->lock);
+	return qp && qp->ibqp.qp_base.qp_type == IBV_QPT_RC ? &qp->ibqp.qp_base : NULL;
+}
+
 SR_EXPORT int sr_iw_query(struct ibv_context *ibctx, struct sr_iw_dev_attr *attr)
 {
 	struct sr_context *ctx;

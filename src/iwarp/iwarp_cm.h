@@ -53,6 +53,13 @@ struct sr_iw_conn_params {
  * caller's. */
 int sr_iw_qp_connect(struct ibv_qp *qp, const struct sr_iw_conn_params *p);
 
+/* The iWARP RC QP numbered qpn in ctx, or NULL: the QP of an rdma_cm id
+ * connected with an application's own QP (rdma_conn_param's qp_num), which
+ * the CM drives as the kernel's iw_cm does (iw_get_qp).  The CM looks it
+ * up at each use rather than keeping it, so a QP destroyed meanwhile is
+ * NULL, not a dangling pointer. */
+struct ibv_qp *sr_iw_qp_lookup(struct ibv_context *ctx, uint32_t qpn);
+
 /* What the CM should offer in its MPA Request/Reply for a device. */
 struct sr_iw_dev_attr {
 	bool iwarp; /* the context's device is a Soft-iWARP device */

@@ -333,6 +333,115 @@ out:
 	rdma_destroy_id(l);
 }
 
+/* An RC QP of the application's own on id's device (ibv_create_qp, not
+ * rdma_create_qp), with its PD and CQ; NULL if any failed. */
+static struct ibv_qp *own_qp(struct rdma_cm_id *id, struct ibv_pd **pd, struct ibv_cq **cq)
+{
+	struct ibv_qp_init_attr qa;
+	struct ibv_qp *qp = NULL;
+
+	*pd = ibv_alloc_pd(id->verbs);
+	*cq = *pd ? ibv_create_cq(id->verbs, 16, NULL, NULL, 0) : NULL;
+	if (*cq) {
+		qp_attr(&qa);
+		qa.send_cq = qa.recv_cq = *cq;
+		qp = ibv_create_qp(*pd, &qa);
+	}
+	CHECK(qp != NULL, "  an application's own QP, PD and CQ (%s)", strerror(errno));
+	return qp;
+}
+
+static void own_qp_free(struct ibv_qp *qp, struct ibv_pd *pd, struct ibv_cq *cq)
+{
+	if (qp)
+		ibv_destroy_qp(qp);
+	if (cq)
+		ibv_destroy_cq(cq);
+	if (pd)
+		ibv_dealloc_pd(pd);
+}
+
+/* rdma_connect and rdma_accept with an application's own QP, named by
+ * rdma_conn_param's qp_num: the kernel's iw_cm finds it by number and
+ * drives it (siw accepts it), where the IB CM only carries the number. */
+static void test_external_qp(void)
+{
+	struct rdma_cm_id *l, *c, *s = NULL;
+	struct rdma_cm_event *ev;
+	struct ibv_pd *cpd = NULL, *spd = NULL;
+	struct ibv_cq *ccq = NULL, *scq = NULL;
+	struct ibv_qp *cqp = NULL, *sqp = NULL;
+	struct ibv_wc wc;
+	uint16_t port;
+	char cb[4096], sb[4096];
+
+	SECTION("connect and accept with the application's own QPs (conn_param qp_num)");
+	l = listener(RDMA_PS_TCP, &port);
+	if (!CHECK(l != NULL, "listener on port %u", port))
+		return;
+	c = resolved(port, false);
+	if (!c || !(cqp = own_qp(c, &cpd, &ccq)))
+		goto out;
+	struct rdma_conn_param cp = { .qp_num = cqp->qp_num ^ 0x1, .responder_resources = 1, .initiator_depth = 1 };
+	CHECK(rdma_connect(c, &cp) == -1 && errno == EINVAL, "  a qp_num that names no QP of the device: EINVAL");
+	cp.qp_num = cqp->qp_num;
+	CHECK_RC(rdma_connect(c, &cp), 0, "connect with the client's own QP");
+	if (!(ev = next_event(RDMA_CM_EVENT_CONNECT_REQUEST, 3000)))
+		goto out;
+	s = ev->id;
+	rdma_ack_cm_event(ev);
+	if (!(sqp = own_qp(s, &spd, &scq)))
+		goto out;
+	struct rdma_conn_param ap = { .qp_num = sqp->qp_num, .responder_resources = 1, .initiator_depth = 1 };
+	CHECK_RC(rdma_accept(s, &ap), 0, "accept with the server's own QP");
+	for (int i = 0; i < 2 && (ev = next_event(RDMA_CM_EVENT_ESTABLISHED, 3000)); i++)
+		rdma_ack_cm_event(ev);
+	CHECK(c->qp == NULL && s->qp == NULL, "  the ids still have no QP of their own");
+	CHECK_INT(vt_qp_state(cqp), IBV_QPS_RTS, "  the client's QP is in RTS");
+	CHECK_INT(vt_qp_state(sqp), IBV_QPS_RTS, "  the server's QP is in RTS");
+
+	struct ibv_mr *cmr = ibv_reg_mr(cpd, cb, sizeof(cb), IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_mr *smr = ibv_reg_mr(spd, sb, sizeof(sb), IBV_ACCESS_LOCAL_WRITE);
+	if (CHECK(cmr && smr, "  register buffers")) {
+		vt_fill(cb, sizeof(cb), 11);
+		memset(sb, 0, sizeof(sb));
+		CHECK_RC(vt_post_recv(sqp, 1, sb, sizeof(sb), smr->lkey), 0, "server post_recv");
+		CHECK_RC(vt_post_send(cqp, 2, IBV_WR_SEND, cb, sizeof(cb), cmr->lkey, IBV_SEND_SIGNALED, 0, 0, 0), 0,
+			 "client SEND 4 KiB");
+		EXPECT_WC(scq, 1, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "  received");
+		EXPECT_WC(ccq, 2, IBV_WC_SUCCESS, IBV_WC_SEND, &wc, "  sent");
+		CHECK(!memcmp(cb, sb, sizeof(cb)), "  data intact");
+		CHECK_RC(vt_post_recv(sqp, 3, sb, sizeof(sb), smr->lkey), 0, "server posts a receive");
+	}
+	CHECK_RC(rdma_disconnect(c), 0, "client disconnects");
+	bool cd = false, sd = false;
+	for (int i = 0; i < 2 && (ev = next_event(RDMA_CM_EVENT_DISCONNECTED, 5000)); i++) {
+		cd = cd || ev->id == c;
+		sd = sd || ev->id == s;
+		rdma_ack_cm_event(ev);
+	}
+	CHECK(cd && sd, "  both ends got DISCONNECTED");
+	if (smr)
+		EXPECT_WC(scq, 3, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, &wc, "  the server's receive is flushed");
+	CHECK(vt_qp_state(cqp) == IBV_QPS_ERR || vt_qp_state(cqp) == IBV_QPS_SQD, "  the client's QP left RTS (%d)",
+	      vt_qp_state(cqp));
+	own_qp_free(sqp, NULL, NULL);
+	sqp = NULL;
+	CHECK_RC(rdma_disconnect(s), 0, "server's rdma_disconnect after its QP is destroyed succeeds");
+	if (cmr)
+		ibv_dereg_mr(cmr);
+	if (smr)
+		ibv_dereg_mr(smr);
+out:
+	if (s)
+		rdma_destroy_id(s);
+	own_qp_free(sqp, spd, scq);
+	if (c)
+		rdma_destroy_id(c);
+	own_qp_free(cqp, cpd, ccq);
+	rdma_destroy_id(l);
+}
+
 static void test_errors(void)
 {
 	struct rdma_cm_id *l, *l2, *c, *s;
@@ -925,6 +1034,7 @@ int main(int argc, char **argv)
 	if (!vt_list && !CHECK(ch != NULL, "create event channel (%s)", strerror(errno)))
 		return vt_end();
 	VT_RUN(test_connect());
+	VT_RUN(test_external_qp());
 	VT_RUN(test_errors());
 	VT_RUN(test_raw_server());
 	VT_RUN(test_late_reader());
