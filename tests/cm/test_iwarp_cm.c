@@ -161,6 +161,20 @@ static int raw_connect(uint16_t port)
 
 /* ------------------------------------------------------------------ */
 
+/* Both c and s get DISCONNECTED within 5 s each (the events acked). */
+static bool both_disconnected(struct rdma_cm_id *c, struct rdma_cm_id *s)
+{
+	struct rdma_cm_event *ev;
+	bool cd = false, sd = false;
+
+	for (int i = 0; i < 2 && (ev = next_event(RDMA_CM_EVENT_DISCONNECTED, 5000)); i++) {
+		cd = cd || ev->id == c;
+		sd = sd || ev->id == s;
+		rdma_ack_cm_event(ev);
+	}
+	return cd && sd;
+}
+
 static void test_connect(void)
 {
 	struct rdma_cm_id *l, *c, *s = NULL;
@@ -266,13 +280,7 @@ static void test_connect(void)
 
 	CHECK_RC(vt_post_recv(s->qp, 5, sb, 64, smr->lkey), 0, "server posts a receive before the disconnect");
 	CHECK_RC(rdma_disconnect(c), 0, "client disconnects");
-	bool cd = false, sd = false;
-	for (int i = 0; i < 2 && (ev = next_event(RDMA_CM_EVENT_DISCONNECTED, 5000)); i++) {
-		cd = cd || ev->id == c;
-		sd = sd || ev->id == s;
-		rdma_ack_cm_event(ev);
-	}
-	CHECK(cd && sd, "  both ends got DISCONNECTED");
+	CHECK(both_disconnected(c, s), "  both ends got DISCONNECTED");
 	EXPECT_WC(s->recv_cq, 5, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, &wc, "  the server's receive is flushed");
 	CHECK_RC(rdma_disconnect(s), 0, "server's rdma_disconnect after DISCONNECTED succeeds");
 	CHECK(no_event(300), "  no TIMEWAIT_EXIT on iWARP (as the kernel's iw_cm)");
@@ -319,14 +327,7 @@ out:
 			rdma_ack_cm_event(ev);
 		CHECK_RC(rdma_disconnect(c), 0, "client disconnects");
 		rdma_destroy_qp(c);
-		bool cd2 = false, sd2 = false;
-		for (int i = 0; i < 2 && (ev = next_event(RDMA_CM_EVENT_DISCONNECTED, 5000)); i++) {
-			cd2 = cd2 || ev->id == c;
-			sd2 = sd2 || ev->id == s;
-			rdma_ack_cm_event(ev);
-		}
-		CHECK(cd2, "  the client gets DISCONNECTED though its QP is gone");
-		CHECK(sd2, "  the server gets DISCONNECTED");
+		CHECK(both_disconnected(c, s), "  both ends get DISCONNECTED, though the client's QP is gone");
 		destroy(s);
 	}
 	destroy(c);
@@ -414,13 +415,7 @@ static void test_external_qp(void)
 		CHECK_RC(vt_post_recv(sqp, 3, sb, sizeof(sb), smr->lkey), 0, "server posts a receive");
 	}
 	CHECK_RC(rdma_disconnect(c), 0, "client disconnects");
-	bool cd = false, sd = false;
-	for (int i = 0; i < 2 && (ev = next_event(RDMA_CM_EVENT_DISCONNECTED, 5000)); i++) {
-		cd = cd || ev->id == c;
-		sd = sd || ev->id == s;
-		rdma_ack_cm_event(ev);
-	}
-	CHECK(cd && sd, "  both ends got DISCONNECTED");
+	CHECK(both_disconnected(c, s), "  both ends got DISCONNECTED");
 	if (smr)
 		EXPECT_WC(scq, 3, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, &wc, "  the server's receive is flushed");
 	CHECK(vt_qp_state(cqp) == IBV_QPS_ERR || vt_qp_state(cqp) == IBV_QPS_SQD, "  the client's QP left RTS (%d)",
