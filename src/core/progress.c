@@ -91,6 +91,27 @@ void sr_reap_zombies(struct sr_context *ctx)
 	free_qps(z);
 }
 
+/* epoll_wait with a nanosecond timeout (NULL: none).  Kernels before 5.11
+ * and valgrind lack epoll_pwait2 (ENOSYS): then the timeout is rounded up
+ * to a millisecond, so a timer fires late rather than spinning early. */
+static int progress_wait(int epfd, struct epoll_event *evs, int n, const struct timespec *tsp)
+{
+	static atomic_bool no_pwait2;
+
+	if (!atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
+		int r = epoll_pwait2(epfd, evs, n, tsp, NULL);
+		if (r >= 0 || errno != ENOSYS)
+			return r;
+		atomic_store_explicit(&no_pwait2, true, memory_order_relaxed);
+	}
+	int ms = -1;
+	if (tsp) {
+		uint64_t up = ((uint64_t)tsp->tv_sec * 1000000000ull + (uint64_t)tsp->tv_nsec + 999999) / 1000000;
+		ms = up > INT_MAX ? INT_MAX : (int)up;
+	}
+	return epoll_wait(epfd, evs, n, ms);
+}
+
 static void *progress_main(void *arg)
 {
 	struct sr_context *ctx = arg;
@@ -121,11 +142,11 @@ static void *progress_main(void *arg)
 			ts.tv_nsec = (long)(d % 1000000000ull);
 			tsp = &ts;
 		}
-		int n = epoll_pwait2(ctx->prog.epfd, evs, 64, tsp, NULL);
+		int n = progress_wait(ctx->prog.epfd, evs, 64, tsp);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			sr_log("epoll_pwait2: %s", strerror(errno));
+			sr_log("progress thread: epoll wait: %s", strerror(errno));
 			break;
 		}
 		if (n > 0)
