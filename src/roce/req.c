@@ -86,6 +86,16 @@ bool sr_req_probe(struct sr_qp *qp)
 	if (w->opcode == IBV_WR_RDMA_READ || w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
 	    w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
 		return false;
+	/* In a loss episode the responder NAKs a gap once: if the resent head
+	 * was lost too, only a resend of the head (una) fills the gap, and
+	 * the last packet would be dropped unanswered.  Go back to una, as a
+	 * timeout would, without waiting out the timeout. */
+	if (r->rec.in_recovery && psn_diff(r->una_psn, r->rec.recover_psn) < 0 &&
+	    sr_req_wqe_for_psn(qp, r->una_psn, NULL)) {
+		sr_req_resend(qp, r->una_psn, false);
+		r->rec.force_ackreq = true;
+		return true;
+	}
 	/* not while a go-back resends (the cursor is behind the last packet:
 	 * the probe would skip what is still to be resent), nor beyond the
 	 * window */

@@ -202,8 +202,10 @@ void sr_req_go_back(struct sr_qp *qp, uint32_t psn);
 void sr_req_resend(struct sr_qp *qp, uint32_t psn, bool retry);
 /* Tail-loss probe: the last packet sent leaves again, asking for an ACK
  * (the answer is an ACK if only ACKs were lost, else a sequence NAK or
- * the ACK of what it completed); false when that is a READ's or an
- * atomic's, or one of those awaits its response. */
+ * the ACK of what it completed); in a loss episode (a NAK answered), the
+ * oldest unacknowledged one and all after it, as the resend of the head
+ * may be what was lost.  False when that is a READ's or an atomic's, or
+ * one of those awaits its response. */
 bool sr_req_probe(struct sr_qp *qp);
 struct sr_send_wqe *sr_req_wqe_for_psn(struct sr_qp *qp, uint32_t psn, uint32_t *idx);
 
