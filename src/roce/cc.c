@@ -1,7 +1,20 @@
 /* AIMD window of an RC requester (cc.h). */
 #include "roce/cc.h"
 
-void sr_cc_acked(struct sr_roce_cc *c, uint32_t *cwnd, uint32_t n, uint32_t window)
+/* The window's growth per round trip in congestion avoidance, in 1/256
+ * packets: (srtt / SR_CC_RTT_REF)^2, at least one packet, at most
+ * SR_CC_RHO_MAX^2 (as TCP Hybla scales Reno's). */
+static uint64_t growth_q8(uint64_t srtt)
+{
+	uint64_t rho_q4 = srtt * 16 / SR_CC_RTT_REF_NS;
+	if (rho_q4 < 16)
+		rho_q4 = 16;
+	if (rho_q4 > 16 * SR_CC_RHO_MAX)
+		rho_q4 = 16 * SR_CC_RHO_MAX;
+	return rho_q4 * rho_q4;
+}
+
+void sr_cc_acked(struct sr_roce_cc *c, uint32_t *cwnd, uint32_t n, uint32_t window, uint64_t srtt)
 {
 	uint32_t w = *cwnd;
 	if (!c->ssthresh || w < c->ssthresh) {
@@ -9,9 +22,9 @@ void sr_cc_acked(struct sr_roce_cc *c, uint32_t *cwnd, uint32_t n, uint32_t wind
 		if (c->ssthresh && w > c->ssthresh)
 			w = c->ssthresh;
 	} else {
-		c->acked += n;
-		while (c->acked >= w) {
-			c->acked -= w;
+		c->acked += n * growth_q8(srtt);
+		while (c->acked >= (uint64_t)w << 8) {
+			c->acked -= (uint64_t)w << 8;
 			w++;
 		}
 	}
@@ -36,4 +49,22 @@ void sr_cc_timeout(struct sr_roce_cc *c, uint32_t *cwnd)
 	c->ssthresh = decreased(*cwnd);
 	c->acked = 0;
 	*cwnd = SR_CWND_MIN;
+}
+
+void sr_cc_paced(struct sr_roce_cc *c, uint64_t now, uint32_t cwnd, uint64_t srtt)
+{
+	if (!srtt || !cwnd) {
+		c->pace_next_ns = 0;
+		return;
+	}
+	/* gap = srtt / (gain * cwnd), gain = num / den */
+	bool avoid = c->ssthresh && cwnd >= c->ssthresh;
+	uint64_t num = avoid ? 5 : 2, den = avoid ? 4 : 1;
+	uint64_t gap = srtt * den / (cwnd * num);
+	uint64_t burst = gap * (cwnd / 4 > SR_PACE_BURST ? cwnd / 4 : SR_PACE_BURST);
+	/* credit unused for longer than a burst is lost: after a pause, at
+	 * most a burst goes back to back */
+	uint64_t base = c->pace_next_ns + burst > now ? c->pace_next_ns : now - burst;
+	c->pace_next_ns = base + gap;
+	c->pace_gap_ns = gap;
 }

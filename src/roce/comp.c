@@ -94,8 +94,11 @@ uint64_t sr_comp_deadline(struct sr_qp *qp)
 	struct sr_roce_qp *r = rqp(qp);
 	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD)
 		return 0;
-	uint64_t d = r->retrans_deadline, rnr = r->rnr_deadline;
-	return !d || (rnr && rnr < d) ? rnr : d; /* the earlier, 0 = none */
+	uint64_t d = 0, c[3] = { r->retrans_deadline, r->rnr_deadline, r->pace_deadline };
+	for (int i = 0; i < 3; i++)
+		if (c[i] && (!d || c[i] < d))
+			d = c[i]; /* the earliest, 0 = none */
+	return d;
 }
 
 /* Fail the WQE holding psn with status and take the QP to error. */
@@ -171,7 +174,7 @@ static void comp_ack_upto(struct sr_qp *qp, uint32_t psn)
 		break;
 	}
 	if (progress) {
-		sr_cc_acked(&r->cc, &r->cwnd, (uint32_t)psn_diff(r->una_psn, una0), r->window);
+		sr_cc_acked(&r->cc, &r->cwnd, (uint32_t)psn_diff(r->una_psn, una0), r->window, r->rec.srtt);
 		r->retry_left = qp->attr.retry_cnt;
 		r->rnr_retry_left = qp->attr.rnr_retry; /* both count per message, as rxe's */
 		r->gap_retx_valid = false;
@@ -245,7 +248,7 @@ static void comp_advance(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_pkt 
 	r->gap_retx_valid = false;
 	if (piece_done && r->rd_outstanding)
 		r->rd_outstanding--;
-	sr_cc_acked(&r->cc, &r->cwnd, 1, r->window);
+	sr_cc_acked(&r->cc, &r->cwnd, 1, r->window, r->rec.srtt);
 	if ((uint32_t)psn_diff(r->una_psn, w->first_psn) >= w->npkts)
 		w->state = SR_WQE_DONE;
 	sr_rec_progress(&r->rec, r->una_psn, comp_now());
@@ -404,6 +407,10 @@ void sr_comp_timer(struct sr_qp *qp, uint64_t now)
 		r->rnr_deadline = 0;
 		sr_req_go_back(qp, r->rnr_psn);
 		sr_req_progress(qp);
+	}
+	if (r->pace_deadline && now >= r->pace_deadline) {
+		r->pace_deadline = 0;
+		sr_req_progress(qp); /* pacing lets the next packet go (cc.h) */
 	}
 	if (r->retrans_deadline && now >= r->retrans_deadline) {
 		r->retrans_deadline = 0;

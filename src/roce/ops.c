@@ -143,13 +143,13 @@ static int roce_qp_modify(struct sr_qp *qp, struct ibv_qp_attr *attr, int mask, 
 			sr_delay_clear(&qp->faults->delay);
 		sr_roce_rx_socket_close(qp);
 		sr_resp_reset(qp);
-		r->retrans_deadline = r->rnr_deadline = 0;
+		r->retrans_deadline = r->rnr_deadline = r->pace_deadline = 0;
 		r->rd_outstanding = 0;
 		r->rd_resp_pkts = 0;
 		r->noack_pkts = 0;
 	}
 	if (next == IBV_QPS_ERR) {
-		r->retrans_deadline = r->rnr_deadline = 0;
+		r->retrans_deadline = r->rnr_deadline = r->pace_deadline = 0;
 	}
 	return 0;
 }

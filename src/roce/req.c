@@ -210,9 +210,18 @@ static void batch_add(struct sr_tx_batch *b, const struct sr_av *av, struct sr_p
 	}
 }
 
-/* Send the next packet(s) of w. Returns false when the window (or the
- * read/atomic limit) stops us. */
-static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_batch *b)
+/* Pacing stops the requester (cc.h): the timer resumes it. */
+static void req_pace_wait(struct sr_qp *qp)
+{
+	struct sr_roce_qp *r = rqp(qp);
+
+	r->pace_deadline = sr_cc_pace_wake(&r->cc);
+	sr_qp_timer_arm(qp, r->pace_deadline);
+}
+
+/* Send the next packet(s) of w. Returns false when the window, pacing (now:
+ * the time the pass started, 0: not paced) or the read/atomic limit stops us. */
+static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_batch *b, uint64_t now)
 {
 	struct sr_roce_qp *r = rqp(qp);
 	enum ibv_qp_type t = sr_qp_transport(qp);
@@ -285,6 +294,10 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
 			continue;
 		}
 
+		if (now && !sr_cc_may_send(&r->cc, now)) {
+			req_pace_wait(qp);
+			return false;
+		}
 		bool first = w->sent_pkts == 0, last = w->sent_pkts + 1 == w->npkts;
 		uint64_t off = (uint64_t)w->sent_pkts * r->mtu;
 		uint32_t len = (uint32_t)(w->length - off < r->mtu ? w->length - off : r->mtu);
@@ -326,6 +339,8 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
 		batch_add(b, av, &h, iov, n, len);
 		if (t == IBV_QPT_RC)
 			sr_rec_sent(&r->rec, psn, 1, h.ackreq);
+		if (now)
+			sr_cc_paced(&r->cc, now, r->cwnd, r->rec.srtt);
 		w->sent_pkts++;
 	}
 	return true;
@@ -391,6 +406,13 @@ bool sr_req_progress_kick(struct sr_qp *qp, bool kick)
 	if (!(b = sr_tls_buf(SR_TLS_TX_BATCH, sizeof(*b))))
 		return false;
 	sr_tx_batch_init(b, qp, &qp->av);
+	/* RC sends and writes are paced once the RTT is known and a loss has
+	 * shown a queue that overflows (cc.h); one clock for the pass (within
+	 * a receive batch, the batch's) */
+	uint64_t now = 0;
+	if (t == IBV_QPT_RC && r->rec.srtt && r->cc.ssthresh)
+		now = sr_rx_batch_ns ? sr_rx_batch_ns : sr_now_ns();
+	r->pace_deadline = 0;
 	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
 	while (sq->cur != sq->head) {
 		struct sr_send_wqe *w = sr_sq_wqe(sq, sq->cur);
@@ -447,7 +469,7 @@ bool sr_req_progress_kick(struct sr_qp *qp, bool kick)
 			r->next_psn = psn_add(r->next_psn, w->npkts);
 			w->state = SR_WQE_PENDING;
 		}
-		bool done = req_send_wqe(qp, w, b);
+		bool done = req_send_wqe(qp, w, b, now);
 		sent = true;
 		if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD)
 			break;

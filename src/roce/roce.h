@@ -103,6 +103,7 @@ struct sr_roce_qp {
 	int retry_left, rnr_retry_left;
 	uint64_t retrans_deadline; /* 0 = no timer */
 	uint64_t rnr_deadline;	   /* 0 = not waiting out an RNR NAK */
+	uint64_t pace_deadline;	   /* 0 = not stopped by pacing (cc.h) */
 	uint32_t rnr_psn;
 	uint32_t gap_retx_una; /* una at which a gap-triggered go-back was done */
 	bool gap_retx_valid;
