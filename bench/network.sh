@@ -32,7 +32,8 @@
 # Writes results.csv (section,transport,condition,value,unit), summary.txt
 # (the tables with ratios) and network.png.  Benchmarks are not tests:
 # nothing here passes or fails.  Takes about 8 minutes at 5 s a run.
-# BENCH_SECTIONS (default "loss rtt bottleneck iser") picks the parts.
+# BENCH_SECTIONS (default "loss rtt bottleneck iser") picks the parts,
+# BENCH_RATES (default "1000 10000", Mbit/s) the bottleneck's rates.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/lib.sh
@@ -283,7 +284,7 @@ share() {
 }
 
 want bottleneck && echo "== bottleneck: tbf on both veth ends"
-want bottleneck && for r in 1000 10000; do
+want bottleneck && for r in ${BENCH_RATES:-1000 10000}; do
 	bottleneck "$r"
 	for kind in roce-write roce-read iwarp-write tcp; do
 		v=$(one "$kind")
