@@ -54,7 +54,10 @@ struct sr_daemon_conn *sr_ctx_daemon(struct sr_context *ctx, int *err)
 			struct epoll_event ev = { .events = EPOLLIN, .data.ptr = SR_EP_DAEMON };
 			ctx->daemon = d;
 			sr_tsan_release(&ctx->prog.epfd);
+			sr_tsan_release(&ctx->prog.data_epfd);
 			epoll_ctl(ctx->prog.epfd, EPOLL_CTL_ADD, sr_daemon_fd(d), &ev);
+			/* pollers learn of its input with their sockets' (sr_progress_receive) */
+			epoll_ctl(ctx->prog.data_epfd, EPOLL_CTL_ADD, sr_daemon_fd(d), &ev);
 		}
 	}
 	pthread_mutex_unlock(&ctx->lock);
@@ -63,22 +66,14 @@ struct sr_daemon_conn *sr_ctx_daemon(struct sr_context *ctx, int *err)
 
 void sr_ctx_daemon_readable(struct sr_context *ctx)
 {
+	if (!ctx->daemon || sr_daemon_dead(ctx->daemon))
+		return; /* a receive pass's stale look */
 	sr_daemon_on_readable(ctx->daemon);
 	if (sr_daemon_dead(ctx->daemon)) {
 		/* EOF stays readable.  A new daemon would hand out
 		 * our QPNs again, and nobody routes to us now. */
 		epoll_ctl(ctx->prog.epfd, EPOLL_CTL_DEL, sr_daemon_fd(ctx->daemon), NULL);
+		epoll_ctl(ctx->prog.data_epfd, EPOLL_CTL_DEL, sr_daemon_fd(ctx->daemon), NULL);
 		sr_ctx_fatal(ctx, "lost the connection to softrdmad");
-	}
-}
-
-void sr_ctx_daemon_poll(struct sr_context *ctx)
-{
-	/* datagrams through the daemon are UD (and rare collisions, which the
-	 * progress thread serves): only UD users pay for checking it here */
-	if (ctx->daemon && atomic_load(&ctx->prog.n_ud_qps) && !sr_daemon_dead(ctx->daemon)) {
-		sr_daemon_on_readable(ctx->daemon);
-		if (sr_daemon_dead(ctx->daemon))
-			sr_ctx_fatal(ctx, "lost the connection to softrdmad");
 	}
 }

@@ -43,7 +43,9 @@ void sr_progress_del_fd(struct sr_context *ctx, int fd)
  * socket in the context (a ping-pong), once epoll_wait has said whose it
  * is, and as long as no socket came or went since (data_fds_gen), ask
  * that QP directly: one system call instead of epoll_wait and then the
- * receive. */
+ * receive.  Not while QPs receive through the daemon's connection, which
+ * is in data_epfd too (not counted in n_data_fds): epoll_wait says when
+ * it has input, so that an empty poll makes one system call. */
 void sr_progress_receive(struct sr_context *ctx)
 {
 	const struct sr_transport_ops *t = ctx->dev->tops;
@@ -51,14 +53,16 @@ void sr_progress_receive(struct sr_context *ctx)
 	uint32_t gen = atomic_load(&ctx->prog.data_fds_gen);
 	int n;
 
-	if (ctx->prog.sole_qp && ctx->prog.sole_qp_gen == gen) {
+	bool via_daemon = atomic_load_explicit(&ctx->prog.n_ud_qps, memory_order_relaxed) != 0;
+
+	if (ctx->prog.sole_qp && ctx->prog.sole_qp_gen == gen && !via_daemon) {
 		evs[0].data.ptr = ctx->prog.sole_qp;
 		n = 1;
 	} else {
 		n = epoll_wait(ctx->prog.data_epfd, evs, 64, 0);
 		if (n > 0)
 			sr_tsan_acquire(&ctx->prog.data_epfd); /* what epoll_ctl published */
-		bool sole = n == 1 && atomic_load(&ctx->prog.n_data_fds) == 1;
+		bool sole = n == 1 && atomic_load(&ctx->prog.n_data_fds) == 1 && evs[0].data.ptr != SR_EP_DAEMON;
 		ctx->prog.sole_qp = sole ? evs[0].data.ptr : NULL;
 		ctx->prog.sole_qp_gen = gen;
 	}
@@ -71,6 +75,10 @@ void sr_progress_receive(struct sr_context *ctx)
 	sr_guard_hold();
 	for (int i = 0; i < n; i++) {
 		struct sr_qp *qp = evs[i].data.ptr;
+		if (evs[i].data.ptr == SR_EP_DAEMON) {
+			sr_ctx_daemon_readable(ctx);
+			continue;
+		}
 		pthread_mutex_lock(&qp->lock);
 		if (!qp->dead)
 			t->on_readable(qp, -1);

@@ -101,7 +101,6 @@ void sr_progress_poll(struct sr_context *ctx)
 	}
 	/* the application polls an empty CQ: it has posted what it had */
 	sr_park_release(ctx);
-	sr_ctx_daemon_poll(ctx);
 	pthread_mutex_unlock(&ctx->prog.lock);
 }
 

@@ -208,11 +208,10 @@ void sr_progress_receive(struct sr_context *ctx);
 struct sr_daemon_conn *sr_ctx_daemon(struct sr_context *ctx, int *err);
 /* Deliver a datagram to the QP of this context it is addressed to (no lock held). */
 void sr_ctx_deliver(struct sr_context *ctx, const struct sr_ipc_pkt *meta, const uint8_t *data, uint32_t len);
-/* The connection is readable: the progress thread reads it (prog.lock
- * held); a lost connection makes the context fatal. */
+/* The connection is readable: the progress thread or a poller reads it
+ * (prog.lock held); a lost connection makes the context fatal.  It is in
+ * the thread's epfd and in data_epfd, so a receive pass reads it only when
+ * it has input. */
 void sr_ctx_daemon_readable(struct sr_context *ctx);
-/* A poller's look at the connection (prog.lock held), for contexts
- * with QPs that receive through it. */
-void sr_ctx_daemon_poll(struct sr_context *ctx);
 
 #endif
