@@ -112,6 +112,29 @@ static int progress_wait(int epfd, struct epoll_event *evs, int n, const struct 
 	return epoll_wait(epfd, evs, n, ms);
 }
 
+/* After a wake-up: receive if the sockets have input for us, read the
+ * daemon's connection if it has some, else make the transport's
+ * notifications due (rx_flush).  A wake-up by its timeout alone (a timer,
+ * a look at the pollers) does not wait for prog.lock: a poller holding it
+ * receives, and waiting would make the two trade the lock (a futex
+ * wake-up each way).  Whoever asks for the notifications rings the
+ * doorbell (woke). */
+static void receive_pass(struct sr_context *ctx, bool data, bool daemon, bool woke)
+{
+	sr_rx_bytes = 0;
+	if (data || daemon || woke)
+		pthread_mutex_lock(&ctx->prog.lock);
+	else if (pthread_mutex_trylock(&ctx->prog.lock))
+		return;
+	if (daemon)
+		sr_ctx_daemon_readable(ctx);
+	if (data)
+		sr_progress_receive(ctx);
+	else
+		ctx->dev->tops->rx_flush(ctx);
+	pthread_mutex_unlock(&ctx->prog.lock);
+}
+
 static void *progress_main(void *arg)
 {
 	struct sr_context *ctx = arg;
@@ -157,23 +180,19 @@ static void *progress_main(void *arg)
 				data = true;
 		if (data && sr_poller_takes_input(ctx))
 			data = false;
-		pthread_mutex_lock(&ctx->prog.lock);
+		bool daemon = false, woke = false;
 		for (int i = 0; i < n; i++) {
 			void *p = evs[i].data.ptr;
 			if (p == SR_EP_DOORBELL) {
+				woke = true;
 				uint64_t v;
 				ssize_t r = read(ctx->prog.doorbell, &v, sizeof(v));
 				(void)r;
 			} else if (p == SR_EP_DAEMON) {
-				sr_ctx_daemon_readable(ctx);
+				daemon = true;
 			}
 		}
-		sr_rx_bytes = 0;
-		if (data)
-			sr_progress_receive(ctx);
-		else
-			ctx->dev->tops->rx_flush(ctx);
-		pthread_mutex_unlock(&ctx->prog.lock);
+		receive_pass(ctx, data, daemon, woke);
 		sr_rx_coalesce_nap(ctx);
 	}
 	return NULL;
