@@ -637,6 +637,20 @@ static bool signals_restart(void)
 	return true;
 }
 
+/* Does the channel's descriptor become readable on the sockets' input
+ * too (a reader that sleeps in poll() on it receives for itself)?  Not
+ * while pollers take that input: every message would wake the reader
+ * (UCX's async thread, which watches its ud_verbs channel) to find no
+ * event, and it received beside the poller. */
+static void channel_watch_input(struct sr_comp_channel *ch, struct sr_context *ctx, bool on)
+{
+	if (atomic_exchange(&ch->fd_has_input, on) == on)
+		return;
+	struct epoll_event ev = { .events = EPOLLIN };
+	if (epoll_ctl(ch->ibch.fd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, ctx->prog.data_epfd, &ev))
+		atomic_store(&ch->fd_has_input, !on);
+}
+
 /* The reader does the receive work: with no event waiting it receives
  * what waits on the context's sockets (its pass may write the event),
  * and only then sleeps, on the channel's descriptor, which wakes it for an
@@ -655,14 +669,12 @@ int sr_get_cq_event(struct ibv_comp_channel *ibch, struct ibv_cq **ibcq, void **
 			break;
 		if (r < 0 && errno != EAGAIN && errno != EINTR)
 			return -1;
-		if (sr_chan_receive(ctx))
+		bool nonblock = fcntl(ibch->fd, F_GETFL) & O_NONBLOCK;
+		bool polled = nonblock && sr_pollers_own_input(ctx);
+		if (!polled && sr_chan_receive(ctx))
 			continue;
-		if (fcntl(ibch->fd, F_GETFL) & O_NONBLOCK) {
-			if (!atomic_exchange(&ch->fd_has_input, true)) {
-				struct epoll_event ev = { .events = EPOLLIN };
-				if (epoll_ctl(ibch->fd, EPOLL_CTL_ADD, ctx->prog.data_epfd, &ev))
-					atomic_store(&ch->fd_has_input, false);
-			}
+		if (nonblock) {
+			channel_watch_input(ch, ctx, !polled);
 			/* an event written since our read, by whoever received */
 			if (read(ch->rd_fd, &cq, sizeof(cq)) == sizeof(cq))
 				break;

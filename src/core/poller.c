@@ -144,6 +144,8 @@ static void data_arm(struct sr_context *ctx, bool on)
 
 	if (atomic_load_explicit(&ctx->prog.data_armed, memory_order_relaxed) == on)
 		return;
+	if (on)
+		atomic_store_explicit(&ctx->prog.pollers_own, false, memory_order_relaxed);
 	if (!epoll_ctl(ctx->prog.epfd, EPOLL_CTL_MOD, ctx->prog.data_epfd, &ev))
 		atomic_store(&ctx->prog.data_armed, on);
 }
@@ -277,12 +279,23 @@ bool sr_poller_takes_input(struct sr_context *ctx)
 	uint64_t lp = atomic_load_explicit(&ctx->prog.last_poll_ns, memory_order_relaxed);
 	uint64_t now = sr_now_ns();
 
-	if ((lp && now - lp < SR_POLLER_RECENT_NS && !data_left(ctx)) || chan_takes_input(ctx, now, 0)) {
-		if (ctx->prog.poll_drive)
+	bool polled = lp && now - lp < SR_POLLER_RECENT_NS && !data_left(ctx);
+	if (polled || chan_takes_input(ctx, now, 0)) {
+		if (ctx->prog.poll_drive) {
 			data_arm(ctx, false);
+			atomic_store_explicit(&ctx->prog.pollers_own, polled, memory_order_relaxed);
+		}
 		return true;
 	}
 	return false;
+}
+
+bool sr_pollers_own_input(struct sr_context *ctx)
+{
+	/* or will, once the thread sees it: a poller is at work */
+	uint64_t lp = atomic_load_explicit(&ctx->prog.last_poll_ns, memory_order_relaxed);
+	return atomic_load_explicit(&ctx->prog.pollers_own, memory_order_relaxed) ||
+	       (lp && sr_now_ns() - lp < SR_POLLER_RECHECK_NS);
 }
 
 void sr_rx_coalesce_nap(struct sr_context *ctx)

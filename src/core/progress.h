@@ -65,6 +65,7 @@ struct sr_progress {
 	_Atomic uint64_t sleep_until;	    /* the progress thread's next timer, UINT64_MAX = none */
 	atomic_bool timers_dirty;	    /* a timer was armed since the thread last looked (sr_progress_deadline) */
 	atomic_bool data_armed;		    /* the progress thread waits for the sockets' input */
+	atomic_bool pollers_own;	    /* ... it does not, for pollers take it (not channel readers) */
 	bool poll_drive;		    /* it may stop while pollers receive (SOFTRDMA_POLL_DRIVE) */
 	uint64_t rx_coalesce_ns; /* its and pollers' nap after a large receive pass (SOFTRDMA_RX_COALESCE_US) */
 	/* fd_registry.c */
@@ -118,6 +119,11 @@ void sr_poller_init(struct sr_context *ctx);
  * while it stays out of the pollers' way, it takes the sockets back when
  * that is due, else wakes by then.  Returns the wake-up time. */
 uint64_t sr_poller_recheck(struct sr_context *ctx, uint64_t now, uint64_t wake);
+/* Pollers take the sockets' input (the progress thread stays out of
+ * their way, or a poll was this recent): a channel's reader that does
+ * not sleep in ibv_get_cq_event leaves it to them too (its descriptor is
+ * readable on events alone then). */
+bool sr_pollers_own_input(struct sr_context *ctx);
 /* The progress thread woke for input: true if a poller is taking it. */
 bool sr_poller_takes_input(struct sr_context *ctx);
 /* After the progress thread's receive pass: its nap, if that took a

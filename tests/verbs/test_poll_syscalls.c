@@ -6,10 +6,17 @@
  * was a recvmmsg on the daemon's socket after the epoll_wait of the
  * sockets), only when it has something to read.
  *
+ * Nor must the sockets' input wake a thread that sleeps in poll() on a
+ * completion channel's descriptor while another thread polls the CQs and
+ * receives that input: UCX's async thread watches its ud_verbs channel so,
+ * and woke for every message of an rc_verbs ping-pong to find no event,
+ * and received beside the polling thread.
+ *
  * The test takes the place of recvmmsg (its definition comes first in the
  * symbol lookup) and counts the calls on Unix-domain sockets made by the
  * polling thread. */
 #include <dlfcn.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -87,6 +94,96 @@ out:
 	vt_pair_destroy(&p);
 }
 
+#define ROUND_TRIPS 2000
+
+struct watcher {
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq;
+	atomic_bool stop;
+	atomic_int wakes; /* the descriptor was readable */
+};
+
+/* As UCX's async thread: poll() on the channel's non-blocking descriptor,
+ * take the event if there is one */
+static void *watch_channel(void *arg)
+{
+	struct watcher *w = arg;
+	struct ibv_cq *cq;
+	void *cq_ctx;
+	/* UCX drains the channel before it arms its interface */
+	while (!ibv_get_cq_event(w->ch, &cq, &cq_ctx))
+		ibv_ack_cq_events(cq, 1);
+	while (!atomic_load(&w->stop)) {
+		struct pollfd pfd = { .fd = w->ch->fd, .events = POLLIN };
+		if (poll(&pfd, 1, 10) <= 0)
+			continue;
+		atomic_fetch_add(&w->wakes, 1);
+		if (!ibv_get_cq_event(w->ch, &cq, &cq_ctx)) {
+			ibv_ack_cq_events(cq, 1);
+			ibv_req_notify_cq(cq, 0);
+		}
+	}
+	return NULL;
+}
+
+static bool one_way(struct vt_pair *p, int from, struct vt_buf *b, int i)
+{
+	struct ibv_wc wc;
+	int to = !from, n = 0;
+	if (vt_post_recv(p->qp[to], (uint64_t)i, b->p + 64 * to, 64, b->mr->lkey) ||
+	    vt_post_send(p->qp[from], (uint64_t)i, IBV_WR_SEND, b->p + 128, 8, b->mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0))
+		return false;
+	for (int k = 0; k < 2; k++) {
+		struct ibv_cq *cq = k ? p->scq[from] : p->rcq[to];
+		uint64_t t0 = vt_now_ms();
+		while ((n = ibv_poll_cq(cq, 1, &wc)) == 0 && vt_now_ms() - t0 < VT_TIMEOUT_MS)
+			;
+		if (n != 1 || wc.status != IBV_WC_SUCCESS)
+			return false;
+	}
+	return true;
+}
+
+/* A ping-pong, polled, beside a thread asleep on a channel of this context */
+static void a_channel_watcher_sleeps_while_a_poller_receives(void)
+{
+	struct vt_qp_cfg c;
+	struct vt_pair p;
+	struct vt_buf b;
+	struct watcher w = { 0 };
+	pthread_t t;
+
+	vt_cfg_default(&c, IBV_QPT_RC);
+	if (!vt_pair_setup(&D, &c, &p))
+		return;
+	if (!CHECK_RC(vt_buf_alloc(&b, D.pd, 4096, 0, IBV_ACCESS_LOCAL_WRITE), 0, "a buffer"))
+		goto out;
+	w.ch = ibv_create_comp_channel(D.ctx);
+	w.cq = w.ch ? ibv_create_cq(D.ctx, 16, NULL, w.ch, 0) : NULL;
+	if (!CHECK(w.cq, "a CQ with a channel	(errno %d)", errno))
+		goto out_buf;
+	CHECK_RC(fcntl(w.ch->fd, F_SETFL, fcntl(w.ch->fd, F_GETFL) | O_NONBLOCK), 0, "its descriptor non-blocking");
+	CHECK_RC(ibv_req_notify_cq(w.cq, 0), 0, "armed");
+	pthread_create(&t, NULL, watch_channel, &w);
+	bool ok = true;
+	for (int i = 0; i < ROUND_TRIPS && ok; i++)
+		ok = one_way(&p, 0, &b, i) && one_way(&p, 1, &b, i);
+	atomic_store(&w.stop, true);
+	pthread_join(t, NULL);
+	CHECK(ok, "%d round trips", ROUND_TRIPS);
+	int wakes = atomic_load(&w.wakes);
+	/* each message and its ACK made the descriptor readable before */
+	CHECK(wakes < ROUND_TRIPS / 4, "the channel's watcher woke %d times in %d round trips, fewer than %d", wakes,
+	      ROUND_TRIPS, ROUND_TRIPS / 4);
+	ibv_destroy_cq(w.cq);
+out_buf:
+	if (w.ch)
+		ibv_destroy_comp_channel(w.ch);
+	vt_buf_free(&b);
+out:
+	vt_pair_destroy(&p);
+}
+
 int main(int argc, char **argv)
 {
 	vt_begin_args("test_poll_syscalls", 120, argc, argv);
@@ -94,6 +191,7 @@ int main(int argc, char **argv)
 	if (!vt_open(&D))
 		return vt_end();
 	VT_RUN(empty_polls_leave_the_daemon_socket_alone());
+	VT_RUN(a_channel_watcher_sleeps_while_a_poller_receives());
 	vt_close(&D);
 	return vt_end();
 }
