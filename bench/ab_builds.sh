@@ -48,21 +48,21 @@ bw_avg() { awk '$1 == 65536 && NF >= 5 { v = $4 } END { print v }'; }
 
 # pair RUN TOOL ARGS...: a perftest server and client through RUN on lo
 pair() {
-	local run=$1 p s
+	local runner=$1 p s
 	shift
 	p=$(sr_free_port "")
-	timeout -k 5 120 "$run" "$@" -p "$p" >>"$log" 2>&1 </dev/null &
+	timeout -k 5 120 "$runner" "$@" -p "$p" >>"$log" 2>&1 </dev/null &
 	s=$!
 	sr_wait_listen "$p" "$s" "" || echo "$1 did not listen on $p" >>"$log"
-	timeout -k 5 120 "$run" "$@" -p "$p" 127.0.0.1 2>&1 </dev/null | tee -a "$log"
+	timeout -k 5 120 "$runner" "$@" -p "$p" 127.0.0.1 2>&1 </dev/null | tee -a "$log"
 	wait "$s" 2>/dev/null
 }
 
 # one_round ROUND NAME BUILD
 one_round() {
-	local r=$1 n=$2 run=$3/bin/softrdma-run t tls dev f
+	local r=$1 n=$2 runner=$3/bin/softrdma-run t tls dev f
 	# shellcheck disable=SC2034 # used through bench_ucx's namerefs
-	local -a at=("$run") plain=()
+	local -a at=("$runner") plain=()
 	if want ucx; then
 		for t in ucp_am_lat tag_lat; do
 			for tls in rc_v tcp; do
@@ -78,8 +78,8 @@ one_round() {
 		done
 	fi
 	if want ev; then
-		rec "$r" "$n" send_lat_ev "$(pair "$run" ib_send_lat -x 0 -e -s 8 -n "$ITERS" | typical)" us
-		rec "$r" "$n" read_lat_ev "$(pair "$run" ib_read_lat -x 0 -e -s 8 -n "$ITERS" | typical)" us
+		rec "$r" "$n" send_lat_ev "$(pair "$runner" ib_send_lat -x 0 -e -s 8 -n "$ITERS" | typical)" us
+		rec "$r" "$n" read_lat_ev "$(pair "$runner" ib_read_lat -x 0 -e -s 8 -n "$ITERS" | typical)" us
 		p=$(sr_free_port "")
 		qperf -lp "$p" >>"$log" 2>&1 &
 		s=$!
@@ -90,8 +90,8 @@ one_round() {
 		wait "$s" 2>/dev/null
 	fi
 	if want poll; then
-		rec "$r" "$n" write_lat "$(pair "$run" ib_write_lat -x 0 -s 8 -n "$ITERS" | typical)" us
-		rec "$r" "$n" write_bw "$(pair "$run" ib_write_bw -x 0 -s 65536 -n 20000 | bw_avg)" MB/s
+		rec "$r" "$n" write_lat "$(pair "$runner" ib_write_lat -x 0 -s 8 -n "$ITERS" | typical)" us
+		rec "$r" "$n" write_bw "$(pair "$runner" ib_write_bw -x 0 -s 65536 -n 20000 | bw_avg)" MB/s
 	fi
 }
 
