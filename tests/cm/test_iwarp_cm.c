@@ -944,6 +944,7 @@ static void test_hushed_responder(void)
 		struct ibv_mr *mr = ibv_reg_mr(s->pd, rb, sizeof(rb), IBV_ACCESS_LOCAL_WRITE);
 		struct ibv_mr *smr = ibv_reg_mr(s->pd, sb, sizeof(sb), 0);
 		CHECK_RC(vt_post_recv(s->qp, 8, rb, sizeof(rb), mr->lkey), 0, "  post a receive");
+		uint64_t t_acc = vt_now_ms();
 		CHECK_RC(rdma_accept(s, NULL), 0, "  accept");
 		CHECK_RC(vt_post_send(s->qp, 9, IBV_WR_SEND, sb, sizeof(sb), smr->lkey, IBV_SEND_SIGNALED, 0, 0, 0), 0,
 			 "  post a Send at once");
@@ -952,8 +953,16 @@ static void test_hushed_responder(void)
 		if ((ev = next_event(RDMA_CM_EVENT_ESTABLISHED, 3000)))
 			rdma_ack_cm_event(ev);
 		if (!silent) {
-			CHECK(vt_peer_next(fd, 50) == -ETIME,
-			      "  nothing behind it while the initiator is silent (50 ms)");
+			/* the hush lasts 100 ms from the accept: a loaded host may
+			 * have used it up before the check could begin */
+			uint64_t since = vt_now_ms() - t_acc;
+			if (since > 40)
+				NOTE("  nothing behind it while the initiator is silent: not checked, %llu ms after "
+				     "the accept",
+				     (unsigned long long)since);
+			else
+				CHECK(vt_peer_next(fd, 50) == -ETIME,
+				      "  nothing behind it while the initiator is silent (50 ms)");
 			n = (int)send_fpdu(buf, 1, "hi", 3, true);
 			CHECK(vt_write_all(fd, buf, (size_t)n), "  the initiator sends a Send");
 			EXPECT_WC(s->recv_cq, 8, IBV_WC_SUCCESS, IBV_WC_RECV, NULL, "  our QP receives it");

@@ -175,16 +175,18 @@ suite "Soft-iWARP" "$IW_CONF" siw0 "$IW_ALLOWED"
 #  - test_rdmacm_async_udp_traffic: a UD QP (EOPNOTSUPP: siw has none);
 #  - test_rdmacm_async_traffic: asserts the ACK timeout it set, which an
 #    iWARP QP has none of (siw's query gives 0; the assertion says nothing);
-#  - test_rdmacm_async_traffic_external_qp: waits for CONNECT_RESPONSE,
-#    which iWARP never gives (its connect ends ESTABLISHED); softrdma
-#    refuses the connect of an id without a QP (EINVAL) before that.
+#  - test_rdmacm_async_traffic_external_qp: the passive player moves its
+#    own QP through RTR to RTS before it accepts, as on IB, which an iWARP
+#    QP refuses without its connection (EINVAL); and the active one waits
+#    for CONNECT_RESPONSE, which iWARP never gives (its connect ends
+#    ESTABLISHED).
 #  - test_rdmacm_async_write, at times: the target reads its buffer once
 #    the writer's WRITE has completed, which on iWARP (siw too) means sent,
 #    not placed: no response acknowledges a Write.
 SIW_BAD='Failed to modify QP state to RTS\. Errno: 22|^test_query_rc_qp => .*IBV_QPS_INIT: 1> != 0'
 SIW_BAD+='|^test_rdmacm_async_udp_traffic => .*Failed to Create QP\. Errno: 95'
 SIW_BAD+='|^test_rdmacm_async_traffic => Exception: .*Player (active|passive) got: ?$'
-SIW_BAD+='|^test_rdmacm_async_traffic_external_qp => .*Failed to Connect\. Errno: 22'
+SIW_BAD+='|^test_rdmacm_async_traffic_external_qp => .*Failed to modify QP\. Errno: 22'
 SIW_BAD+='|^test_rdmacm_async_write => .*Player passive got: Data validation failure'
 awk '/^test_[a-z0-9_]+ \(tests\./ { v[$1] = $0 }
 	/^(ERROR|FAIL): / { t = $2; next }
