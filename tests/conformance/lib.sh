@@ -959,10 +959,12 @@ sr_capture_start() {
 		>"$SR_TMP/tshark.log" 2>&1 &
 	SR_CAPTURE_PID=$!
 	SR_PIDS+=("$SR_CAPTURE_PID")
-	for _ in $(seq 50); do
+	# tshark loads its dissectors first: seconds on a loaded host
+	for i in $(seq 300); do
 		grep -q "Capturing on" "$SR_TMP/tshark.log" && break
 		sleep 0.1
 	done
+	[ "$i" -lt 300 ] || echo "tshark did not start capturing within 30 s: $(cat "$SR_TMP/tshark.log")" >&2
 	sleep 0.5
 }
 
