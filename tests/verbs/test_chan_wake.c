@@ -15,7 +15,6 @@
 #include "vt_mpa.h"
 #include "common/tsan.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -211,25 +210,16 @@ static void *cw_worker(void *arg)
  * wake-up). */
 static long cw_progress_switches(void)
 {
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *e;
-	long n = 0;
+	long tids[8], n = 0;
+	int k = vt_progress_tids(tids, 8);
 
-	if (!d)
+	if (k < 0)
 		return -1;
-	while ((e = readdir(d))) {
-		char path[300], line[128];
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+	for (int i = 0; i < k && i < 8; i++) {
+		char path[64], line[128];
+		snprintf(path, sizeof(path), "/proc/self/task/%ld/status", tids[i]);
 		FILE *f = fopen(path, "r");
-		bool progress = f && fgets(line, sizeof(line), f) && !strncmp(line, "sr-progress", 11);
-		if (f)
-			fclose(f);
-		if (!progress)
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
-		if (!(f = fopen(path, "r")))
+		if (!f)
 			continue;
 		while (fgets(line, sizeof(line), f)) {
 			long v;
@@ -238,7 +228,6 @@ static long cw_progress_switches(void)
 		}
 		fclose(f);
 	}
-	closedir(d);
 	return n;
 }
 

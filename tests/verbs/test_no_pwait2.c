@@ -4,7 +4,6 @@
  * (threads inherit it) gives that ENOSYS here; the thread must keep
  * running and keep serving its timers: an RC SEND answered by an RNR NAK
  * completes only once a timer has sent it again. */
-#include <dirent.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
@@ -34,25 +33,8 @@ static bool refuse_epoll_pwait2(void)
 /* A thread of this process named sr-progress exists */
 static bool progress_thread_alive(void)
 {
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *e;
-	bool found = false;
-
-	if (!d)
-		return false;
-	while (!found && (e = readdir(d))) {
-		char path[300], comm[32] = "";
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-		FILE *f = fopen(path, "r");
-		if (f) {
-			found = fgets(comm, sizeof(comm), f) && !strncmp(comm, "sr-progress", 11);
-			fclose(f);
-		}
-	}
-	closedir(d);
-	return found;
+	long tid;
+	return vt_progress_tids(&tid, 1) > 0;
 }
 
 static void rnr_retry_by_timer(void)

@@ -27,6 +27,7 @@
 #include <infiniband/verbs.h>
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -740,6 +741,33 @@ VT_STATIC int vt_trans_attr(const struct vt_qp_cfg *c, enum ibv_qp_state to, uin
 		break;
 	}
 	return mask;
+}
+
+/* The thread ids of this process's softrdma progress threads (named
+ * sr-progress): up to max of them in tids; returns how many there are,
+ * -1 if /proc cannot be read. */
+VT_STATIC int vt_progress_tids(long *tids, int max)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		char path[300], comm[32] = "";
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		FILE *f = fopen(path, "r");
+		bool progress = f && fgets(comm, sizeof(comm), f) && !strncmp(comm, "sr-progress", 11);
+		if (f)
+			fclose(f);
+		if (progress && n++ < max)
+			tids[n - 1] = strtol(e->d_name, NULL, 10);
+	}
+	closedir(d);
+	return n;
 }
 
 VT_STATIC int vt_qp_state(struct ibv_qp *qp)
