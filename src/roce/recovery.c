@@ -47,6 +47,19 @@ uint32_t sr_rec_read_room(const struct sr_roce_rec *c, uint32_t psn, uint32_t n)
 	return n;
 }
 
+uint32_t sr_rec_read_piece(const struct sr_roce_rec *c, uint32_t psn, uint32_t rest, uint32_t room, uint32_t cwnd)
+{
+	uint32_t n = sr_rec_read_room(c, psn, rest);
+	if (psn_diff(psn, c->snd_max) < 0)
+		return n; /* asked again: the rest of that request in one */
+	/* no silly window: a piece of a packet or two costs a request, a
+	 * responder pass and a sendmsg; the window drains to a quarter free */
+	uint32_t min_piece = cwnd / 4 ? cwnd / 4 : 1;
+	if (n > room && room < min_piece)
+		return 0;
+	return n > room ? room : n;
+}
+
 /* READ requests answered in full (everything before una) are forgotten. */
 static void read_acked(struct sr_roce_rec *c, uint32_t una)
 {

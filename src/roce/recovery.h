@@ -56,6 +56,13 @@ void sr_rec_read_sent(struct sr_roce_rec *c, uint32_t psn, uint32_t n);
  * responder (kernel rxe) serves a repeated READ only within the READ it
  * served. */
 uint32_t sr_rec_read_room(const struct sr_roce_rec *c, uint32_t psn, uint32_t n);
+/* How many of the rest response PSNs from psn the next READ request asks
+ * for, room of the window cwnd free; 0: wait for the window.  A request
+ * asked again takes the rest of the one it repeats, whatever the window:
+ * kernel rxe (6.1) moves a READ's start to that of each repeat it serves
+ * and drops a later repeat that starts before it, so the pieces of a
+ * repeat, pipelined, would leave a lost one unanswerable. */
+uint32_t sr_rec_read_piece(const struct sr_roce_rec *c, uint32_t psn, uint32_t rest, uint32_t room, uint32_t cwnd);
 /* A loss is detected with next_psn the next new PSN: true if the window
  * decreases for it (once per window of data). */
 bool sr_rec_loss(struct sr_roce_rec *c, uint32_t una, uint32_t next_psn);

@@ -247,19 +247,9 @@ static bool req_send_wqe(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_tx_b
 			if (r->rd_outstanding >= (qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1))
 				return false;
 			uint32_t room = r->cwnd - (uint32_t)(inflight > 0 ? inflight : 0);
-			uint32_t n = sr_rec_read_room(&r->rec, psn, w->npkts - w->sent_pkts);
-			/* No silly window: with the window nearly full, a piece
-			 * as small as the room that has just opened would cost
-			 * a request, a responder pass and a sendmsg for a packet
-			 * or two (64 KiB reads went out in ~5 pieces each).
-			 * Wait until a quarter of the window is free, or the
-			 * whole rest of the read fits; the window always drains
-			 * to that, so the wait ends. */
-			uint32_t min_piece = r->cwnd / 4 ? r->cwnd / 4 : 1;
-			if (n > room && room < min_piece)
+			uint32_t n = sr_rec_read_piece(&r->rec, psn, w->npkts - w->sent_pkts, room, r->cwnd);
+			if (!n)
 				return false;
-			if (n > room)
-				n = room;
 			uint64_t off = (uint64_t)w->sent_pkts * r->mtu;
 			uint64_t len = w->length - off;
 			if (len > (uint64_t)n * r->mtu)

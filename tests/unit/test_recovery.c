@@ -46,6 +46,32 @@ static void test_read_room(void)
 	CHECK(sr_rec_read_room(&c, 8, 64) == 64, "past it");
 }
 
+/* A new READ piece is cut to the window's room (none below a quarter of
+ * the window, unless the rest fits); one asked again is the whole rest of
+ * the request it repeats even when the window has shrunk, so that no
+ * repeat of a later part can precede the repeat of a lost earlier one. */
+static void test_read_piece(void)
+{
+	struct sr_roce_rec c;
+
+	memset(&c, 0, sizeof(c));
+	sr_rec_init(&c, 100);
+	CHECK(sr_rec_read_piece(&c, 100, 64, 16, 16) == 16, "new: cut to the room");
+	CHECK(sr_rec_read_piece(&c, 100, 10, 16, 16) == 10, "new: the rest when it fits");
+	CHECK(sr_rec_read_piece(&c, 100, 64, 3, 16) == 0, "new: no piece below a quarter window");
+	CHECK(sr_rec_read_piece(&c, 100, 3, 3, 16) == 3, "new: a small rest that fits");
+	sr_rec_read_sent(&c, 100, 16); /* [100, 116) */
+	sr_rec_sent(&c, 100, 16, true);
+	sr_rec_read_sent(&c, 116, 16); /* [116, 132) */
+	sr_rec_sent(&c, 116, 16, true);
+	/* a loss: the window is 4 now */
+	CHECK(sr_rec_read_piece(&c, 100, 64, 4, 4) == 16, "again from the first: all of it, not the window's 4 (%u)",
+	      sr_rec_read_piece(&c, 100, 64, 4, 4));
+	CHECK(sr_rec_read_piece(&c, 106, 58, 1, 4) == 10, "again from within: to its end");
+	CHECK(sr_rec_read_piece(&c, 116, 48, 1, 4) == 16, "the next one again: all of it");
+	CHECK(sr_rec_read_piece(&c, 132, 32, 4, 4) == 4, "past what was sent: the window again");
+}
+
 /* The wait: the QP's timeout before a sample; srtt + 4 rttvar (at least
  * SR_RTO_MIN_NS) after; the probe at 2 srtt when allowed; never beyond
  * the QP's timeout. */
@@ -70,6 +96,7 @@ static void test_wait(void)
 int main(void)
 {
 	test_read_room();
+	test_read_piece();
 	test_wait();
 	return ut_end("test_recovery");
 }
