@@ -135,20 +135,41 @@ kp_section() {
 	echo "# ---- section $1"
 }
 
-# kp_impair_on: nftables on the bridges drops 2% of the RoCE datagrams
-# and TCP segments each way and puts 5% in a slow HTB class (20 Mbit/s) of
-# the egress port, so they arrive behind later ones (no netem here).
-kp_impair_on() {
-	local dev
-	ip netns exec "$KP_NS_B" nft -f - <<NFT || sr_die "nftables cannot add the loss rules"
+# kp_impair_dropped: what the loss rule in place has dropped so far.
+kp_impair_dropped() {
+	ip netns exec "$KP_NS_B" nft list table bridge sri_impair 2>/dev/null |
+		sed -n 's/.*counter packets \([0-9]*\).*drop.*/\1/p'
+}
+KP_DROPPED=0
+
+# kp_impair_rules all|data: the bridges drop 2% of the RoCE datagrams and
+# TCP segments each way (all), or only of those longer than an ACK (data),
+# and put 5% in a slow HTB class (20 Mbit/s) of the egress port, so they
+# arrive behind later ones (no netem here).
+kp_impair_rules() {
+	local only= d
+	[ "$1" = data ] && only="meta length > 200"
+	d=$(kp_impair_dropped)
+	KP_DROPPED=$((KP_DROPPED + ${d:-0}))
+	ip netns exec "$KP_NS_B" nft -f - <<NFT || sr_die "nftables cannot set the loss rules"
 table bridge sri_impair {
 	chain sri_fwd {
 		type filter hook forward priority 0; policy accept;
-		meta l4proto { udp, tcp } numgen random mod 100 < 2 counter drop
+	}
+}
+flush chain bridge sri_impair sri_fwd
+table bridge sri_impair {
+	chain sri_fwd {
+		meta l4proto { udp, tcp } $only numgen random mod 100 < 2 counter drop
 		meta l4proto { udp, tcp } numgen random mod 100 < 5 counter meta priority set 1:20
 	}
 }
 NFT
+}
+
+kp_impair_on() {
+	local dev
+	kp_impair_rules all
 	for dev in "$KP_TAP0" "$KP_TAP1" "$KP_VETH_B0" "$KP_VETH_B1"; do
 		ip netns exec "$KP_NS_B" tc qdisc add dev "$dev" root handle 1: htb default 10 &&
 			ip netns exec "$KP_NS_B" tc class add dev "$dev" parent 1: classid 1:10 htb rate 10gbit &&
@@ -160,7 +181,8 @@ NFT
 
 kp_impair_off() {
 	local dev dropped slow=0 n
-	dropped=$(ip netns exec "$KP_NS_B" nft list table bridge sri_impair | sed -n 's/.*counter packets \([0-9]*\).*drop.*/\1/p')
+	dropped=$(kp_impair_dropped)
+	dropped=$((KP_DROPPED + ${dropped:-0}))
 	for dev in "$KP_TAP0" "$KP_TAP1" "$KP_VETH_B0" "$KP_VETH_B1"; do
 		n=$(ip netns exec "$KP_NS_B" tc -s class show dev "$dev" classid 1:20 | sed -n 's/^ Sent [0-9]* bytes \([0-9]*\) pkt.*/\1/p')
 		slow=$((slow + ${n:-0}))
@@ -359,7 +381,13 @@ if kp_section loss; then
 	kp_impair_on
 	kp_both roce ib_write_bw "$pt -s 65536 -n 200" "$pt -s 65536 -n 200 @PEER@"
 	kp_both roce ib_read_bw "$pt -R -s 65536 -n 100" "$pt -R -s 65536 -n 100 @PEER@"
+	# ibv_rc_pingpong ends without a handshake: a side exits on its last
+	# completion, so a lost last ACK leaves its peer retrying into a QP
+	# that is gone (any RC peer, the kernel's too).  It checks the data
+	# under loss of data packets only.
+	kp_impair_rules data
 	kp_both roce ibv_rc_pingpong "$pp -n 100 -s 65536" "$pp -n 100 -s 65536 @PEER@"
+	kp_impair_rules all
 	# (No rping here: its server ends only on the client's DREQ, which the
 	# kernel's CM stops resending once the exiting client destroys its id;
 	# one lost DREQ leaves any server, the kernel's too, waiting.)
