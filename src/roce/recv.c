@@ -95,12 +95,16 @@ static void roce_rx_one(struct sr_qp *qp, const uint8_t *buf, size_t len, const 
 	 * first packet for UC, which follows the sender's PSN).  Once known,
 	 * a packet from the peer's address but another port is dropped
 	 * without an answer unless it is in sequence: then the peer moved
-	 * (its send socket was reopened on another port). */
+	 * (its send socket was reopened on another port); or unless it is an
+	 * RC request already taken (a retry), which is answered but teaches
+	 * nothing: a peer that moved after its ACK was lost gets it only so,
+	 * and the answer goes to the peer's port 4791, not to the sender. */
 	uint16_t port = ntohs(env->src.sin6_port);
 	bool learn = false;
 	if (port != r->peer_sport) {
 		bool in_seq = in_sequence(qp, &pkt);
-		if (r->peer_sport && !in_seq) {
+		bool retry = t == IBV_QPT_RC && (pkt.mask & SR_OP_REQ) && psn_diff(pkt.psn, r->epsn) < 0;
+		if (r->peer_sport && !in_seq && !retry) {
 			r->stat_wrong_port++;
 			r->stat_drop++;
 			return;

@@ -10,7 +10,10 @@
  *    behind anything a requester retransmits: nothing;
  *  - a duplicate READ: served again when it starts within a READ the QP
  *    served (a retry), not when its PSN was a WRITE's: a forged READ with
- *    an old PSN and a good rkey gets no response. */
+ *    an old PSN and a good rkey gets no response;
+ *  - a duplicate from the peer's address on another port (the peer's
+ *    send socket was reopened after the ACK was lost): acknowledged, or
+ *    the requester retries until it fails (test_scale under load). */
 #include "vt.h"
 #include "vt_roce.h"
 
@@ -56,14 +59,20 @@ static void rig_close(struct rig *g)
 	vt_buf_free(&g->tgt);
 }
 
-static void send_write(struct rig *g, uint32_t psn)
+/* A WRITE of PSN psn from socket fd, bound to port sport. */
+static void send_write_from(struct rig *g, int fd, uint16_t sport, uint32_t psn)
 {
 	uint8_t data[64];
 
 	vt_fill(data, sizeof(data), psn);
 	size_t n = vt_mk_write_only(g->pkt, 0x00, 0xffff, g->qp->qp_num, psn & 0xffffff, (uintptr_t)g->tgt.p + 1024,
-				    g->tgt.mr->rkey, data, sizeof(data), g->w.sport, true);
-	vt_send_to_4791(g->w.tx, g->pkt, n);
+				    g->tgt.mr->rkey, data, sizeof(data), sport, true);
+	vt_send_to_4791(fd, g->pkt, n);
+}
+
+static void send_write(struct rig *g, uint32_t psn)
+{
+	send_write_from(g, g->w.tx, g->w.sport, psn);
 }
 
 static void send_read(struct rig *g, uint32_t psn, uint32_t len)
@@ -225,6 +234,45 @@ out:
 	rig_close(&g);
 }
 
+static void moved_peer(void)
+{
+	SECTION("RC responder: a duplicate from the peer on another port is acknowledged");
+	struct rig g;
+	int tx2 = -1;
+	if (!rig_open(&g))
+		goto out;
+	in_sequence(&g, "first request");
+	in_sequence(&g, "second request");
+	tx2 = vt_udp_socket(0);
+	if (!CHECK(tx2 >= 0, "a second socket of the peer, on another port"))
+		goto out;
+	uint16_t sport2 = vt_local_port(tx2);
+	/* the peer's send socket moved, and the ACK of its last request was lost */
+	send_write_from(&g, tx2, sport2, g.psn - 1);
+	struct answers a = collect(&g, 2000);
+	CHECK(a.acks == 1 && a.last_psn == ((g.psn - 1) & 0xffffff) && !a.seq_naks && !a.other,
+	      "the last request again, from port %u, is acknowledged\t(%d ACKs, last PSN 0x%x, %d NAKs, %d other)",
+	      sport2, a.acks, a.last_psn, a.seq_naks, a.other);
+	vt_sleep_ms(5);
+	send_write_from(&g, tx2, sport2, g.psn - (1u << 20));
+	a = collect(&g, 500);
+	CHECK(!a.acks && !a.seq_naks && !a.other,
+	      "from there, a \"duplicate\" 2^20 PSNs behind gets no answer\t(%d ACKs, %d NAKs, %d other)", a.acks,
+	      a.seq_naks, a.other);
+	in_sequence(&g, "a new request from the first port");
+	send_write_from(&g, tx2, sport2, g.psn);
+	a = collect(&g, 2000);
+	CHECK(a.acks == 1 && a.last_psn == (g.psn & 0xffffff) && !a.seq_naks,
+	      "the next request from the other port (the peer moved) is acknowledged\t(%d ACKs, last PSN 0x%x)",
+	      a.acks, a.last_psn);
+	g.psn++;
+	CHECK(vt_qp_state(g.qp) == IBV_QPS_RTS, "the responder is still in RTS");
+out:
+	if (tx2 >= 0)
+		close(tx2);
+	rig_close(&g);
+}
+
 int main(int argc, char **argv)
 {
 	vt_begin_args("test_resp_psn", 120, argc, argv);
@@ -234,6 +282,7 @@ int main(int argc, char **argv)
 	VT_RUN(far_ahead());
 	VT_RUN(duplicates());
 	VT_RUN(duplicate_reads());
+	VT_RUN(moved_peer());
 	vt_close(&D);
 	return vt_end();
 }
