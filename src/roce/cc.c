@@ -17,6 +17,7 @@ static uint64_t growth_q8(uint64_t srtt)
 void sr_cc_acked(struct sr_roce_cc *c, uint32_t *cwnd, uint32_t n, uint32_t window, uint64_t srtt)
 {
 	uint32_t w = *cwnd;
+	c->undo_ok = false; /* progress after the timeout: it stands (or was undone before) */
 	if (!c->ssthresh || w < c->ssthresh) {
 		w += n; /* slow start: doubles per round trip */
 		if (c->ssthresh && w > c->ssthresh)
@@ -39,6 +40,7 @@ static uint32_t decreased(uint32_t w)
 
 void sr_cc_loss(struct sr_roce_cc *c, uint32_t *cwnd)
 {
+	c->undo_ok = false;
 	c->ssthresh = decreased(*cwnd);
 	c->acked = 0;
 	*cwnd = c->ssthresh;
@@ -46,9 +48,25 @@ void sr_cc_loss(struct sr_roce_cc *c, uint32_t *cwnd)
 
 void sr_cc_timeout(struct sr_roce_cc *c, uint32_t *cwnd)
 {
+	if (!c->undo_ok) { /* a second timeout in a row keeps the first's window to undo to */
+		c->undo_ok = true;
+		c->undo_cwnd = *cwnd;
+		c->undo_ssthresh = c->ssthresh;
+	}
 	c->ssthresh = decreased(*cwnd);
 	c->acked = 0;
 	*cwnd = SR_CWND_MIN;
+}
+
+void sr_cc_undo(struct sr_roce_cc *c, uint32_t *cwnd)
+{
+	if (!c->undo_ok)
+		return;
+	c->undo_ok = false;
+	c->ssthresh = c->undo_ssthresh;
+	c->acked = 0;
+	if (*cwnd < c->undo_cwnd)
+		*cwnd = c->undo_cwnd;
 }
 
 void sr_cc_paced(struct sr_roce_cc *c, uint64_t now, uint32_t cwnd, uint64_t srtt)

@@ -33,15 +33,21 @@ struct sr_roce_cc {
 	uint64_t acked;	       /* congestion avoidance: toward the next increase (1/256 packets) */
 	uint64_t pace_next_ns; /* the next packet leaves no earlier (0: at once) */
 	uint64_t pace_gap_ns;  /* the pacing interval of the last packet paced */
+	bool undo_ok;	       /* the last decrease was a timeout's, undone if it proves spurious */
+	uint32_t undo_cwnd, undo_ssthresh;
 };
 
 /* n more packets acknowledged, srtt the smoothed RTT (ns, 0: none yet):
- * *cwnd grows, at most to window. */
+ * *cwnd grows, at most to window; a timeout before it is no longer undone. */
 void sr_cc_acked(struct sr_roce_cc *c, uint32_t *cwnd, uint32_t n, uint32_t window, uint64_t srtt);
 /* A loss (a sequence NAK, a gap in the responses) */
 void sr_cc_loss(struct sr_roce_cc *c, uint32_t *cwnd);
-/* A retransmission timeout */
+/* A retransmission timeout; the window before it is kept for sr_cc_undo */
 void sr_cc_timeout(struct sr_roce_cc *c, uint32_t *cwnd);
+/* The timeout was spurious (recovery.h, sr_rec_progress; before
+ * sr_cc_acked for that progress): the window and ssthresh go back to what
+ * they were before it, unless a loss came since. */
+void sr_cc_undo(struct sr_roce_cc *c, uint32_t *cwnd);
 
 /* May a packet leave at now (pacing)? */
 static inline bool sr_cc_may_send(const struct sr_roce_cc *c, uint64_t now)

@@ -125,6 +125,18 @@ static void comp_fail(struct sr_qp *qp, uint32_t psn, enum ibv_wc_status st)
 	sr_qp_to_error(qp, (enum ibv_event_type) - 1);
 }
 
+/* una moved by n packets: the RTT sample, a spurious timeout undone
+ * (recovery.h), the window's growth. */
+static void comp_progress(struct sr_qp *qp, uint32_t n)
+{
+	struct sr_roce_qp *r = rqp(qp);
+	if (sr_rec_progress(&r->rec, r->una_psn, comp_now())) {
+		SR_DBG("QP %u: the timeout was spurious: window back to %u", sr_roce_qpn(qp), r->cc.undo_cwnd);
+		sr_cc_undo(&r->cc, &r->cwnd);
+	}
+	sr_cc_acked(&r->cc, &r->cwnd, n, r->window, r->rec.srtt);
+}
+
 /* Everything up to and including psn has been acknowledged. Retires WQEs
  * in order; stops at a read/atomic that hasn't got its response (if the
  * ACK covers it, its response was lost: rewind to it). */
@@ -174,11 +186,10 @@ static void comp_ack_upto(struct sr_qp *qp, uint32_t psn)
 		break;
 	}
 	if (progress) {
-		sr_cc_acked(&r->cc, &r->cwnd, (uint32_t)psn_diff(r->una_psn, una0), r->window, r->rec.srtt);
+		comp_progress(qp, (uint32_t)psn_diff(r->una_psn, una0));
 		r->retry_left = qp->attr.retry_cnt;
 		r->rnr_retry_left = qp->attr.rnr_retry; /* both count per message, as rxe's */
 		r->gap_retx_valid = false;
-		sr_rec_progress(&r->rec, r->una_psn, comp_now());
 		restart_timer(qp);
 	}
 	sr_sq_complete(qp);
@@ -248,10 +259,9 @@ static void comp_advance(struct sr_qp *qp, struct sr_send_wqe *w, struct sr_pkt 
 	r->gap_retx_valid = false;
 	if (piece_done && r->rd_outstanding)
 		r->rd_outstanding--;
-	sr_cc_acked(&r->cc, &r->cwnd, 1, r->window, r->rec.srtt);
+	comp_progress(qp, 1);
 	if ((uint32_t)psn_diff(r->una_psn, w->first_psn) >= w->npkts)
 		w->state = SR_WQE_DONE;
-	sr_rec_progress(&r->rec, r->una_psn, comp_now());
 	restart_timer(qp);
 	sr_sq_complete(qp);
 }
@@ -430,6 +440,7 @@ void sr_comp_timer(struct sr_qp *qp, uint64_t now)
 			comp_retry(qp, r->una_psn, expired, true);
 			if (qp->attr.qp_state == IBV_QPS_ERR)
 				return;
+			sr_rec_timeout(&r->rec, now);
 			if (expired)
 				r->rec.epoch_ns = now;
 			r->rec.backoff++;

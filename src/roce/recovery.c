@@ -6,10 +6,11 @@
 
 void sr_rec_init(struct sr_roce_rec *c, uint32_t psn)
 {
-	uint64_t srtt = c->srtt, rttvar = c->rttvar; /* the path is the same one */
+	uint64_t srtt = c->srtt, rttvar = c->rttvar, rtt_min = c->rtt_min; /* the path is the same one */
 	memset(c, 0, sizeof(*c));
 	c->srtt = srtt;
 	c->rttvar = rttvar;
+	c->rtt_min = rtt_min;
 	c->snd_max = psn;
 }
 
@@ -75,11 +76,20 @@ void sr_rec_go_back(struct sr_roce_rec *c, uint32_t psn)
 		c->sample_on = false;
 }
 
-void sr_rec_progress(struct sr_roce_rec *c, uint32_t una, uint64_t now)
+void sr_rec_timeout(struct sr_roce_rec *c, uint64_t now)
 {
+	c->rto_ns = now ? now : 1;
+}
+
+bool sr_rec_progress(struct sr_roce_rec *c, uint32_t una, uint64_t now)
+{
+	bool spurious = c->rto_ns && c->rtt_min && now - c->rto_ns < c->rtt_min;
+	c->rto_ns = 0;
 	if (c->sample_on && psn_diff(una, c->sample_psn) > 0) {
 		c->sample_on = false;
 		uint64_t m = now > c->sample_ns ? now - c->sample_ns : 1;
+		if (!c->rtt_min || m < c->rtt_min)
+			c->rtt_min = m;
 		if (!c->srtt) {
 			c->srtt = m;
 			c->rttvar = m / 2;
@@ -95,11 +105,15 @@ void sr_rec_progress(struct sr_roce_rec *c, uint32_t una, uint64_t now)
 	c->epoch_ns = now;
 	if (c->in_recovery && psn_diff(una, c->recover_psn) >= 0)
 		c->in_recovery = false;
+	return spurious;
 }
 
 uint64_t sr_rec_wait(const struct sr_roce_rec *c, uint64_t qp_to, bool probe_ok)
 {
-	uint64_t rto = c->srtt ? c->srtt + 4 * c->rttvar : qp_to; /* no sample yet: the QP's own */
+	/* the variance term at least srtt: on a steady long path rttvar
+	 * falls near 0, and the timer would fire at any late ACK */
+	uint64_t var = 4 * c->rttvar > c->srtt ? 4 * c->rttvar : c->srtt;
+	uint64_t rto = c->srtt ? c->srtt + var : qp_to; /* no sample yet: the QP's own */
 	if (rto < SR_RTO_MIN_NS)
 		rto = SR_RTO_MIN_NS;
 	for (uint32_t i = 0; i < c->backoff && rto < qp_to; i++)

@@ -19,6 +19,8 @@
 
 struct sr_roce_rec {
 	uint64_t srtt, rttvar; /* ns; srtt 0 until the first sample */
+	uint64_t rtt_min;      /* ns, the least sample; 0 until the first */
+	uint64_t rto_ns;       /* when the last timeout resent, 0: progress since */
 	uint32_t sample_psn;   /* the PSN being timed (an AckReq packet, sent once) */
 	uint64_t sample_ns;
 	bool sample_on;
@@ -43,11 +45,17 @@ void sr_rec_sent(struct sr_roce_rec *c, uint32_t psn, uint32_t n, bool ackreq);
 /* The requester goes back to psn: what is timed from there on is resent. */
 void sr_rec_go_back(struct sr_roce_rec *c, uint32_t psn);
 /* Everything before una is acknowledged (una moved): a sample if it
- * covers the timed PSN, the backoff and probe start again. */
-void sr_rec_progress(struct sr_roce_rec *c, uint32_t una, uint64_t now);
+ * covers the timed PSN, the backoff and probe start again.  True if this
+ * is the first progress since a timeout (sr_rec_timeout) and came sooner
+ * than the least round trip after it: it answers what was sent before the
+ * timeout, which was spurious (Eifel, RFC 3522, timed instead of stamped). */
+bool sr_rec_progress(struct sr_roce_rec *c, uint32_t una, uint64_t now);
+/* A retransmission timeout resends at now. */
+void sr_rec_timeout(struct sr_roce_rec *c, uint64_t now);
 /* How long the retransmission timer runs now, qp_to the QP's timeout
  * (ns, nonzero): until the tail-loss probe if one may go (probe_ok), else
- * until the timeout; backed off, at most qp_to. */
+ * until the timeout (srtt + max(4 rttvar, srtt), at least SR_RTO_MIN_NS);
+ * backed off, at most qp_to. */
 uint64_t sr_rec_wait(const struct sr_roce_rec *c, uint64_t qp_to, bool probe_ok);
 /* A READ request for the response PSNs [psn, psn + n) leaves. */
 void sr_rec_read_sent(struct sr_roce_rec *c, uint32_t psn, uint32_t n);

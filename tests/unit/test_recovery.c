@@ -1,6 +1,8 @@
 /* The RC requester's loss recovery (src/roce/recovery.c) on its own: the
- * bounds of a READ request sent again, the retransmission wait. */
+ * bounds of a READ request sent again, the retransmission wait, a
+ * spurious timeout undone. */
 #include "../../src/roce/recovery.c"
+#include "../../src/roce/cc.c"
 
 #include "ut.h"
 
@@ -91,6 +93,53 @@ static void test_wait(void)
 	      (unsigned long long)sr_rec_wait(&c, to, false));
 	CHECK(sr_rec_wait(&c, to, true) == 4000000, "the probe at 2 srtt");
 	CHECK(sr_rec_wait(&c, 5000000, false) == 5000000, "at most the QP's timeout");
+	for (int i = 0; i < 40; i++) { /* a steady 10 ms path: rttvar falls near 0 */
+		sr_rec_sent(&c, (uint32_t)i + 1, 1, true);
+		sr_rec_progress(&c, (uint32_t)i + 2, fake_now + 10000000);
+		fake_now += 10000000;
+	}
+	CHECK(c.rttvar < 100000 && sr_rec_wait(&c, to, false) >= 2 * c.srtt, "a steady path: at least 2 srtt (%llu, srtt %llu)",
+	      (unsigned long long)sr_rec_wait(&c, to, false), (unsigned long long)c.srtt);
+}
+
+/* A timeout on a long, lossless path (the delay line holds what is sent
+ * past the RTO): the first progress after it comes sooner than a round
+ * trip, so it answers the original, and the window is given back, with no
+ * ssthresh (no pacing).  Progress a round trip later leaves the decrease. */
+static void test_spurious_timeout(void)
+{
+	struct sr_roce_rec c;
+	struct sr_roce_cc cc;
+	uint32_t cwnd = 512;
+	const uint64_t rtt = 10000000;
+
+	memset(&c, 0, sizeof(c));
+	memset(&cc, 0, sizeof(cc));
+	sr_rec_init(&c, 0);
+	fake_now = 1000000;
+	sr_rec_sent(&c, 0, 256, true);
+	CHECK(!sr_rec_progress(&c, 256, fake_now + rtt), "no timeout: not spurious");
+	fake_now += rtt;
+	sr_rec_sent(&c, 256, 256, true);
+	fake_now += rtt + rtt / 2; /* the ACK is late: the timeout fires */
+	sr_cc_timeout(&cc, &cwnd);
+	sr_rec_timeout(&c, fake_now);
+	CHECK(cwnd == SR_CWND_MIN && cc.ssthresh, "the timeout: the minimum window (%u)", cwnd);
+	if (sr_rec_progress(&c, 512, fake_now + rtt / 10))
+		sr_cc_undo(&cc, &cwnd);
+	sr_cc_acked(&cc, &cwnd, 256, 512, c.srtt);
+	CHECK(cwnd == 512 && !cc.ssthresh, "spurious: the window back (%u, ssthresh %u)", cwnd, cc.ssthresh);
+
+	fake_now += rtt;
+	sr_rec_sent(&c, 512, 256, true);
+	fake_now += 2 * rtt;
+	sr_cc_timeout(&cc, &cwnd);
+	sr_rec_timeout(&c, fake_now);
+	CHECK(!sr_rec_progress(&c, 768, fake_now + rtt + rtt / 10), "a round trip after it: the resend's answer");
+	sr_cc_acked(&cc, &cwnd, 256, 512, c.srtt);
+	CHECK(cwnd < 512 && cc.ssthresh, "a timeout that stands keeps its decrease (%u)", cwnd);
+	sr_cc_undo(&cc, &cwnd);
+	CHECK(cwnd < 512, "and no later undo (%u)", cwnd);
 }
 
 int main(void)
@@ -98,5 +147,6 @@ int main(void)
 	test_read_room();
 	test_read_piece();
 	test_wait();
+	test_spurious_timeout();
 	return ut_end("test_recovery");
 }
