@@ -44,6 +44,8 @@ struct sr_progress {
 	struct sr_qp **timer_qps;
 	uint32_t n_timer_qps, timer_qps_cap;
 	struct sr_qp **timer_snap; /* the progress thread's copy of timer_qps */
+	uint64_t input_asked_ns;   /* the timer pass that last asked sr_timers_input_waiting */
+	bool input_waiting;	   /* ... and its answer */
 	/* park.c: park_lock protects parked, the QPs whose transport parks
 	 * posted sends for a batch (sr_qp_park) until the application's next
 	 * poll or CQ arming, or the progress thread, releases them.  Taken
@@ -163,6 +165,10 @@ void sr_qp_timer_disarm(struct sr_qp *qp);   /* qp->lock held */
 /* The timer pass (the progress thread only): fires the deadlines that are
  * due and returns the next one (0 = none). */
 uint64_t sr_timers_run(struct sr_context *ctx);
+/* In a timer pass at now (the progress thread only): whether a socket of
+ * the context has input not yet received, which may hold the answer a
+ * deadline waits for.  One non-blocking look per pass. */
+bool sr_timers_input_waiting(struct sr_context *ctx, uint64_t now);
 /* The progress thread's wake-up time, wake (0: none), made no later than
  * a tick from now while the application posts (sr_qp_timer_arm_slack). */
 uint64_t sr_timers_tick(struct sr_context *ctx, uint64_t now, uint64_t wake);

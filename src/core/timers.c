@@ -2,6 +2,7 @@
  * those are visited), and the progress thread's pass over them. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 
 #include "core/sr.h"
 
@@ -103,6 +104,16 @@ uint64_t sr_timers_run(struct sr_context *ctx)
 	if (truncated)
 		next = now;
 	return next;
+}
+
+bool sr_timers_input_waiting(struct sr_context *ctx, uint64_t now)
+{
+	if (ctx->prog.input_asked_ns != now) {
+		struct epoll_event ev;
+		ctx->prog.input_asked_ns = now;
+		ctx->prog.input_waiting = epoll_wait(ctx->prog.data_epfd, &ev, 1, 0) > 0;
+	}
+	return ctx->prog.input_waiting;
 }
 
 uint64_t sr_timers_tick(struct sr_context *ctx, uint64_t now, uint64_t wake)

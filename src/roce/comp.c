@@ -52,7 +52,7 @@ static uint64_t comp_now(void)
  * recovery.h).  A tail-loss probe re-sends a SEND or WRITE packet
  * (sr_req_probe): while a READ or atomic awaits its response, the next
  * step is the retransmission timeout, which asks again from the oldest
- * unanswered PSN, each READ within the one it repeats (sr_rec_read_room). */
+ * unanswered PSN, each READ within the one it repeats (sr_rec_read_piece). */
 static uint64_t retrans_wait(struct sr_qp *qp, uint64_t to, bool probe)
 {
 	return sr_rec_wait(&rqp(qp)->rec, to, probe && !rqp(qp)->rd_outstanding);
@@ -430,6 +430,11 @@ void sr_comp_timer(struct sr_qp *qp, uint64_t now)
 		/* the QP's own timeout has run out since the last progress (a
 		 * timer fires up to a tick late, never early) */
 		bool expired = now - r->rec.epoch_ns >= to - to / 8;
+		if (expired && to && sr_rec_hold_expiry(&r->rec, now, to, sr_timers_input_waiting(qp->ctx, now))) {
+			SR_DBG("QP %u: QP timeout at psn %u held: input waits to be read", sr_roce_qpn(qp), r->una_psn);
+			set_retrans(qp, now, to / 8);
+			return;
+		}
 		if (!expired && !r->rec.tlp_sent && sr_req_probe(qp)) {
 			SR_DBG("QP %u: tail-loss probe", sr_roce_qpn(qp));
 			r->rec.stat_tlp++;

@@ -101,11 +101,23 @@ bool sr_rec_progress(struct sr_roce_rec *c, uint32_t una, uint64_t now)
 	}
 	read_acked(c, una);
 	c->backoff = 0;
+	c->hold_ns = 0;
 	c->tlp_sent = false;
 	c->epoch_ns = now;
 	if (c->in_recovery && psn_diff(una, c->recover_psn) >= 0)
 		c->in_recovery = false;
 	return spurious;
+}
+
+bool sr_rec_hold_expiry(struct sr_roce_rec *c, uint64_t now, uint64_t qp_to, bool input_waiting)
+{
+	if (!input_waiting || (c->hold_ns && now - c->hold_ns >= qp_to)) {
+		c->hold_ns = 0;
+		return false;
+	}
+	if (!c->hold_ns)
+		c->hold_ns = now;
+	return true;
 }
 
 uint64_t sr_rec_wait(const struct sr_roce_rec *c, uint64_t qp_to, bool probe_ok)

@@ -31,6 +31,7 @@ struct sr_roce_rec {
 	bool force_ackreq; /* the next packet sent asks for an ACK */
 	bool in_recovery;  /* the window was decreased for the loss before recover_psn */
 	uint32_t recover_psn;
+	uint64_t hold_ns; /* since when a QP timeout waits for unread input (0: none) */
 	uint64_t stat_tlp, stat_rto;
 	/* last PSNs of the READ requests sent and not yet answered, oldest
 	 * first: a request sent again ends within the one it repeats */
@@ -57,6 +58,12 @@ void sr_rec_timeout(struct sr_roce_rec *c, uint64_t now);
  * until the timeout (srtt + max(4 rttvar, srtt), at least SR_RTO_MIN_NS);
  * backed off, at most qp_to. */
 uint64_t sr_rec_wait(const struct sr_roce_rec *c, uint64_t qp_to, bool probe_ok);
+/* The QP's timeout has run out at now without progress; input_waiting:
+ * the process has input it has not read yet (a busy host), which may hold
+ * the awaited answer.  True: hold the retry back and look again soon, for
+ * at most one more QP timeout (qp_to), so that a dead peer is still found
+ * while other QPs' input keeps coming. */
+bool sr_rec_hold_expiry(struct sr_roce_rec *c, uint64_t now, uint64_t qp_to, bool input_waiting);
 /* A READ request for the response PSNs [psn, psn + n) leaves. */
 void sr_rec_read_sent(struct sr_roce_rec *c, uint32_t psn, uint32_t n);
 /* How many of n response PSNs from psn a READ request may ask for: a

@@ -74,6 +74,28 @@ static void test_read_piece(void)
 	CHECK(sr_rec_read_piece(&c, 132, 32, 4, 4) == 4, "past what was sent: the window again");
 }
 
+/* A QP timeout that runs out while the process has unread input is held
+ * back, for at most one more QP timeout; progress or an empty input ends
+ * the hold, and the next expiry gets a hold of its own. */
+static void test_hold_expiry(void)
+{
+	struct sr_roce_rec c;
+	const uint64_t to = 1000000000;
+
+	memset(&c, 0, sizeof(c));
+	sr_rec_init(&c, 0);
+	CHECK(!sr_rec_hold_expiry(&c, 5 * to, to, false), "nothing unread: the retry counts");
+	CHECK(sr_rec_hold_expiry(&c, 5 * to, to, true), "input unread: held");
+	CHECK(sr_rec_hold_expiry(&c, 5 * to + to / 2, to, true), "still unread within a QP timeout: held");
+	CHECK(!sr_rec_hold_expiry(&c, 6 * to, to, true), "a QP timeout more: counts, input or not");
+	CHECK(c.hold_ns == 0, "the next expiry starts a hold of its own");
+	CHECK(sr_rec_hold_expiry(&c, 7 * to, to, true), "the next expiry: held again");
+	sr_rec_progress(&c, 1, 7 * to + 1);
+	CHECK(c.hold_ns == 0, "progress ends the hold");
+	CHECK(sr_rec_hold_expiry(&c, 9 * to, to, true), "held from the start again");
+	CHECK(!sr_rec_hold_expiry(&c, 9 * to + 1, to, false), "input read: counts at once");
+}
+
 /* The wait: the QP's timeout before a sample; srtt + 4 rttvar (at least
  * SR_RTO_MIN_NS) after; the probe at 2 srtt when allowed; never beyond
  * the QP's timeout. */
@@ -146,6 +168,7 @@ int main(void)
 {
 	test_read_room();
 	test_read_piece();
+	test_hold_expiry();
 	test_wait();
 	test_spurious_timeout();
 	return ut_end("test_recovery");
