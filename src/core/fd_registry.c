@@ -11,6 +11,12 @@
  * thread's epfd: an application thread polling an empty CQ asks the
  * kernel which sockets have input (one epoll_wait) instead of trying
  * every QP, so its cost does not grow with idle QPs. */
+bool sr_progress_input_waiting(struct sr_context *ctx)
+{
+	struct epoll_event ev;
+	return epoll_wait(ctx->prog.data_epfd, &ev, 1, 0) > 0;
+}
+
 int sr_progress_add_fd(struct sr_context *ctx, int fd, struct sr_qp *qp)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = qp };

@@ -152,24 +152,23 @@ static void data_arm(struct sr_context *ctx, bool on)
 
 /* Is there input that pollers leave alone?  Input waiting now, and
  * still waiting after the grace time, during which no poll received
- * anything.  (A level-triggered epoll_wait that takes nothing away.)
+ * anything.
  * The "no poll received" test is needed because where pollers receive a
  * stream, the sockets are never empty: new datagrams come while the
  * poller takes the last ones, and waiting input alone would call every
  * stream's input left alone. */
 static bool data_left(struct sr_context *ctx)
 {
-	struct epoll_event ev;
 	struct timespec nap = { 0, SR_POLLER_GRACE_NS };
 
-	if (epoll_wait(ctx->prog.data_epfd, &ev, 1, 0) <= 0)
+	if (!sr_progress_input_waiting(ctx))
 		return false;
 	uint64_t t0 = sr_now_ns();
 	nanosleep(&nap, NULL);
 	if (atomic_load_explicit(&ctx->prog.last_poll_rx_ns, memory_order_relaxed) >= t0 ||
 	    atomic_load_explicit(&ctx->prog.poll_nap_until, memory_order_relaxed) >= t0)
 		return false; /* a poller took input, or naps after a stream's pass */
-	return epoll_wait(ctx->prog.data_epfd, &ev, 1, 0) > 0;
+	return sr_progress_input_waiting(ctx);
 }
 
 void sr_progress_chan_armed(struct sr_context *ctx)

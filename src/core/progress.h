@@ -213,6 +213,8 @@ int sr_progress_mod_fd(struct sr_context *ctx, int fd, struct sr_qp *qp, uint32_
 void sr_progress_del_fd(struct sr_context *ctx, int fd);
 /* Receive on the sockets that have input (prog.lock held). */
 void sr_progress_receive(struct sr_context *ctx);
+/* A socket has input now (a level-triggered look that takes nothing). */
+bool sr_progress_input_waiting(struct sr_context *ctx);
 
 /* daemon_conn.c */
 /* The context's connection to softrdmad, opened on first use: NULL and

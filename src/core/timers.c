@@ -2,7 +2,6 @@
  * those are visited), and the progress thread's pass over them. */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 
 #include "core/sr.h"
 
@@ -109,9 +108,8 @@ uint64_t sr_timers_run(struct sr_context *ctx)
 bool sr_timers_input_waiting(struct sr_context *ctx, uint64_t now)
 {
 	if (ctx->prog.input_asked_ns != now) {
-		struct epoll_event ev;
 		ctx->prog.input_asked_ns = now;
-		ctx->prog.input_waiting = epoll_wait(ctx->prog.data_epfd, &ev, 1, 0) > 0;
+		ctx->prog.input_waiting = sr_progress_input_waiting(ctx);
 	}
 	return ctx->prog.input_waiting;
 }
